@@ -1,0 +1,235 @@
+// Translation of a Llama-family ModelConfig into the `weft` graph dialect.
+#include "compiler/Import/Importer.h"
+
+#include "dialects/Weft/IR/WeftOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace weft {
+namespace {
+
+Type elementType(MLIRContext &ctx, io::DType dtype) {
+  switch (dtype) {
+  case io::DType::F16: return Float16Type::get(&ctx);
+  case io::DType::BF16: return BFloat16Type::get(&ctx);
+  default: return Float32Type::get(&ctx);
+  }
+}
+
+class GraphBuilder {
+public:
+  GraphBuilder(MLIRContext &ctx, const ModelConfig &c, OpBuilder &b)
+      : ctx(ctx), c(c), b(b), loc(UnknownLoc::get(&ctx)),
+        dtype(elementType(ctx, c.dtype)) {}
+
+  RankedTensorType act(int64_t width) {
+    return RankedTensorType::get({ShapedType::kDynamic, width}, dtype);
+  }
+
+  Value weight(const std::string &name, ArrayRef<int64_t> shape) {
+    return b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
+                              b.getStringAttr(name));
+  }
+
+  Value linear(Value x, const std::string &prefix, int64_t out, int64_t in,
+               bool bias) {
+    Value w = weight(prefix + ".weight", {out, in});
+    Value bv = bias ? weight(prefix + ".bias", {out}) : Value();
+    return b.create<LinearOp>(loc, act(out), x, w, bv);
+  }
+
+  Value norm(Value x, const std::string &name) {
+    return b.create<RmsNormOp>(loc, x.getType(), x,
+                               weight(name, {c.hiddenSize}),
+                               b.getF64FloatAttr(c.rmsNormEps));
+  }
+
+  Value rope(Value x, Value positions) {
+    auto op = b.create<RopeOp>(loc, x.getType(), x, positions,
+                               b.getI64IntegerAttr(c.headDim),
+                               b.getF64FloatAttr(c.ropeTheta),
+                               b.getStringAttr(ropeTypeName(c.rope.type)),
+                               FloatAttr(), FloatAttr(), FloatAttr(),
+                               IntegerAttr());
+    if (c.rope.type != RopeType::Default)
+      op.setFactorAttr(b.getF64FloatAttr(c.rope.factor));
+    if (c.rope.type == RopeType::Llama3) {
+      op.setLowFreqFactorAttr(b.getF64FloatAttr(c.rope.lowFreqFactor));
+      op.setHighFreqFactorAttr(b.getF64FloatAttr(c.rope.highFreqFactor));
+      op.setOriginalMaxPositionEmbeddingsAttr(
+          b.getI64IntegerAttr(c.rope.originalMaxPositionEmbeddings));
+    }
+    return op;
+  }
+
+  Value layer(int64_t i, Value x, Value positions, Value slots, Value cache) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    int64_t h = c.hiddenSize;
+    Value n = norm(x, p + "input_layernorm.weight");
+    Value q = linear(n, p + "self_attn.q_proj", c.qWidth(), h, c.qkvBias);
+    Value k = linear(n, p + "self_attn.k_proj", c.kvWidth(), h, c.qkvBias);
+    Value v = linear(n, p + "self_attn.v_proj", c.kvWidth(), h, c.qkvBias);
+    Value qr = rope(q, positions);
+    Value kr = rope(k, positions);
+    b.create<KvWriteOp>(loc, kr, v, positions, slots, cache,
+                        b.getI64IntegerAttr(i));
+    auto attn = b.create<AttentionOp>(
+        loc, act(c.qWidth()), qr, positions, slots, cache,
+        b.getI64IntegerAttr(i), b.getI64IntegerAttr(c.numHeads),
+        b.getI64IntegerAttr(c.numKvHeads), b.getI64IntegerAttr(c.headDim),
+        b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim))), IntegerAttr());
+    if (c.slidingWindow)
+      attn.setSlidingWindowAttr(b.getI64IntegerAttr(*c.slidingWindow));
+    Value o = linear(attn, p + "self_attn.o_proj", h, c.qWidth(), c.oBias);
+    Value x1 = b.create<AddOp>(loc, x, o);
+    Value n2 = norm(x1, p + "post_attention_layernorm.weight");
+    int64_t f = c.intermediateSize;
+    Value g = linear(n2, p + "mlp.gate_proj", f, h, c.mlpBias);
+    Value u = linear(n2, p + "mlp.up_proj", f, h, c.mlpBias);
+    Value s = b.create<SiluOp>(loc, g);
+    Value m = b.create<MulOp>(loc, s, u);
+    Value d = linear(m, p + "mlp.down_proj", h, f, c.mlpBias);
+    return b.create<AddOp>(loc, x1, d);
+  }
+
+  DictionaryAttr modelAttr() {
+    SmallVector<NamedAttribute> a;
+    auto i64 = [&](StringRef n, int64_t v) {
+      a.push_back(b.getNamedAttr(n, b.getI64IntegerAttr(v)));
+    };
+    auto f64 = [&](StringRef n, double v) {
+      a.push_back(b.getNamedAttr(n, b.getF64FloatAttr(v)));
+    };
+    a.push_back(b.getNamedAttr("architecture", b.getStringAttr(c.architecture)));
+    a.push_back(b.getNamedAttr("name", b.getStringAttr(c.name)));
+    a.push_back(b.getNamedAttr("dtype", TypeAttr::get(dtype)));
+    i64("hidden_size", c.hiddenSize);
+    i64("intermediate_size", c.intermediateSize);
+    i64("num_layers", c.numLayers);
+    i64("num_heads", c.numHeads);
+    i64("num_kv_heads", c.numKvHeads);
+    i64("head_dim", c.headDim);
+    i64("vocab_size", c.vocabSize);
+    i64("max_position_embeddings", c.maxPositionEmbeddings);
+    f64("rms_norm_eps", c.rmsNormEps);
+    f64("rope_theta", c.ropeTheta);
+    a.push_back(b.getNamedAttr("rope_type", b.getStringAttr(ropeTypeName(c.rope.type))));
+    a.push_back(b.getNamedAttr("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings)));
+    a.push_back(b.getNamedAttr("qkv_bias", b.getBoolAttr(c.qkvBias)));
+    return b.getDictionaryAttr(a);
+  }
+
+  void build(ModuleOp module, const ImportOptions &options) {
+    module->setAttr("weft.model", modelAttr());
+    b.setInsertionPointToEnd(module.getBody());
+    auto tokens = RankedTensorType::get({ShapedType::kDynamic}, b.getI32Type());
+    auto perTokenF32 = RankedTensorType::get({ShapedType::kDynamic}, b.getF32Type());
+    auto cacheType = KvCacheType::get(&ctx, c.numLayers, c.numKvHeads,
+                                      c.headDim, dtype);
+    auto logitsType = RankedTensorType::get({ShapedType::kDynamic, c.vocabSize},
+                                            b.getF32Type());
+    SmallVector<Type> inputs = {tokens, tokens, tokens, cacheType};
+    if (options.sampling)
+      inputs.append({perTokenF32, tokens, perTokenF32, perTokenF32});
+    auto fnType = b.getFunctionType(inputs, {logitsType, tokens});
+    auto fn = b.create<func::FuncOp>(loc, "forward", fnType);
+    Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    Value ids = entry->getArgument(0), positions = entry->getArgument(1),
+          slots = entry->getArgument(2), cache = entry->getArgument(3);
+
+    Value table = weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+    Value x = b.create<EmbeddingOp>(loc, act(c.hiddenSize), table, ids);
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      x = layer(i, x, positions, slots, cache);
+    Value n = norm(x, "model.norm.weight");
+    Value head = c.tieWordEmbeddings
+                     ? table
+                     : weight("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    Value logits = b.create<LogitsOp>(loc, logitsType, n, head);
+    Value next;
+    if (options.sampling)
+      next = b.create<SampleOp>(loc, tokens, logits, entry->getArgument(4),
+                                entry->getArgument(5), entry->getArgument(6),
+                                entry->getArgument(7));
+    else
+      next = b.create<ArgmaxOp>(loc, tokens, logits);
+    b.create<func::ReturnOp>(loc, ValueRange{logits, next});
+  }
+
+private:
+  MLIRContext &ctx;
+  const ModelConfig &c;
+  OpBuilder &b;
+  Location loc;
+  Type dtype;
+};
+
+std::string humanBytes(double bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 4) {
+    bytes /= 1000.0;
+    ++u;
+  }
+  return llvm::formatv("{0:f2} {1}", bytes, units[u]);
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importModel(MLIRContext &context,
+                                  const ModelConfig &config,
+                                  const ImportOptions &options) {
+  context.loadDialect<WeftDialect, func::FuncDialect>();
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
+  GraphBuilder(context, config, b).build(*module, options);
+  return module;
+}
+
+void printGraphSummary(ModuleOp module, const ModelConfig &c,
+                       llvm::raw_ostream &os) {
+  llvm::MapVector<StringRef, unsigned> counts;
+  module.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "weft")
+      ++counts[op->getName().getStringRef()];
+  });
+  uint64_t params = parameterCount(c);
+  os << "model        " << c.name << " (" << c.architecture << ")\n";
+  os << llvm::formatv("layers       {0}, hidden {1}, intermediate {2}\n",
+                      c.numLayers, c.hiddenSize, c.intermediateSize);
+  os << llvm::formatv("attention    {0} heads, {1} KV heads, head_dim {2}{3}\n",
+                      c.numHeads, c.numKvHeads, c.headDim,
+                      c.slidingWindow ? llvm::formatv(", window {0}", *c.slidingWindow).str()
+                                      : std::string());
+  os << llvm::formatv("rope         theta {0}, scaling {1}", c.ropeTheta,
+                      ropeTypeName(c.rope.type));
+  if (c.rope.type != RopeType::Default)
+    os << llvm::formatv(" (factor {0})", c.rope.factor);
+  os << "\n";
+  os << llvm::formatv("vocab        {0}{1}\n", c.vocabSize,
+                      c.tieWordEmbeddings ? " (tied embeddings)" : "");
+  os << llvm::formatv("weights      {0} parameters, {1} in {2}\n", params,
+                      humanBytes(double(params) * io::dtypeSize(c.dtype)),
+                      io::dtypeName(c.dtype));
+  os << llvm::formatv("kv cache     {0} per token\n",
+                      humanBytes(double(2 * c.numLayers * c.kvWidth() *
+                                        io::dtypeSize(c.dtype))));
+  os << "ops         ";
+  unsigned total = 0;
+  for (auto &[name, n] : counts) {
+    os << " " << name << "=" << n;
+    total += n;
+  }
+  os << " (total " << total << ")\n";
+}
+
+} // namespace weft

@@ -1,0 +1,36 @@
+// Builds the `weft` model graph of a ModelConfig.
+#ifndef WEFT_COMPILER_IMPORT_IMPORTER_H_
+#define WEFT_COMPILER_IMPORT_IMPORTER_H_
+
+#include "compiler/Import/ModelConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace weft {
+
+struct ImportOptions {
+  // Token selection appended to the graph: greedy (weft.argmax) or sampled
+  // with per-request parameters (weft.sample).
+  bool sampling = false;
+};
+
+// The graph is one function, @forward(ids, positions, slots, cache) ->
+// (logits, next_ids), over a dynamic number of tokens; the module carries
+// the model's configuration in its `weft.model` attribute.
+mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &context,
+                                              const ModelConfig &config,
+                                              const ImportOptions &options = {});
+
+// A short human-readable summary of an imported graph: dimensions, op counts
+// per kind, parameters and weight bytes.
+void printGraphSummary(mlir::ModuleOp module, const ModelConfig &config,
+                       llvm::raw_ostream &os);
+
+} // namespace weft
+
+#endif // WEFT_COMPILER_IMPORT_IMPORTER_H_

@@ -1,0 +1,433 @@
+// Parsing of Hugging Face config.json files into ModelConfig, and the list of
+// tensors each supported architecture needs.
+#include "compiler/Import/ModelConfig.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+namespace weft {
+
+const char *modelFamilyName(ModelFamily family) {
+  switch (family) {
+  case ModelFamily::Llama: return "llama";
+  case ModelFamily::Mistral: return "mistral";
+  case ModelFamily::Qwen2: return "qwen2";
+  }
+  return "unknown";
+}
+
+const char *ropeTypeName(RopeType type) {
+  switch (type) {
+  case RopeType::Default: return "default";
+  case RopeType::Linear: return "linear";
+  case RopeType::Llama3: return "llama3";
+  }
+  return "unknown";
+}
+
+namespace {
+
+Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+std::string describe(const json::Value &v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << v;
+  if (s.size() > 40)
+    s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Reads fields of one JSON object, naming the file and field in every error.
+class FieldReader {
+public:
+  FieldReader(const json::Object &obj, StringRef file, std::string prefix = "")
+      : obj(obj), file(file), prefix(std::move(prefix)) {}
+
+  Error error(StringRef field, const llvm::Twine &msg) const {
+    return makeError(llvm::Twine(file) + ": field '" + prefix + field + "': " +
+                     msg);
+  }
+
+  // A value that is missing or JSON null counts as absent.
+  const json::Value *get(StringRef field) const {
+    const json::Value *v = obj.get(field);
+    if (!v || v->kind() == json::Value::Null)
+      return nullptr;
+    return v;
+  }
+
+  Expected<std::optional<int64_t>> optInt(StringRef field, int64_t min,
+                                          int64_t max) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<int64_t>();
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i)
+      return error(field, "expected an integer, got " + describe(*v));
+    if (*i < min || *i > max)
+      return error(field, llvm::formatv("expected an integer in [{0}, {1}], got {2}",
+                                        min, max, *i));
+    return i;
+  }
+
+  Expected<int64_t> reqInt(StringRef field, int64_t min, int64_t max) const {
+    Expected<std::optional<int64_t>> v = optInt(field, min, max);
+    if (!v)
+      return v.takeError();
+    if (!*v)
+      return error(field, "missing (expected an integer)");
+    return **v;
+  }
+
+  Expected<std::optional<double>> optPositive(StringRef field) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<double>();
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return error(field, "expected a number, got " + describe(*v));
+    if (!std::isfinite(*d) || *d <= 0.0)
+      return error(field, "expected a positive number, got " + describe(*v));
+    return d;
+  }
+
+  Expected<std::optional<bool>> optBool(StringRef field) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<bool>();
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return error(field, "expected true or false, got " + describe(*v));
+    return b;
+  }
+
+  Expected<std::optional<std::string>> optString(StringRef field) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<std::string>();
+    std::optional<StringRef> s = v->getAsString();
+    if (!s)
+      return error(field, "expected a string, got " + describe(*v));
+    return std::optional<std::string>(s->str());
+  }
+
+private:
+  const json::Object &obj;
+  StringRef file;
+  std::string prefix;
+};
+
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
+#define WEFT_ASSIGN_OR_RETURN(lhs, expr)                                       \
+  auto lhs##OrErr = (expr);                                                    \
+  if (!lhs##OrErr)                                                             \
+    return lhs##OrErr.takeError();                                             \
+  auto lhs = std::move(*lhs##OrErr)
+
+Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
+                                       StringRef fieldName,
+                                       int64_t maxPositions) {
+  FieldReader r(obj, file, (fieldName + ".").str());
+  RopeScaling rope;
+  // transformers < 4.45 spelled the key "type"; later versions "rope_type".
+  WEFT_ASSIGN_OR_RETURN(typeName, r.optString("rope_type"));
+  StringRef typeField = "rope_type";
+  if (!typeName) {
+    WEFT_ASSIGN_OR_RETURN(legacy, r.optString("type"));
+    typeName = legacy;
+    typeField = "type";
+  }
+  std::string type = typeName.value_or("default");
+  if (type == "default") {
+    rope.type = RopeType::Default;
+    return rope;
+  }
+  if (type == "linear") {
+    rope.type = RopeType::Linear;
+    WEFT_ASSIGN_OR_RETURN(factor, r.optPositive("factor"));
+    if (!factor)
+      return r.error("factor", "missing (required by rope_type 'linear')");
+    rope.factor = *factor;
+    return rope;
+  }
+  if (type == "llama3") {
+    rope.type = RopeType::Llama3;
+    WEFT_ASSIGN_OR_RETURN(factor, r.optPositive("factor"));
+    WEFT_ASSIGN_OR_RETURN(low, r.optPositive("low_freq_factor"));
+    WEFT_ASSIGN_OR_RETURN(high, r.optPositive("high_freq_factor"));
+    WEFT_ASSIGN_OR_RETURN(orig, r.optInt("original_max_position_embeddings", 1,
+                                         kMaxDim * 64));
+    if (!factor)
+      return r.error("factor", "missing (required by rope_type 'llama3')");
+    if (!low)
+      return r.error("low_freq_factor", "missing (required by rope_type 'llama3')");
+    if (!high)
+      return r.error("high_freq_factor", "missing (required by rope_type 'llama3')");
+    if (!orig)
+      return r.error("original_max_position_embeddings",
+                     "missing (required by rope_type 'llama3')");
+    if (*high <= *low)
+      return r.error("high_freq_factor",
+                     llvm::formatv("expected more than low_freq_factor ({0}), got {1}",
+                                   *low, *high));
+    rope.factor = *factor;
+    rope.lowFreqFactor = *low;
+    rope.highFreqFactor = *high;
+    rope.originalMaxPositionEmbeddings = *orig;
+    (void)maxPositions;
+    return rope;
+  }
+  return r.error(typeField, "unsupported rope scaling '" + type +
+                                "' (supported: default, linear, llama3)");
+}
+
+Expected<io::DType> parseTorchDType(StringRef s, const FieldReader &r,
+                                    StringRef field) {
+  if (s == "float16" || s == "half")
+    return io::DType::F16;
+  if (s == "bfloat16")
+    return io::DType::BF16;
+  if (s == "float32" || s == "float")
+    return io::DType::F32;
+  return r.error(field, "unsupported dtype '" + s +
+                            "' (supported: float16, bfloat16, float32)");
+}
+
+} // namespace
+
+Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
+  Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return makeError(llvm::Twine(file) + ": invalid JSON: " +
+                     llvm::toString(parsed.takeError()));
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    return makeError(llvm::Twine(file) + ": expected a JSON object at the top level");
+  FieldReader r(*obj, file);
+  ModelConfig c;
+  c.name = file.str();
+
+  // Architecture.
+  const json::Value *archs = r.get("architectures");
+  if (!archs)
+    return r.error("architectures", "missing (expected e.g. [\"LlamaForCausalLM\"])");
+  const json::Array *archList = archs->getAsArray();
+  if (!archList || archList->size() != 1 || !(*archList)[0].getAsString())
+    return r.error("architectures",
+                   "expected a list of one architecture name, got " + describe(*archs));
+  c.architecture = (*archList)[0].getAsString()->str();
+  StringRef expectedModelType;
+  if (c.architecture == "LlamaForCausalLM") {
+    c.family = ModelFamily::Llama;
+    expectedModelType = "llama";
+  } else if (c.architecture == "MistralForCausalLM") {
+    c.family = ModelFamily::Mistral;
+    expectedModelType = "mistral";
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    c.family = ModelFamily::Qwen2;
+    expectedModelType = "qwen2";
+  } else {
+    return r.error("architectures",
+                   "unsupported architecture '" + c.architecture +
+                       "' (supported: LlamaForCausalLM, MistralForCausalLM, "
+                       "Qwen2ForCausalLM)");
+  }
+  WEFT_ASSIGN_OR_RETURN(modelType, r.optString("model_type"));
+  if (modelType && *modelType != expectedModelType)
+    return r.error("model_type", "'" + *modelType + "' does not match " +
+                                     c.architecture + " (expected '" +
+                                     expectedModelType + "')");
+
+  WEFT_ASSIGN_OR_RETURN(act, r.optString("hidden_act"));
+  if (act && *act != "silu")
+    return r.error("hidden_act", "unsupported activation '" + *act + "' (expected silu)");
+
+  // Dimensions.
+  WEFT_ASSIGN_OR_RETURN(hidden, r.reqInt("hidden_size", 1, kMaxDim));
+  WEFT_ASSIGN_OR_RETURN(inter, r.reqInt("intermediate_size", 1, kMaxDim));
+  WEFT_ASSIGN_OR_RETURN(layers, r.reqInt("num_hidden_layers", 1, 4096));
+  WEFT_ASSIGN_OR_RETURN(heads, r.reqInt("num_attention_heads", 1, 4096));
+  WEFT_ASSIGN_OR_RETURN(kvHeads, r.optInt("num_key_value_heads", 1, 4096));
+  WEFT_ASSIGN_OR_RETURN(headDim, r.optInt("head_dim", 1, 4096));
+  WEFT_ASSIGN_OR_RETURN(vocab, r.reqInt("vocab_size", 1, kMaxDim));
+  WEFT_ASSIGN_OR_RETURN(maxPos, r.optInt("max_position_embeddings", 1, kMaxDim * 64));
+  c.hiddenSize = hidden;
+  c.intermediateSize = inter;
+  c.numLayers = layers;
+  c.numHeads = heads;
+  c.numKvHeads = kvHeads.value_or(heads);
+  c.vocabSize = vocab;
+  c.maxPositionEmbeddings = maxPos.value_or(4096);
+  if (headDim) {
+    c.headDim = *headDim;
+  } else {
+    if (hidden % heads != 0)
+      return r.error("num_attention_heads",
+                     llvm::formatv("hidden_size {0} is not divisible by {1} heads "
+                                   "and no head_dim is given",
+                                   hidden, heads));
+    c.headDim = hidden / heads;
+  }
+  if (c.headDim % 2 != 0)
+    return r.error("head_dim", llvm::formatv("expected an even head dimension "
+                                             "for rotary embedding, got {0}",
+                                             c.headDim));
+  if (c.numHeads % c.numKvHeads != 0)
+    return r.error("num_key_value_heads",
+                   llvm::formatv("{0} query heads are not a multiple of {1} KV heads",
+                                 c.numHeads, c.numKvHeads));
+
+  // Normalization and rotary embedding.
+  WEFT_ASSIGN_OR_RETURN(eps, r.optPositive("rms_norm_eps"));
+  c.rmsNormEps = eps.value_or(1e-6);
+  WEFT_ASSIGN_OR_RETURN(theta, r.optPositive("rope_theta"));
+  c.ropeTheta = theta.value_or(10000.0);
+  // transformers 5 moved rope_theta and the scaling into "rope_parameters".
+  for (StringRef field : {"rope_scaling", "rope_parameters"}) {
+    const json::Value *v = r.get(field);
+    if (!v)
+      continue;
+    const json::Object *ropeObj = v->getAsObject();
+    if (!ropeObj)
+      return r.error(field, "expected an object or null, got " + describe(*v));
+    WEFT_ASSIGN_OR_RETURN(rope, parseRopeScaling(*ropeObj, file, field,
+                                                 c.maxPositionEmbeddings));
+    if (rope.type != RopeType::Default || field == "rope_scaling")
+      c.rope = rope;
+    FieldReader rr(*ropeObj, file, (field + ".").str());
+    WEFT_ASSIGN_OR_RETURN(innerTheta, rr.optPositive("rope_theta"));
+    if (innerTheta)
+      c.ropeTheta = *innerTheta;
+  }
+
+  // Biases, tying, windows.
+  WEFT_ASSIGN_OR_RETURN(tie, r.optBool("tie_word_embeddings"));
+  c.tieWordEmbeddings = tie.value_or(false);
+  WEFT_ASSIGN_OR_RETURN(attnBias, r.optBool("attention_bias"));
+  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
+  if (c.family == ModelFamily::Qwen2) {
+    c.qkvBias = true; // Qwen2 always has Q/K/V biases and no others.
+  } else {
+    c.qkvBias = c.oBias = attnBias.value_or(false);
+    c.mlpBias = mlpBias.value_or(false);
+  }
+  WEFT_ASSIGN_OR_RETURN(window, r.optInt("sliding_window", 1, kMaxDim * 64));
+  WEFT_ASSIGN_OR_RETURN(useWindow, r.optBool("use_sliding_window"));
+  if (c.family == ModelFamily::Mistral) {
+    if (window && *window < c.maxPositionEmbeddings)
+      c.slidingWindow = *window;
+  } else if (c.family == ModelFamily::Qwen2 && useWindow.value_or(false)) {
+    return r.error("use_sliding_window",
+                   "Qwen2 sliding-window attention on some layers is not supported");
+  }
+  WEFT_ASSIGN_OR_RETURN(tp, r.optInt("pretraining_tp", 1, 1024));
+  if (tp && *tp != 1)
+    return r.error("pretraining_tp", llvm::formatv("expected 1, got {0}", *tp));
+
+  // Dtype: transformers 5 writes "dtype", earlier versions "torch_dtype".
+  c.dtype = io::DType::BF16;
+  for (StringRef field : {"torch_dtype", "dtype"}) {
+    WEFT_ASSIGN_OR_RETURN(dt, r.optString(field));
+    if (!dt)
+      continue;
+    WEFT_ASSIGN_OR_RETURN(parsedDType, parseTorchDType(*dt, r, field));
+    c.dtype = parsedDType;
+  }
+
+  // Special tokens (used by generation; optional).
+  WEFT_ASSIGN_OR_RETURN(bos, r.optInt("bos_token_id", 0, kMaxDim));
+  if (bos && *bos >= c.vocabSize)
+    return r.error("bos_token_id", llvm::formatv("{0} is outside the vocabulary of {1}",
+                                                 *bos, c.vocabSize));
+  c.bosTokenId = bos;
+  if (const json::Value *eos = r.get("eos_token_id")) {
+    std::vector<const json::Value *> items;
+    if (const json::Array *a = eos->getAsArray())
+      for (const json::Value &e : *a)
+        items.push_back(&e);
+    else
+      items.push_back(eos);
+    for (const json::Value *e : items) {
+      std::optional<int64_t> id = e->getAsInteger();
+      if (!id || *id < 0 || *id >= c.vocabSize)
+        return r.error("eos_token_id", "expected token ids in [0, " +
+                                           llvm::Twine(c.vocabSize) + "), got " +
+                                           describe(*eos));
+      c.eosTokenIds.push_back(*id);
+    }
+  }
+  return c;
+}
+
+Expected<ModelConfig> readModelConfig(StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return makeError(llvm::Twine(path) + ": cannot read: " + buf.getError().message());
+  if ((*buf)->getBufferSize() > (64u << 20))
+    return makeError(llvm::Twine(path) + ": file is larger than 64 MiB; not a config.json");
+  return parseModelConfig((*buf)->getBuffer(), path);
+}
+
+std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
+  std::vector<ExpectedTensor> out;
+  int64_t h = c.hiddenSize, q = c.qWidth(), kv = c.kvWidth(),
+          f = c.intermediateSize;
+  out.push_back({"model.embed_tokens.weight", {c.vocabSize, h}});
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", {h}});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    if (c.qkvBias)
+      out.push_back({p + "self_attn.q_proj.bias", {q}});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    if (c.qkvBias)
+      out.push_back({p + "self_attn.k_proj.bias", {kv}});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (c.qkvBias)
+      out.push_back({p + "self_attn.v_proj.bias", {kv}});
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    if (c.oBias)
+      out.push_back({p + "self_attn.o_proj.bias", {h}});
+    out.push_back({p + "post_attention_layernorm.weight", {h}});
+    out.push_back({p + "mlp.gate_proj.weight", {f, h}});
+    if (c.mlpBias)
+      out.push_back({p + "mlp.gate_proj.bias", {f}});
+    out.push_back({p + "mlp.up_proj.weight", {f, h}});
+    if (c.mlpBias)
+      out.push_back({p + "mlp.up_proj.bias", {f}});
+    out.push_back({p + "mlp.down_proj.weight", {h, f}});
+    if (c.mlpBias)
+      out.push_back({p + "mlp.down_proj.bias", {h}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  if (!c.tieWordEmbeddings)
+    out.push_back({"lm_head.weight", {c.vocabSize, h}});
+  return out;
+}
+
+uint64_t parameterCount(const ModelConfig &c) {
+  uint64_t n = 0;
+  for (const ExpectedTensor &t : expectedTensors(c)) {
+    uint64_t e = 1;
+    for (int64_t d : t.shape)
+      e *= uint64_t(d);
+    n += e;
+  }
+  return n;
+}
+
+} // namespace weft

@@ -1,0 +1,47 @@
+//===- WeftBase.td - The weft model-graph dialect ----------*- tablegen -*-===//
+//
+// The `weft` dialect: tensor-level ops of a decoder-only transformer, with
+// static model dimensions and a dynamic token dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef WEFT_DIALECT_WEFT_IR_WEFTBASE_TD
+#define WEFT_DIALECT_WEFT_IR_WEFTBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Weft_Dialect : Dialect {
+  let name = "weft";
+  let cppNamespace = "::weft";
+  let summary = "The model graph of a decoder-only transformer.";
+  let description = [{
+    The `weft` dialect holds a model as the Hugging Face importer produces it:
+    one op per tensor-level computation of a Llama-family decoder (embedding,
+    RMSNorm, linear projections, rotary embedding, grouped-query attention
+    over a KV cache, SiLU, elementwise arithmetic, logits and token
+    selection). Weights are named references (`weft.weight`) that carry shape
+    and dtype but no data; the plan's weight manifest maps them to the
+    checkpoint's tensors.
+
+    Every model dimension (hidden size, heads, head dim, intermediate size,
+    vocabulary) is static. Only the token dimension, the leading dimension of
+    activations, may be dynamic (`?`); specialization later replaces it with
+    the bucket sizes the plan is compiled for.
+
+    Activations carry the model's compute dtype (f16, bf16 or f32); norms,
+    softmax and logits accumulate in f32.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let useDefaultTypePrinterParser = 1;
+}
+
+class Weft_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Weft_Dialect, mnemonic, traits>;
+
+class Weft_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<Weft_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+#endif // WEFT_DIALECT_WEFT_IR_WEFTBASE_TD

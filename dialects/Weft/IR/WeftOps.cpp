@@ -1,0 +1,300 @@
+// The weft dialect: registration, type and op verifiers.
+#include "dialects/Weft/IR/WeftOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace weft;
+
+#include "dialects/Weft/IR/WeftDialect.cpp.inc"
+
+void WeftDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Weft/IR/WeftTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Weft/IR/WeftOps.cpp.inc"
+      >();
+}
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Weft/IR/WeftTypes.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+RankedTensorType rankedType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+// Two token dimensions agree when equal or when either is still dynamic.
+bool tokenDimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+// Model dimensions (everything but the token dimension) must be static.
+LogicalResult verifyStaticFeatureDim(Operation *op, Value v, StringRef what) {
+  RankedTensorType t = rankedType(v);
+  if (t.getRank() >= 2 && ShapedType::isDynamic(t.getShape().back()))
+    return op->emitOpError() << what << " must have a static feature dimension, got " << t;
+  return success();
+}
+
+LogicalResult verifyTokens(Operation *op, Value activation, Value tokens,
+                           StringRef what) {
+  int64_t a = rankedType(activation).getDimSize(0);
+  int64_t b = rankedType(tokens).getDimSize(0);
+  if (!tokenDimsCompatible(a, b))
+    return op->emitOpError() << "token count of " << what << " (" << b
+                             << ") does not match the activations (" << a << ")";
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KvCacheType
+//===----------------------------------------------------------------------===//
+
+LogicalResult KvCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t layers, int64_t kvHeads,
+                                  int64_t headDim, Type dtype) {
+  if (layers <= 0 || kvHeads <= 0 || headDim <= 0)
+    return emitError() << "kv_cache dimensions must be positive, got layers = "
+                       << layers << ", kv_heads = " << kvHeads
+                       << ", head_dim = " << headDim;
+  if (!llvm::isa<FloatType, IntegerType>(dtype))
+    return emitError() << "kv_cache dtype must be a float or integer type, got "
+                       << dtype;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WeightOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError("requires a non-empty weight name");
+  RankedTensorType t = getResult().getType();
+  if (!t.hasStaticShape())
+    return emitOpError() << "weight '" << getName()
+                         << "' must have a static shape, got " << t;
+  if (t.getNumElements() == 0)
+    return emitOpError() << "weight '" << getName() << "' is empty";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = getTable().getType();
+  RankedTensorType result = getResult().getType();
+  if (table.getRank() != 2)
+    return emitOpError() << "table must be rank 2 (vocab x hidden), got " << table;
+  if (result.getDimSize(1) != table.getDimSize(1))
+    return emitOpError() << "result width " << result.getDimSize(1)
+                         << " does not match the table's hidden size "
+                         << table.getDimSize(1);
+  return verifyTokens(*this, getResult(), getIds(), "ids");
+}
+
+//===----------------------------------------------------------------------===//
+// RmsNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyStaticFeatureDim(*this, getInput(), "input")))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  RankedTensorType w = getWeight().getType();
+  int64_t width = getInput().getType().getDimSize(1);
+  if (w.getRank() != 1 || w.getDimSize(0) != width)
+    return emitOpError() << "weight must be tensor<" << width << "x...>, got " << w;
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError("epsilon must be positive");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyStaticFeatureDim(*this, getInput(), "input")))
+    return failure();
+  RankedTensorType in = getInput().getType();
+  RankedTensorType w = getWeight().getType();
+  RankedTensorType out = getResult().getType();
+  if (w.getRank() != 2)
+    return emitOpError() << "weight must be rank 2 (out x in), got " << w;
+  if (w.getDimSize(1) != in.getDimSize(1))
+    return emitOpError() << "weight " << w << " does not match input width "
+                         << in.getDimSize(1);
+  if (out.getDimSize(1) != w.getDimSize(0))
+    return emitOpError() << "result width " << out.getDimSize(1)
+                         << " does not match the weight's output size "
+                         << w.getDimSize(0);
+  if (!tokenDimsCompatible(in.getDimSize(0), out.getDimSize(0)))
+    return emitOpError("result token count does not match the input");
+  if (Value bias = getBias()) {
+    RankedTensorType b = llvm::cast<RankedTensorType>(bias.getType());
+    if (b.getRank() != 1 || b.getDimSize(0) != w.getDimSize(0))
+      return emitOpError() << "bias must be tensor<" << w.getDimSize(0)
+                           << "x...>, got " << b;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RopeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::verify() {
+  if (failed(verifyStaticFeatureDim(*this, getInput(), "input")))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  int64_t headDim = getHeadDim();
+  int64_t width = getInput().getType().getDimSize(1);
+  if (headDim % 2 != 0)
+    return emitOpError() << "head_dim must be even, got " << headDim;
+  if (width % headDim != 0)
+    return emitOpError() << "input width " << width
+                         << " is not a multiple of head_dim " << headDim;
+  if (!(getTheta().convertToDouble() > 0.0))
+    return emitOpError("theta must be positive");
+  StringRef type = getRopeType();
+  if (type == "default") {
+    if (getFactor() || getLowFreqFactor() || getHighFreqFactor() ||
+        getOriginalMaxPositionEmbeddings())
+      return emitOpError("rope_type \"default\" takes no scaling parameters");
+  } else if (type == "linear") {
+    if (!getFactor())
+      return emitOpError("rope_type \"linear\" requires 'factor'");
+  } else if (type == "llama3") {
+    if (!getFactor() || !getLowFreqFactor() || !getHighFreqFactor() ||
+        !getOriginalMaxPositionEmbeddings())
+      return emitOpError(
+          "rope_type \"llama3\" requires 'factor', 'low_freq_factor', "
+          "'high_freq_factor' and 'original_max_position_embeddings'");
+    if (*getHighFreqFactor() <= *getLowFreqFactor())
+      return emitOpError("high_freq_factor must exceed low_freq_factor");
+  } else {
+    return emitOpError() << "unknown rope_type \"" << type
+                         << "\" (expected default, linear or llama3)";
+  }
+  if (getFactor() && !(getFactor()->convertToDouble() > 0.0))
+    return emitOpError("factor must be positive");
+  return verifyTokens(*this, getInput(), getPositions(), "positions");
+}
+
+//===----------------------------------------------------------------------===//
+// KvWriteOp
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAgainstCache(Operation *op, KvCacheType cache,
+                                        int64_t layer) {
+  if (layer >= cache.getLayers())
+    return op->emitOpError() << "layer " << layer
+                             << " is out of range for a cache of "
+                             << cache.getLayers() << " layers";
+  return success();
+}
+
+LogicalResult KvWriteOp::verify() {
+  KvCacheType cache = getCache().getType();
+  if (failed(verifyAgainstCache(*this, cache, getLayer())))
+    return failure();
+  int64_t width = cache.getKvHeads() * cache.getHeadDim();
+  for (auto [v, what] : {std::pair<Value, StringRef>{getKey(), "key"},
+                         {getValue(), "value"}}) {
+    if (rankedType(v).getDimSize(1) != width)
+      return emitOpError() << what << " width " << rankedType(v).getDimSize(1)
+                           << " does not match the cache's kv_heads * head_dim = "
+                           << width;
+  }
+  if (getKey().getType() != getValue().getType())
+    return emitOpError("key and value must have the same type");
+  if (failed(verifyTokens(*this, getKey(), getPositions(), "positions")) ||
+      failed(verifyTokens(*this, getKey(), getSlots(), "slots")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  KvCacheType cache = getCache().getType();
+  if (failed(verifyAgainstCache(*this, cache, getLayer())))
+    return failure();
+  int64_t heads = getNumHeads(), kvHeads = getNumKvHeads(), dim = getHeadDim();
+  if (heads % kvHeads != 0)
+    return emitOpError() << "num_heads " << heads
+                         << " is not a multiple of num_kv_heads " << kvHeads;
+  if (kvHeads != cache.getKvHeads() || dim != cache.getHeadDim())
+    return emitOpError() << "num_kv_heads " << kvHeads << " and head_dim "
+                         << dim << " do not match the cache ("
+                         << cache.getKvHeads() << ", " << cache.getHeadDim()
+                         << ")";
+  for (auto [v, what] : {std::pair<Value, StringRef>{getQuery(), "query"},
+                         {getResult(), "result"}}) {
+    if (rankedType(v).getDimSize(1) != heads * dim)
+      return emitOpError() << what << " width " << rankedType(v).getDimSize(1)
+                           << " does not match num_heads * head_dim = "
+                           << heads * dim;
+  }
+  if (!(getScale().convertToDouble() > 0.0))
+    return emitOpError("scale must be positive");
+  if (failed(verifyTokens(*this, getQuery(), getPositions(), "positions")) ||
+      failed(verifyTokens(*this, getQuery(), getSlots(), "slots")) ||
+      failed(verifyTokens(*this, getQuery(), getResult(), "result")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LogitsOp, ArgmaxOp, SampleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LogitsOp::verify() {
+  RankedTensorType in = getInput().getType();
+  RankedTensorType w = getWeight().getType();
+  RankedTensorType out = getResult().getType();
+  if (w.getRank() != 2 || w.getDimSize(1) != in.getDimSize(1))
+    return emitOpError() << "weight must be tensor<vocab x " << in.getDimSize(1)
+                         << ">, got " << w;
+  if (out.getDimSize(1) != w.getDimSize(0))
+    return emitOpError() << "result width " << out.getDimSize(1)
+                         << " does not match the vocabulary size "
+                         << w.getDimSize(0);
+  return verifyTokens(*this, getInput(), getResult(), "result");
+}
+
+LogicalResult ArgmaxOp::verify() {
+  return verifyTokens(*this, getLogits(), getResult(), "result");
+}
+
+LogicalResult SampleOp::verify() {
+  for (Value v : {getTemperature(), getTopK(), getTopP(), getUniform(),
+                  getResult()})
+    if (failed(verifyTokens(*this, getLogits(), v, "a per-token operand")))
+      return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Weft/IR/WeftOps.cpp.inc"

@@ -1,0 +1,17 @@
+// Types and ops of the weft dialect.
+#ifndef WEFT_DIALECT_WEFT_IR_WEFTOPS_H_
+#define WEFT_DIALECT_WEFT_IR_WEFTOPS_H_
+
+#include "dialects/Weft/IR/WeftDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Weft/IR/WeftTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Weft/IR/WeftOps.h.inc"
+
+#endif // WEFT_DIALECT_WEFT_IR_WEFTOPS_H_

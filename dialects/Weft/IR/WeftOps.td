@@ -1,0 +1,350 @@
+//===- WeftOps.td - Ops of the weft dialect ----------------*- tablegen -*-===//
+//
+// Tensor-level ops of a Llama-family decoder. Shapes follow one convention:
+// activations are rank-2 `tensor<T x F x dtype>` with a (possibly dynamic)
+// token dimension T and a static feature dimension F; per-token vectors
+// (token ids, positions, sequence slots) are `tensor<T x i32>`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef WEFT_DIALECT_WEFT_IR_WEFTOPS_TD
+#define WEFT_DIALECT_WEFT_IR_WEFTOPS_TD
+
+include "dialects/Weft/IR/WeftBase.td"
+include "dialects/Weft/IR/WeftTypes.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+def Weft_Activation : RankedTensorOf<[F16, BF16, F32], [HasAnyRankOfPred<[2]>]>;
+def Weft_TokenVector : RankedTensorOf<[I32], [HasAnyRankOfPred<[1]>]>;
+def Weft_WeightTensor : RankedTensorOf<[AnyFloat, AnyInteger]>;
+def Weft_Logits : RankedTensorOf<[F32], [HasAnyRankOfPred<[2]>]>;
+def Weft_PerTokenF32 : RankedTensorOf<[F32], [HasAnyRankOfPred<[1]>]>;
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+def Weft_WeightOp : Weft_Op<"weight", [Pure]> {
+  let summary = "A named reference to a weight tensor of the checkpoint.";
+  let description = [{
+    Names a tensor of the model's weights and gives its shape and dtype. The
+    IR holds no weight data: the name is the key of the tensor in the
+    checkpoint (after any weight transforms the compiler records), and the
+    runtime binds it to device memory when it loads a plan.
+
+    The shape must be static and non-empty.
+
+    Example:
+
+    ```mlir
+    %w = weft.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Weft_WeightTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and normalization
+//===----------------------------------------------------------------------===//
+
+def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure]> {
+  let summary = "Gathers the embedding rows of the given token ids.";
+  let description = [{
+    `result[t, :] = table[ids[t], :]`, converted to the result's dtype. The
+    table is `tensor<V x H>`; token ids outside `[0, V)` are an error at run
+    time.
+
+    Example:
+
+    ```mlir
+    %x = weft.embedding %table, %ids
+        : (tensor<128256x4096xbf16>, tensor<?xi32>) -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_WeightTensor:$table, Weft_TokenVector:$ids);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
+  let summary = "Root-mean-square layer normalization.";
+  let description = [{
+    For each token row `x` of width H:
+    `result = x / sqrt(mean(x^2) + epsilon) * weight`, computed in f32 and
+    rounded to the input's dtype before the multiplication by `weight`, as
+    Hugging Face's LlamaRMSNorm does.
+
+    Example:
+
+    ```mlir
+    %y = weft.rms_norm %x, %w {epsilon = 1.0e-05 : f64}
+        : (tensor<?x4096xbf16>, tensor<4096xbf16>) -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight,
+                       F64Attr:$epsilon);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Projections
+//===----------------------------------------------------------------------===//
+
+def Weft_LinearOp : Weft_Op<"linear", [Pure]> {
+  let summary = "Matrix product with a transposed weight, optional bias.";
+  let description = [{
+    `result = input · weightᵀ + bias`, with `input : tensor<T x K>`,
+    `weight : tensor<N x K>` (the layout of `torch.nn.Linear`), an optional
+    `bias : tensor<N>`, and `result : tensor<T x N>`. Accumulates in f32.
+
+    Example:
+
+    ```mlir
+    %q = weft.linear %x, %wq, %bq
+        : (tensor<?x3584xbf16>, tensor<3584x3584xbf16>, tensor<3584xbf16>)
+        -> tensor<?x3584xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight,
+                       Optional<Weft_WeightTensor>:$bias);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
+  let summary = "Rotary position embedding, with optional Llama 3 scaling.";
+  let description = [{
+    Rotates each head of width `head_dim` of every token by angles
+    `position * inv_freq[i]`, pairing element `i` with `i + head_dim/2`
+    (the "rotate half" convention of Hugging Face's Llama).
+    `inv_freq[i] = theta^(-2i/head_dim)`.
+
+    `rope_type` selects how `inv_freq` is scaled for long contexts:
+    - `"default"`: not scaled;
+    - `"linear"`: divided by `factor`;
+    - `"llama3"`: Llama 3.1's piecewise scaling with `factor`,
+      `low_freq_factor`, `high_freq_factor` and
+      `original_max_position_embeddings`.
+
+    Example:
+
+    ```mlir
+    %qr = weft.rope %q, %pos {head_dim = 128 : i64, theta = 5.0e+05 : f64,
+            rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+            high_freq_factor = 4.0 : f64, original_max_position_embeddings = 8192 : i64}
+        : (tensor<?x4096xbf16>, tensor<?xi32>) -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, Weft_TokenVector:$positions,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       F64Attr:$theta,
+                       DefaultValuedStrAttr<StrAttr, "default">:$rope_type,
+                       OptionalAttr<F64Attr>:$factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<I64Attr>:$original_max_position_embeddings);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Weft_KvWriteOp : Weft_Op<"kv_write"> {
+  let summary = "Stores keys and values of the given tokens in the KV cache.";
+  let description = [{
+    For each token `t`, stores `key[t]` and `value[t]` (each
+    `kv_heads * head_dim` wide) into layer `layer` of the cache, in sequence
+    slot `slots[t]` at position `positions[t]`. Keys are stored as given
+    (already rotated).
+
+    Example:
+
+    ```mlir
+    weft.kv_write %k, %v, %pos, %slots, %cache {layer = 0 : i64}
+        : tensor<?x1024xbf16>, tensor<?x1024xbf16>, tensor<?xi32>, tensor<?xi32>,
+          !weft.kv_cache<layers = 32, kv_heads = 8, head_dim = 128, dtype = bf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$key, Weft_Activation:$value,
+                       Weft_TokenVector:$positions, Weft_TokenVector:$slots,
+                       Arg<Weft_KvCacheType, "the cache", [MemWrite]>:$cache,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer);
+  let assemblyFormat = [{
+    $key `,` $value `,` $positions `,` $slots `,` $cache attr-dict `:`
+    type($key) `,` type($value) `,` type($positions) `,` type($slots) `,` qualified(type($cache))
+  }];
+  let hasVerifier = 1;
+}
+
+def Weft_AttentionOp : Weft_Op<"attention"> {
+  let summary = "Grouped-query causal attention over the KV cache.";
+  let description = [{
+    For each token `t` and query head `h`, attends over the keys and values
+    of layer `layer` stored in slot `slots[t]` at positions
+    `0 ..= positions[t]` (and, with `sliding_window = W`, only the last `W`
+    of those), using KV head `h / (num_heads / num_kv_heads)`:
+    `softmax(q · Kᵀ * scale) · V`, accumulated in f32. The query is
+    `tensor<T x (num_heads * head_dim)>`; so is the result.
+
+    Keys and values of the current tokens must have been stored with
+    `weft.kv_write` first, so one op serves prefill (many positions of one
+    slot) and batched decode (one position in each of many slots) alike.
+
+    Example:
+
+    ```mlir
+    %a = weft.attention %qr, %pos, %slots, %cache {layer = 0 : i64,
+            num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64,
+            scale = 0.088388347648318 : f64}
+        : (tensor<?x4096xbf16>, tensor<?xi32>, tensor<?xi32>,
+           !weft.kv_cache<layers = 32, kv_heads = 8, head_dim = 128, dtype = bf16>)
+        -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$query, Weft_TokenVector:$positions,
+                       Weft_TokenVector:$slots,
+                       Arg<Weft_KvCacheType, "the cache", [MemRead]>:$cache,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       F64Attr:$scale,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$sliding_window);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$query `,` $positions `,` $slots `,` $cache attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def Weft_SiluOp : Weft_Op<"silu", [Pure, SameOperandsAndResultType]> {
+  let summary = "SiLU activation, x * sigmoid(x).";
+  let description = [{
+    Elementwise `x / (1 + exp(-x))`, computed in f32.
+
+    Example:
+
+    ```mlir
+    %s = weft.silu %g : tensor<?x14336xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class Weft_BinaryOp<string mnemonic, string what, string example>
+    : Weft_Op<mnemonic, [Pure, Commutative, SameOperandsAndResultType]> {
+  let summary = "Elementwise " # what # " of two activations.";
+  let description = [{
+    Elementwise }] # what # [{ of two activations of the same type, computed
+    in f32 and rounded to the result's dtype.
+
+    Example:
+
+    ```mlir
+    }] # example # [{
+
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$lhs, Weft_Activation:$rhs);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Weft_AddOp : Weft_BinaryOp<"add", "sum",
+    "%h = weft.add %x, %attn_out : tensor<?x4096xbf16>">;
+def Weft_MulOp : Weft_BinaryOp<"mul", "product",
+    "%m = weft.mul %act, %up : tensor<?x14336xbf16>">;
+
+//===----------------------------------------------------------------------===//
+// Output
+//===----------------------------------------------------------------------===//
+
+def Weft_LogitsOp : Weft_Op<"logits", [Pure]> {
+  let summary = "The language-model head: f32 logits over the vocabulary.";
+  let description = [{
+    `result = input · weightᵀ` with `weight : tensor<V x H>` (the LM head, or
+    the embedding table when the model ties them), accumulated and returned
+    in f32.
+
+    Example:
+
+    ```mlir
+    %l = weft.logits %h, %lm_head
+        : (tensor<?x4096xbf16>, tensor<128256x4096xbf16>) -> tensor<?x128256xf32>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight);
+  let results = (outs Weft_Logits:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_ArgmaxOp : Weft_Op<"argmax", [Pure]> {
+  let summary = "Greedy token selection.";
+  let description = [{
+    For each token row of logits, the index of the largest value (the lowest
+    index among ties).
+
+    Example:
+
+    ```mlir
+    %next = weft.argmax %l : tensor<?x128256xf32> -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Weft_Logits:$logits);
+  let results = (outs Weft_TokenVector:$result);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Weft_SampleOp : Weft_Op<"sample", [Pure]> {
+  let summary = "Sampled token selection with temperature, top-k and top-p.";
+  let description = [{
+    For each row `t`: divides the logits by `temperature[t]`, keeps the
+    `top_k[t]` largest (all when `top_k[t] <= 0`), then the smallest set of
+    those whose probabilities add up to at least `top_p[t]`, renormalizes,
+    and picks the token whose cumulative probability first exceeds
+    `uniform[t]` (a number in `[0, 1)` drawn by the runtime from the
+    request's seed). A temperature of 0 selects greedily. The per-request
+    parameters are run-time operands, so one compiled plan serves requests
+    with different sampling settings.
+
+    Example:
+
+    ```mlir
+    %next = weft.sample %l, %temp, %top_k, %top_p, %u
+        : (tensor<?x128256xf32>, tensor<?xf32>, tensor<?xi32>, tensor<?xf32>,
+           tensor<?xf32>) -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Weft_Logits:$logits, Weft_PerTokenF32:$temperature,
+                       Weft_TokenVector:$top_k, Weft_PerTokenF32:$top_p,
+                       Weft_PerTokenF32:$uniform);
+  let results = (outs Weft_TokenVector:$result);
+  let assemblyFormat = "$logits `,` $temperature `,` $top_k `,` $top_p `,` $uniform attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // WEFT_DIALECT_WEFT_IR_WEFTOPS_TD

@@ -1,0 +1,19 @@
+# lit configuration for Weft's FileCheck suites (Dialect, Import, Tools, ...).
+import os
+
+import lit.formats
+
+config.name = "Weft"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.weft_obj_root, "test")
+config.excludes = ["fixtures", "unit", "fuzz", "gpu", "Inputs",
+                   "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+# Weft's tools first, then LLVM's FileCheck, not and count.
+path = os.pathsep.join(config.weft_tool_dirs + [config.llvm_tools_dir,
+                                                config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "fixtures")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

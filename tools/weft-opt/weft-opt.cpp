@@ -1,0 +1,19 @@
+// weft-opt: runs Weft's passes over textual IR (the driver of the lit tests).
+#include "dialects/Weft/IR/WeftDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerInlinerPass();
+  mlir::registerSymbolDCEPass();
+
+  mlir::DialectRegistry registry;
+  registry.insert<weft::WeftDialect, mlir::func::FuncDialect>();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Weft optimizer driver\n", registry));
+}
