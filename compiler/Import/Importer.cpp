@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -210,10 +211,10 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
                       c.numHeads, c.numKvHeads, c.headDim,
                       c.slidingWindow ? llvm::formatv(", window {0}", *c.slidingWindow).str()
                                       : std::string());
-  os << llvm::formatv("rope         theta {0}, scaling {1}", c.ropeTheta,
-                      ropeTypeName(c.rope.type));
+  os << llvm::format("rope         theta %g, scaling %s", c.ropeTheta,
+                     ropeTypeName(c.rope.type));
   if (c.rope.type != RopeType::Default)
-    os << llvm::formatv(" (factor {0})", c.rope.factor);
+    os << llvm::format(" (factor %g)", c.rope.factor);
   os << "\n";
   os << llvm::formatv("vocab        {0}{1}\n", c.vocabSize,
                       c.tieWordEmbeddings ? " (tied embeddings)" : "");

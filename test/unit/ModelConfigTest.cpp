@@ -1,0 +1,222 @@
+// Tests of config.json parsing: every supported field, the built-in models,
+// and a one-line error naming file and field for each malformed input.
+#include "compiler/Import/ModelConfig.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace weft {
+namespace {
+
+const char *kTinyLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+  "max_position_embeddings": 256, "rms_norm_eps": 1e-05, "hidden_act": "silu",
+  "rope_theta": 500000.0, "torch_dtype": "float16", "eos_token_id": [2, 3]})";
+
+// Replaces the first occurrence of `from` in kTinyLlama by `to`.
+std::string tinyLlamaWith(const std::string &from, const std::string &to) {
+  std::string s = kTinyLlama;
+  size_t pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+// Parses `json` expecting failure; returns the message.
+std::string parseError(const std::string &json) {
+  llvm::Expected<ModelConfig> c = parseModelConfig(json, "dir/config.json");
+  if (c) {
+    ADD_FAILURE() << "expected an error for: " << json;
+    return "";
+  }
+  std::string msg = llvm::toString(c.takeError());
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(msg.rfind("dir/config.json: ", 0), 0u) << msg;
+  return msg;
+}
+
+TEST(ModelConfigTest, ParsesTinyLlama) {
+  llvm::Expected<ModelConfig> c = parseModelConfig(kTinyLlama, "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->family, ModelFamily::Llama);
+  EXPECT_EQ(c->hiddenSize, 64);
+  EXPECT_EQ(c->numKvHeads, 2);
+  EXPECT_EQ(c->headDim, 16);
+  EXPECT_EQ(c->dtype, io::DType::F16);
+  EXPECT_EQ(c->rope.type, RopeType::Default);
+  EXPECT_DOUBLE_EQ(c->ropeTheta, 500000.0);
+  EXPECT_EQ(c->eosTokenIds, (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE(c->qkvBias);
+  EXPECT_FALSE(c->tieWordEmbeddings);
+}
+
+TEST(ModelConfigTest, DefaultsKvHeadsToHeads) {
+  llvm::Expected<ModelConfig> c = parseModelConfig(
+      tinyLlamaWith("\"num_key_value_heads\": 2, ", ""), "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->numKvHeads, 4);
+}
+
+TEST(ModelConfigTest, ParsesLlama3RopeScalingInBothSpellings) {
+  // transformers < 5: rope_scaling; legacy key "type".
+  llvm::Expected<ModelConfig> a = parseModelConfig(
+      tinyLlamaWith("\"rope_theta\": 500000.0",
+                    "\"rope_theta\": 500000.0, \"rope_scaling\": {\"type\": \"llama3\", "
+                    "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                    "\"original_max_position_embeddings\": 8192}"),
+      "config.json");
+  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
+  EXPECT_EQ(a->rope.type, RopeType::Llama3);
+  EXPECT_DOUBLE_EQ(a->rope.factor, 8.0);
+  EXPECT_EQ(a->rope.originalMaxPositionEmbeddings, 8192);
+  // transformers 5: rope_parameters holds theta and scaling.
+  llvm::Expected<ModelConfig> b = parseModelConfig(
+      tinyLlamaWith("\"rope_theta\": 500000.0",
+                    "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, "
+                    "\"rope_theta\": 1000.0}"),
+      "config.json");
+  ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+  EXPECT_EQ(b->rope.type, RopeType::Linear);
+  EXPECT_DOUBLE_EQ(b->rope.factor, 2.0);
+  EXPECT_DOUBLE_EQ(b->ropeTheta, 1000.0);
+}
+
+TEST(ModelConfigTest, Qwen2HasQkvBias) {
+  std::string json = tinyLlamaWith("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                   "\"Qwen2ForCausalLM\"], \"model_type\": \"qwen2\"");
+  llvm::Expected<ModelConfig> c = parseModelConfig(json, "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->family, ModelFamily::Qwen2);
+  EXPECT_TRUE(c->qkvBias);
+  EXPECT_FALSE(c->oBias);
+}
+
+TEST(ModelConfigTest, BuiltinModelsParse) {
+  std::vector<std::string> names = builtinModelNames();
+  for (const char *required : {"llama-3.1-8b", "llama-3.2-1b", "llama-3.1-70b",
+                               "qwen2.5-7b", "qwen2.5-14b", "mistral-7b"})
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end())
+        << required;
+  for (const std::string &name : names) {
+    llvm::Expected<ModelConfig> c = getBuiltinModel(name);
+    ASSERT_TRUE(bool(c)) << name << ": " << llvm::toString(c.takeError());
+    EXPECT_EQ(c->name, name);
+  }
+}
+
+TEST(ModelConfigTest, BuiltinParameterCountsMatchPublishedSizes) {
+  auto params = [](const char *name) {
+    llvm::Expected<ModelConfig> c = getBuiltinModel(name);
+    EXPECT_TRUE(bool(c));
+    return c ? parameterCount(*c) : 0;
+  };
+  EXPECT_EQ(params("llama-3.1-8b"), 8030261248u);
+  EXPECT_EQ(params("llama-3.2-1b"), 1235814400u);
+  EXPECT_EQ(params("llama-3.1-70b"), 70553706496u);
+  EXPECT_EQ(params("qwen2.5-7b"), 7615616512u);
+  EXPECT_EQ(params("mistral-7b"), 7248023552u);
+}
+
+TEST(ModelConfigTest, UnknownBuiltinListsKnownNames) {
+  llvm::Expected<ModelConfig> c = getBuiltinModel("gpt-5");
+  ASSERT_FALSE(bool(c));
+  std::string msg = llvm::toString(c.takeError());
+  EXPECT_NE(msg.find("builtin:gpt-5: unknown built-in model"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("llama-3.1-8b"), std::string::npos) << msg;
+}
+
+struct BadConfig {
+  const char *what;
+  std::string json;
+  const char *expected; // substring of the message
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, GivesOneLineError) {
+  std::string msg = parseError(GetParam().json);
+  EXPECT_NE(msg.find(GetParam().expected), std::string::npos)
+      << GetParam().what << ": " << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, BadConfigTest,
+    ::testing::Values(
+        BadConfig{"not json", "{\"architectures\": [", "invalid JSON"},
+        BadConfig{"trailing garbage", std::string(kTinyLlama) + " x", "invalid JSON"},
+        BadConfig{"invalid utf-8", tinyLlamaWith("\"llama\"", "\"ll\xff\xfe\""),
+                  "invalid JSON"},
+        BadConfig{"not an object", "[1, 2]", "expected a JSON object"},
+        BadConfig{"no architectures",
+                  tinyLlamaWith("\"architectures\": [\"LlamaForCausalLM\"], ", ""),
+                  "field 'architectures': missing"},
+        BadConfig{"architectures not a list",
+                  tinyLlamaWith("[\"LlamaForCausalLM\"]", "\"LlamaForCausalLM\""),
+                  "field 'architectures': expected a list of one architecture name"},
+        BadConfig{"unsupported architecture",
+                  tinyLlamaWith("LlamaForCausalLM", "GPT2LMHeadModel"),
+                  "field 'architectures': unsupported architecture 'GPT2LMHeadModel'"},
+        BadConfig{"model_type mismatch", tinyLlamaWith("\"llama\"", "\"qwen2\""),
+                  "field 'model_type': 'qwen2' does not match LlamaForCausalLM"},
+        BadConfig{"activation", tinyLlamaWith("\"silu\"", "\"gelu\""),
+                  "field 'hidden_act': unsupported activation 'gelu'"},
+        BadConfig{"missing hidden_size", tinyLlamaWith("\"hidden_size\": 64, ", ""),
+                  "field 'hidden_size': missing"},
+        BadConfig{"hidden_size is a string", tinyLlamaWith("64", "\"64\""),
+                  "field 'hidden_size': expected an integer, got \"64\""},
+        BadConfig{"hidden_size is fractional", tinyLlamaWith("64", "64.5"),
+                  "field 'hidden_size': expected an integer"},
+        BadConfig{"negative heads", tinyLlamaWith("\"num_attention_heads\": 4",
+                                                  "\"num_attention_heads\": -4"),
+                  "field 'num_attention_heads': expected an integer in [1, 4096], got -4"},
+        BadConfig{"absurd vocab", tinyLlamaWith("256,", "99999999999,"),
+                  "field 'vocab_size': expected an integer in"},
+        BadConfig{"GQA ratio", tinyLlamaWith("\"num_key_value_heads\": 2",
+                                             "\"num_key_value_heads\": 3"),
+                  "field 'num_key_value_heads': 4 query heads are not a multiple of 3"},
+        BadConfig{"indivisible hidden", tinyLlamaWith("\"num_attention_heads\": 4",
+                                                      "\"num_attention_heads\": 6"),
+                  "field 'num_attention_heads': hidden_size 64 is not divisible by 6"},
+        BadConfig{"odd head_dim", tinyLlamaWith("\"vocab_size\"", "\"head_dim\": 15, \"vocab_size\""),
+                  "field 'head_dim': expected an even head dimension"},
+        BadConfig{"negative eps", tinyLlamaWith("1e-05", "-1e-05"),
+                  "field 'rms_norm_eps': expected a positive number"},
+        BadConfig{"rope_scaling type", tinyLlamaWith("\"rope_theta\": 500000.0",
+                                                     "\"rope_scaling\": 8"),
+                  "field 'rope_scaling': expected an object or null"},
+        BadConfig{"rope yarn", tinyLlamaWith("\"rope_theta\": 500000.0",
+                                             "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
+                  "field 'rope_scaling.rope_type': unsupported rope scaling 'yarn'"},
+        BadConfig{"llama3 without factor",
+                  tinyLlamaWith("\"rope_theta\": 500000.0",
+                                "\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 1.0, "
+                                "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"),
+                  "field 'rope_scaling.factor': missing (required by rope_type 'llama3')"},
+        BadConfig{"llama3 inverted factors",
+                  tinyLlamaWith("\"rope_theta\": 500000.0",
+                                "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, "
+                                "\"high_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192}"),
+                  "field 'rope_scaling.high_freq_factor': expected more than low_freq_factor"},
+        BadConfig{"dtype", tinyLlamaWith("\"float16\"", "\"int8\""),
+                  "field 'torch_dtype': unsupported dtype 'int8'"},
+        BadConfig{"eos outside vocab", tinyLlamaWith("[2, 3]", "[2, 300]"),
+                  "field 'eos_token_id': expected token ids in [0, 256)"},
+        BadConfig{"tie not bool", tinyLlamaWith("\"hidden_act\"", "\"tie_word_embeddings\": 1, \"hidden_act\""),
+                  "field 'tie_word_embeddings': expected true or false, got 1"},
+        BadConfig{"pretraining_tp", tinyLlamaWith("\"hidden_act\"", "\"pretraining_tp\": 2, \"hidden_act\""),
+                  "field 'pretraining_tp': expected 1, got 2"},
+        BadConfig{"qwen2 sliding window",
+                  tinyLlamaWith("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                "\"Qwen2ForCausalLM\"], \"use_sliding_window\": true, \"model_type\": \"qwen2\""),
+                  "field 'use_sliding_window': Qwen2 sliding-window attention"}),
+    [](const ::testing::TestParamInfo<BadConfig> &info) {
+      std::string name;
+      for (char c : std::string(info.param.what))
+        name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name;
+    });
+
+} // namespace
+} // namespace weft
