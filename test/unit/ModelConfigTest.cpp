@@ -133,6 +133,9 @@ struct BadConfig {
   const char *expected; // substring of the message
 };
 
+// Keeps test names and failure output readable (gtest would hex-dump).
+void PrintTo(const BadConfig &c, std::ostream *os) { *os << c.what; }
+
 class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
 
 TEST_P(BadConfigTest, GivesOneLineError) {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Writes a full-size Llama checkpoint whose tensor data is a sparse hole.
+
+The safetensors header is complete and valid, the file has its full size
+(16 GB for Llama 3.1 8B in bf16) but occupies almost no disk, so tests can
+check that importing reads only headers.
+
+    make_sparse_checkpoint.py OUT_DIR [--shards N]
+"""
+import argparse
+import json
+import os
+import struct
+
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+    "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+def tensors(c):
+    h, f, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    d = h // c["num_attention_heads"]
+    kv = c["num_key_value_heads"] * d
+    yield "model.embed_tokens.weight", [v, h]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        yield p + "input_layernorm.weight", [h]
+        yield p + "self_attn.q_proj.weight", [h, h]
+        yield p + "self_attn.k_proj.weight", [kv, h]
+        yield p + "self_attn.v_proj.weight", [kv, h]
+        yield p + "self_attn.o_proj.weight", [h, h]
+        yield p + "post_attention_layernorm.weight", [h]
+        yield p + "mlp.gate_proj.weight", [f, h]
+        yield p + "mlp.up_proj.weight", [f, h]
+        yield p + "mlp.down_proj.weight", [h, f]
+    yield "model.norm.weight", [h]
+    yield "lm_head.weight", [v, h]
+
+
+def write_file(path, items):
+    header, offset = {}, 0
+    for name, shape in items:
+        n = 2
+        for s in shape:
+            n *= s
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    blob = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        f.truncate(8 + len(blob) + offset)
+    return offset
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--shards", type=int, default=1)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(CONFIG, f)
+    items = list(tensors(CONFIG))
+    if args.shards == 1:
+        write_file(os.path.join(args.out, "model.safetensors"), items)
+        return
+    per = (len(items) + args.shards - 1) // args.shards
+    weight_map, total = {}, 0
+    for s in range(args.shards):
+        name = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
+        chunk = items[s * per:(s + 1) * per]
+        total += write_file(os.path.join(args.out, name), chunk)
+        weight_map.update({t: name for t, _ in chunk})
+    with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+
+
+if __name__ == "__main__":
+    main()
