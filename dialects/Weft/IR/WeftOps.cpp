@@ -296,5 +296,81 @@ LogicalResult SampleOp::verify() {
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// WeightConcatOp, SplitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("requires at least one input");
+  RankedTensorType result = getResult().getType();
+  int64_t axis = getAxis();
+  if (axis >= result.getRank())
+    return emitOpError() << "axis " << axis << " is out of range for rank "
+                         << result.getRank();
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    RankedTensorType t = rankedType(v);
+    if (t.getRank() != result.getRank() ||
+        t.getElementType() != result.getElementType())
+      return emitOpError() << "input " << t << " does not match result " << result;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != result.getDimSize(d))
+        return emitOpError() << "input " << t << " differs from result " << result
+                             << " outside axis " << axis;
+    total += t.getDimSize(axis);
+  }
+  if (total != result.getDimSize(axis))
+    return emitOpError() << "inputs add up to " << total << " along axis "
+                         << axis << ", result has " << result.getDimSize(axis);
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  ArrayRef<int64_t> sizes = getSizes();
+  if (sizes.size() != getResults().size())
+    return emitOpError() << "has " << getResults().size() << " results but "
+                         << sizes.size() << " sizes";
+  RankedTensorType in = getInput().getType();
+  int64_t total = 0;
+  for (auto [size, result] : llvm::zip(sizes, getResults())) {
+    RankedTensorType t = rankedType(result);
+    if (size <= 0 || t.getDimSize(1) != size)
+      return emitOpError() << "result " << t << " does not have size " << size;
+    if (t.getElementType() != in.getElementType() ||
+        !tokenDimsCompatible(t.getDimSize(0), in.getDimSize(0)))
+      return emitOpError() << "result " << t << " does not match input " << in;
+    total += size;
+  }
+  if (total != in.getDimSize(1))
+    return emitOpError() << "sizes add up to " << total << ", input width is "
+                         << in.getDimSize(1);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusionOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << body.getNumArguments()
+                         << " arguments for " << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError() << "body argument type " << arg.getType()
+                           << " does not match input type " << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with weft.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("weft.yield types do not match the results");
+  if (getKind().empty())
+    return emitOpError("requires a non-empty kind");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Weft/IR/WeftOps.cpp.inc"

@@ -12,6 +12,7 @@
 
 include "dialects/Weft/IR/WeftBase.td"
 include "dialects/Weft/IR/WeftTypes.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
@@ -345,6 +346,119 @@ def Weft_SampleOp : Weft_Op<"sample", [Pure]> {
   let results = (outs Weft_TokenVector:$result);
   let assemblyFormat = "$logits `,` $temperature `,` $top_k `,` $top_p `,` $uniform attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+
+//===----------------------------------------------------------------------===//
+// Weight transforms and feature splits (produced by fusion)
+//===----------------------------------------------------------------------===//
+
+def Weft_WeightConcatOp : Weft_Op<"weight_concat", [Pure]> {
+  let summary = "Concatenation of weights, applied once when the plan loads.";
+  let description = [{
+    A compile-time weight transform: the result is the operands (all
+    `weft.weight` values or other weight transforms of one dtype)
+    concatenated along `axis`. Fusion uses it to turn the Q, K and V
+    projections into one GEMM and gate/up into another; the plan records it
+    in the weight manifest and the loader materializes it once, so nothing
+    is concatenated at run time.
+
+    Example:
+
+    ```mlir
+    %wqkv = weft.weight_concat %wq, %wk, %wv {axis = 0 : i64}
+        : (tensor<4096x4096xbf16>, tensor<1024x4096xbf16>, tensor<1024x4096xbf16>)
+        -> tensor<6144x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<Weft_WeightTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$axis);
+  let results = (outs Weft_WeightTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Weft_SplitOp : Weft_Op<"split", [Pure]> {
+  let summary = "Splits activations into consecutive feature ranges.";
+  let description = [{
+    Splits `tensor<T x F>` into results of widths `sizes` (which add up to
+    `F`), in order. Produced by fusion after projections that share an input
+    were merged into one wider projection.
+
+    Example:
+
+    ```mlir
+    %q, %k, %v = weft.split %qkv {sizes = array<i64: 4096, 1024, 1024>}
+        : tensor<?x6144xbf16> -> (tensor<?x4096xbf16>, tensor<?x1024xbf16>, tensor<?x1024xbf16>)
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Weft_Activation>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` `(` type($results) `)`";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion regions
+//===----------------------------------------------------------------------===//
+
+def Weft_FusionOp : Weft_Op<"fusion", [IsolatedFromAbove,
+    RecursiveMemoryEffects, SingleBlock]> {
+  let summary = "A group of ops that becomes one kernel.";
+  let description = [{
+    One fusion region is one future kernel launch (or one library call). The
+    body computes the results from the block arguments, which mirror
+    `inputs` one for one; it sees nothing from above, so code generation can
+    outline it as is. `kind` names the pattern (`rms_norm_linear`,
+    `rope_kv_write`, ...); after specialization `dims` holds every model
+    dimension the kernel is specialized for (token count, widths, heads),
+    all compile-time constants.
+
+    The op has the memory effects of its body: a region that writes the KV
+    cache stays ordered before the attention that reads it.
+
+    Example:
+
+    ```mlir
+    %y = weft.fusion "rms_norm_linear" (%x, %wn, %w)
+        : (tensor<?x4096xbf16>, tensor<4096xbf16>, tensor<6144x4096xbf16>) -> tensor<?x6144xbf16> {
+    ^bb0(%a: tensor<?x4096xbf16>, %b: tensor<4096xbf16>, %c: tensor<6144x4096xbf16>):
+      %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64}
+          : (tensor<?x4096xbf16>, tensor<4096xbf16>) -> tensor<?x4096xbf16>
+      %r = weft.linear %n, %c
+          : (tensor<?x4096xbf16>, tensor<6144x4096xbf16>) -> tensor<?x6144xbf16>
+      weft.yield %r : tensor<?x6144xbf16>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inputs, StrAttr:$kind,
+                       OptionalAttr<DictionaryAttr>:$dims);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind ` ` `(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Weft_YieldOp : Weft_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"FusionOp">]> {
+  let summary = "Returns the results of a fusion region.";
+  let description = [{
+    Terminates the body of `weft.fusion`; its operands become the fusion's
+    results.
+
+    Example:
+
+    ```mlir
+    weft.yield %r : tensor<?x6144xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 #endif // WEFT_DIALECT_WEFT_IR_WEFTOPS_TD

@@ -246,3 +246,69 @@ func.func @sample_tokens(%l: tensor<4x256xf32>, %t: tensor<2xf32>, %k: tensor<4x
   %n = weft.sample %l, %t, %k, %p, %p : (tensor<4x256xf32>, tensor<2xf32>, tensor<4xi32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xi32>
   return
 }
+
+// -----
+
+// Tests that concatenated weights add up along the axis.
+func.func @concat_sum(%a: tensor<64x64xf16>, %b: tensor<32x64xf16>) {
+  // expected-error @+1 {{inputs add up to 96 along axis 0, result has 128}}
+  %w = weft.weight_concat %a, %b {axis = 0 : i64} : (tensor<64x64xf16>, tensor<32x64xf16>) -> tensor<128x64xf16>
+  return
+}
+
+// -----
+
+// Tests that concatenated weights agree outside the axis.
+func.func @concat_other_dim(%a: tensor<64x64xf16>, %b: tensor<32x32xf16>) {
+  // expected-error @+1 {{differs from result 'tensor<96x64xf16>' outside axis 0}}
+  %w = weft.weight_concat %a, %b {axis = 0 : i64} : (tensor<64x64xf16>, tensor<32x32xf16>) -> tensor<96x64xf16>
+  return
+}
+
+// -----
+
+// Tests that split sizes cover the input.
+func.func @split_sizes(%x: tensor<?x96xf16>) {
+  // expected-error @+1 {{sizes add up to 80, input width is 96}}
+  %a, %b = weft.split %x {sizes = array<i64: 64, 16>} : tensor<?x96xf16> -> (tensor<?x64xf16>, tensor<?x16xf16>)
+  return
+}
+
+// -----
+
+// Tests that a fusion body's arguments mirror its inputs.
+func.func @fusion_args(%x: tensor<?x64xf16>) {
+  // expected-error @+1 {{body argument type 'tensor<?x32xf16>' does not match input type 'tensor<?x64xf16>'}}
+  %r = weft.fusion "silu" (%x) : (tensor<?x64xf16>) -> tensor<?x32xf16> {
+  ^bb0(%a: tensor<?x32xf16>):
+    %s = weft.silu %a : tensor<?x32xf16>
+    weft.yield %s : tensor<?x32xf16>
+  }
+  return
+}
+
+// -----
+
+// Tests that a fusion's yield matches its results.
+func.func @fusion_yield(%x: tensor<?x64xf16>) {
+  // expected-error @+1 {{weft.yield types do not match the results}}
+  %r = weft.fusion "silu" (%x) : (tensor<?x64xf16>) -> tensor<?x32xf16> {
+  ^bb0(%a: tensor<?x64xf16>):
+    %s = weft.silu %a : tensor<?x64xf16>
+    weft.yield %s : tensor<?x64xf16>
+  }
+  return
+}
+
+// -----
+
+// Tests that a fusion region sees nothing from above.
+func.func @fusion_isolated(%x: tensor<?x64xf16>) {
+  // expected-note @+1 {{required by region isolation constraints}}
+  %r = weft.fusion "silu" () : () -> tensor<?x64xf16> {
+    // expected-error @+1 {{using value defined outside the region}}
+    %s = weft.silu %x : tensor<?x64xf16>
+    weft.yield %s : tensor<?x64xf16>
+  }
+  return
+}

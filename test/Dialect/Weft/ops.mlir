@@ -61,3 +61,23 @@ func.func @sampling(%l: tensor<4x32000xf32>, %t: tensor<4xf32>, %k: tensor<4xi32
       : (tensor<4x32000xf32>, tensor<4xf32>, tensor<4xi32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xi32>
   return %next : tensor<4xi32>
 }
+
+// CHECK-LABEL: func.func @fusion_regions
+func.func @fusion_regions(%x: tensor<?x64xf16>, %wn: tensor<64xf16>, %wq: tensor<64x64xf16>,
+                          %wk: tensor<32x64xf16>) -> (tensor<?x64xf16>, tensor<?x32xf16>) {
+  // CHECK: %[[W:.+]] = weft.weight_concat %{{.+}}, %{{.+}} {axis = 0 : i64} : (tensor<64x64xf16>, tensor<32x64xf16>) -> tensor<96x64xf16>
+  %w = weft.weight_concat %wq, %wk {axis = 0 : i64} : (tensor<64x64xf16>, tensor<32x64xf16>) -> tensor<96x64xf16>
+  // CHECK: %[[R:.+]]:2 = weft.fusion "rms_norm_linear" (%{{.+}}, %{{.+}}, %[[W]]) {dims = {tokens = 1 : i64}} : (tensor<?x64xf16>, tensor<64xf16>, tensor<96x64xf16>) -> (tensor<?x64xf16>, tensor<?x32xf16>) {
+  // CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<?x64xf16>, %{{.+}}: tensor<64xf16>, %{{.+}}: tensor<96x64xf16>):
+  // CHECK: weft.split %{{.+}} {sizes = array<i64: 64, 32>} : tensor<?x96xf16> -> (tensor<?x64xf16>, tensor<?x32xf16>)
+  // CHECK: weft.yield %{{.+}}, %{{.+}} : tensor<?x64xf16>, tensor<?x32xf16>
+  %r:2 = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {tokens = 1 : i64}}
+      : (tensor<?x64xf16>, tensor<64xf16>, tensor<96x64xf16>) -> (tensor<?x64xf16>, tensor<?x32xf16>) {
+  ^bb0(%a: tensor<?x64xf16>, %b: tensor<64xf16>, %c: tensor<96x64xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+    %y = weft.linear %n, %c : (tensor<?x64xf16>, tensor<96x64xf16>) -> tensor<?x96xf16>
+    %q, %k = weft.split %y {sizes = array<i64: 64, 32>} : tensor<?x96xf16> -> (tensor<?x64xf16>, tensor<?x32xf16>)
+    weft.yield %q, %k : tensor<?x64xf16>, tensor<?x32xf16>
+  }
+  return %r#0, %r#1 : tensor<?x64xf16>, tensor<?x32xf16>
+}
