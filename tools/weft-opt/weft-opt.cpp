@@ -1,4 +1,5 @@
 // weft-opt: runs Weft's passes over textual IR (the driver of the lit tests).
+#include "compiler/Transforms/Passes.h"
 #include "dialects/Weft/IR/WeftDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -11,6 +12,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   mlir::registerInlinerPass();
   mlir::registerSymbolDCEPass();
+  weft::registerAllWeftPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<weft::WeftDialect, mlir::func::FuncDialect>();

@@ -1,0 +1,160 @@
+// weft-specialize: one function per token bucket, with static shapes and
+// every kernel's model dimensions recorded on its region.
+#include "compiler/Transforms/Passes.h"
+
+#include "dialects/Weft/IR/WeftOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+
+namespace weft {
+#define GEN_PASS_DEF_SPECIALIZEPASS
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+Type specializeType(Type type, int64_t tokens) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.hasStaticShape())
+    return type;
+  SmallVector<int64_t> shape(tensor.getShape());
+  for (int64_t &d : shape)
+    if (ShapedType::isDynamic(d))
+      d = tokens;
+  return RankedTensorType::get(shape, tensor.getElementType(), tensor.getEncoding());
+}
+
+// Collects the compile-time dimensions a region's kernel depends on.
+class DimsBuilder {
+public:
+  explicit DimsBuilder(Builder &b) : b(b) {}
+
+  void add(StringRef name, int64_t value) {
+    // A second op with the same dimension name but another value (two
+    // projections in one region) gets a numbered name.
+    std::string key = name.str();
+    for (int i = 2; seen.count(key) && seen[key] != value; ++i)
+      key = (name + "_" + Twine(i)).str();
+    if (seen.try_emplace(key, value).second)
+      attrs.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(value)));
+  }
+
+  void addOp(Operation *op) {
+    auto width = [](Value v) {
+      return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
+    };
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      add("k", width(linear.getInput()));
+      add("n", width(linear.getResult()));
+    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
+      add("hidden", width(norm.getInput()));
+    } else if (auto rope = dyn_cast<RopeOp>(op)) {
+      add("head_dim", rope.getHeadDim());
+    } else if (auto write = dyn_cast<KvWriteOp>(op)) {
+      add("kv_heads", write.getCache().getType().getKvHeads());
+      add("head_dim", write.getCache().getType().getHeadDim());
+      add("layer", write.getLayer());
+    } else if (auto attn = dyn_cast<AttentionOp>(op)) {
+      add("num_heads", attn.getNumHeads());
+      add("kv_heads", attn.getNumKvHeads());
+      add("head_dim", attn.getHeadDim());
+      add("layer", attn.getLayer());
+      if (auto window = attn.getSlidingWindow())
+        add("sliding_window", *window);
+    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+      add("vocab", emb.getTable().getType().getDimSize(0));
+      add("hidden", emb.getTable().getType().getDimSize(1));
+    } else if (auto logits = dyn_cast<LogitsOp>(op)) {
+      add("vocab", logits.getWeight().getType().getDimSize(0));
+      add("hidden", logits.getWeight().getType().getDimSize(1));
+    } else if (isa<SiluOp, MulOp, AddOp>(op)) {
+      add("width", width(op->getResult(0)));
+    }
+  }
+
+  DictionaryAttr get() { return b.getDictionaryAttr(attrs); }
+
+private:
+  Builder &b;
+  SmallVector<NamedAttribute> attrs;
+  llvm::StringMap<int64_t> seen;
+};
+
+struct SpecializePass : impl::SpecializePassBase<SpecializePass> {
+  using SpecializePassBase::SpecializePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto generic = module.lookupSymbol<func::FuncOp>("forward");
+    if (!generic) {
+      module.emitError("weft-specialize: no @forward function to specialize");
+      return signalPassFailure();
+    }
+    SmallVector<std::pair<std::string, int64_t>> variants;
+    SmallVector<int64_t> decode(decodeBuckets.begin(), decodeBuckets.end());
+    if (decode.empty()) {
+      if (maxBatch < 1) {
+        module.emitError("weft-specialize: max-batch must be at least 1");
+        return signalPassFailure();
+      }
+      for (int64_t n = 1; n < maxBatch; n *= 2)
+        decode.push_back(n);
+      decode.push_back(maxBatch);
+    }
+    SmallVector<int64_t> prefill(prefillChunks.begin(), prefillChunks.end());
+    if (prefill.empty())
+      prefill.push_back(512);
+    for (int64_t n : decode)
+      variants.push_back({"decode_b" + std::to_string(n), n});
+    for (int64_t n : prefill)
+      variants.push_back({"prefill_c" + std::to_string(n), n});
+    llvm::StringSet<> names;
+    for (auto &[name, n] : variants) {
+      if (n < 1) {
+        module.emitError() << "weft-specialize: bucket sizes must be positive, got " << n;
+        return signalPassFailure();
+      }
+      if (!names.insert(name).second) {
+        module.emitError() << "weft-specialize: bucket " << name << " given twice";
+        return signalPassFailure();
+      }
+    }
+
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(generic);
+    for (auto &[name, tokens] : variants) {
+      auto fn = cast<func::FuncOp>(b.clone(*generic));
+      fn.setSymName(name);
+      int64_t n = tokens;
+      fn.walk([&](Operation *op) {
+        for (Region &region : op->getRegions())
+          for (Block &block : region)
+            for (BlockArgument arg : block.getArguments())
+              arg.setType(specializeType(arg.getType(), n));
+        for (OpResult result : op->getResults())
+          result.setType(specializeType(result.getType(), n));
+      });
+      SmallVector<Type> results;
+      for (Type t : fn.getFunctionType().getResults())
+        results.push_back(specializeType(t, n));
+      fn.setFunctionType(b.getFunctionType(
+          fn.getBody().front().getArgumentTypes(), results));
+      fn.walk([&](FusionOp fusion) {
+        DimsBuilder dims(b);
+        dims.add("tokens", n);
+        for (Operation &op : fusion.getBody().front().without_terminator())
+          dims.addOp(&op);
+        fusion.setDimsAttr(dims.get());
+      });
+      fn->setAttr("weft.tokens", b.getI64IntegerAttr(n));
+      b.setInsertionPointAfter(fn);
+    }
+    generic.erase();
+  }
+};
+
+} // namespace
+} // namespace weft
