@@ -2,6 +2,8 @@
 // safetensors headers, validated against the model's expected tensors.
 #include "compiler/Import/Checkpoint.h"
 
+#include "runtime/base/Text.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -12,8 +14,11 @@ using llvm::StringRef;
 namespace weft {
 namespace {
 
+// Config values and tensor names are untrusted: keep every message on one
+// line whatever they contain.
 llvm::Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 printableForMessage(msg.str(), 4096));
 }
 
 llvm::Error toError(const Status &status) {

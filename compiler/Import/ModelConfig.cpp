@@ -2,6 +2,8 @@
 // tensors each supported architecture needs.
 #include "compiler/Import/ModelConfig.h"
 
+#include "runtime/base/Text.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -36,8 +38,11 @@ const char *ropeTypeName(RopeType type) {
 
 namespace {
 
+// Config values are untrusted: keep every message on one line whatever
+// they contain.
 Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 printableForMessage(msg.str(), 4096));
 }
 
 std::string describe(const json::Value &v) {

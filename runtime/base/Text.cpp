@@ -1,0 +1,93 @@
+// UTF-8 checks and one-line rendering of untrusted text for error messages.
+#include "runtime/base/Text.h"
+
+namespace weft {
+
+// Length of the well-formed UTF-8 sequence at s[i] (Unicode table 3-7: no
+// overlongs, surrogates or code points past U+10FFFF), or 0.
+static size_t utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80)
+    return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c == 0xE0) {
+    len = 3;
+    lo = 0xA0;
+  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+    len = 3;
+  } else if (c == 0xED) {
+    len = 3;
+    hi = 0x9F;
+  } else if (c == 0xF0) {
+    len = 4;
+    lo = 0x90;
+  } else if (c >= 0xF1 && c <= 0xF3) {
+    len = 4;
+  } else if (c == 0xF4) {
+    len = 4;
+    hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() - i < len || byte(i + 1) < lo || byte(i + 1) > hi)
+    return 0;
+  for (size_t k = 2; k < len; ++k)
+    if ((byte(i + k) & 0xC0) != 0x80)
+      return 0;
+  return len;
+}
+
+size_t firstInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t len = utf8SequenceLength(s, i);
+    if (len == 0)
+      return i;
+    i += len;
+  }
+  return kAllValidUtf8;
+}
+
+static void appendHex(std::string &out, unsigned char c) {
+  static const char kDigits[] = "0123456789abcdef";
+  out += "\\x";
+  out += kDigits[c >> 4];
+  out += kDigits[c & 15];
+}
+
+// Makes untrusted text safe for a one-line message: anything that could break
+// the line (C0/C1 controls, DEL, U+2028/U+2029) or is not UTF-8 becomes \xNN,
+// and long text is cut.
+std::string printableForMessage(std::string_view s, size_t maxBytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (out.size() >= maxBytes) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = utf8SequenceLength(s, i);
+    bool breaksLine =
+        len == 0 || (len == 1 && (c < 0x20 || c == 0x7F)) ||
+        (len == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) ||
+        (len == 3 && c == 0xE2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+         (static_cast<unsigned char>(s[i + 2]) & 0xFE) == 0xA8);
+    if (len == 0)
+      len = 1;
+    if (breaksLine) {
+      for (size_t k = 0; k < len; ++k)
+        appendHex(out, static_cast<unsigned char>(s[i + k]));
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
+}
+
+} // namespace weft
