@@ -46,6 +46,9 @@ struct DefaultPipelineOptions : PassPipelineOptions<DefaultPipelineOptions> {
 } // namespace
 
 void registerAllWeftPasses() {
+  // The core passes the pipeline uses, so that tools and tests can name them.
+  registerCanonicalizerPass();
+  registerCSEPass();
   registerWeftPasses();
   PassPipelineRegistration<DefaultPipelineOptions>(
       "weft-default-pipeline",

@@ -8,8 +8,6 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
-  mlir::registerCanonicalizerPass();
-  mlir::registerCSEPass();
   mlir::registerInlinerPass();
   mlir::registerSymbolDCEPass();
   weft::registerAllWeftPasses();

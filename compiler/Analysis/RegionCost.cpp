@@ -1,0 +1,210 @@
+// Per-region traffic and arithmetic, from the static types in the region.
+#include "compiler/Analysis/RegionCost.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace weft {
+namespace {
+
+uint64_t elementBytes(Type t) {
+  return std::max<uint64_t>(1, (t.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+// Bytes of a tensor whose dynamic token dimension counts as `tokens`.
+uint64_t tensorBytes(Type type, int64_t tokens) {
+  auto t = llvm::dyn_cast<RankedTensorType>(type);
+  if (!t)
+    return 0;
+  uint64_t n = 1;
+  for (int64_t d : t.getShape())
+    n *= uint64_t(ShapedType::isDynamic(d) ? tokens : d);
+  return n * elementBytes(t.getElementType());
+}
+
+int64_t width(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
+}
+
+bool isWeight(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && isa<WeightOp, WeightConcatOp>(def);
+}
+
+std::string humanBytes(double bytes) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 4) {
+    bytes /= 1000.0;
+    ++u;
+  }
+  return llvm::formatv(u == 0 ? "{0:f0} {1}" : "{0:f2} {1}", bytes, units[u]);
+}
+
+} // namespace
+
+RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
+  RegionCost cost;
+  cost.kind = region.getKind().str();
+  cost.tokens = 1;
+  if (DictionaryAttr dims = region.getDimsAttr())
+    if (auto t = dims.getAs<IntegerAttr>("tokens"))
+      cost.tokens = t.getInt();
+  const double T = double(cost.tokens);
+
+  // An embedding gathers T rows of its table, not the whole table.
+  llvm::DenseSet<Value> gathered;
+  region.walk([&](EmbeddingOp op) {
+    if (auto arg = llvm::dyn_cast<BlockArgument>(op.getTable()))
+      gathered.insert(region.getInputs()[arg.getArgNumber()]);
+  });
+  for (Value input : region.getInputs()) {
+    if (gathered.contains(input))
+      cost.weightBytes += tensorBytes(input.getType(), cost.tokens) /
+                          uint64_t(llvm::cast<RankedTensorType>(input.getType())
+                                       .getDimSize(0)) *
+                          uint64_t(cost.tokens);
+    else if (isWeight(input))
+      cost.weightBytes += tensorBytes(input.getType(), cost.tokens);
+    else
+      cost.activationBytesRead += tensorBytes(input.getType(), cost.tokens);
+  }
+  for (Value result : region.getResults())
+    cost.bytesWritten += tensorBytes(result.getType(), cost.tokens);
+
+  for (Operation &op : region.getBody().front().without_terminator()) {
+    StringRef name = op.getName().getStringRef();
+    name.consume_front("weft.");
+    cost.ops.push_back(name.str());
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      double n = width(linear.getResult()), k = width(linear.getInput());
+      cost.flops += 2 * T * n * k + (linear.getBias() ? T * n : 0);
+    } else if (auto logits = dyn_cast<LogitsOp>(op)) {
+      cost.flops += 2 * T * width(logits.getResult()) * width(logits.getInput());
+    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
+      cost.flops += 4 * T * width(norm.getInput());
+    } else if (auto rope = dyn_cast<RopeOp>(op)) {
+      cost.flops += 3 * T * width(rope.getInput());
+    } else if (isa<SiluOp>(op)) {
+      cost.flops += 4 * T * width(op.getResult(0));
+    } else if (isa<AddOp, MulOp>(op)) {
+      cost.flops += T * width(op.getResult(0));
+    } else if (isa<ArgmaxOp>(op)) {
+      cost.flops += T * width(op.getOperand(0));
+    } else if (isa<SampleOp>(op)) {
+      cost.flops += 5 * T * width(op.getOperand(0));
+    } else if (auto write = dyn_cast<KvWriteOp>(op)) {
+      KvCacheType c = write.getCache().getType();
+      cost.bytesWritten += uint64_t(2 * T * c.getKvHeads() * c.getHeadDim() *
+                                    elementBytes(c.getDtype()));
+      cost.layer = write.getLayer();
+    } else if (auto attn = dyn_cast<AttentionOp>(op)) {
+      KvCacheType c = attn.getCache().getType();
+      double context = double(ctx.contextLength);
+      if (auto window = attn.getSlidingWindow())
+        context = std::min(context, double(*window));
+      double heads = attn.getNumHeads(), dim = attn.getHeadDim();
+      cost.kvBytesRead += uint64_t(2 * T * context * c.getKvHeads() * dim *
+                                   elementBytes(c.getDtype()));
+      cost.flops += 4 * T * context * heads * dim + 5 * T * context * heads;
+      cost.layer = attn.getLayer();
+    }
+  }
+  // Layer of a projection region: from its weights' names.
+  if (cost.layer < 0) {
+    for (Value input : region.getInputs()) {
+      Operation *def = input.getDefiningOp();
+      SmallVector<WeightOp> refs;
+      if (auto w = dyn_cast_or_null<WeightOp>(def))
+        refs.push_back(w);
+      else if (auto c = dyn_cast_or_null<WeightConcatOp>(def))
+        for (Value v : c.getInputs())
+          if (auto w = v.getDefiningOp<WeightOp>())
+            refs.push_back(w);
+      for (WeightOp w : refs) {
+        StringRef n = w.getName();
+        if (n.consume_front("model.layers.")) {
+          int64_t layer;
+          if (!n.take_until([](char c) { return c == '.'; }).getAsInteger(10, layer))
+            cost.layer = layer;
+        }
+      }
+    }
+  }
+  return cost;
+}
+
+void printFusionReport(ModuleOp module, const CostContext &ctx,
+                       llvm::raw_ostream &os) {
+  SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+  if (fns.empty()) {
+    os << "no functions\n";
+    return;
+  }
+  func::FuncOp shown = fns.front();
+  for (func::FuncOp fn : fns)
+    if (fn.getSymName().starts_with("decode_")) {
+      shown = fn;
+      break;
+    }
+
+  // Regions per decoder layer, in the function shown.
+  llvm::DenseMap<int64_t, unsigned> perLayer;
+  shown.walk([&](FusionOp r) {
+    int64_t layer = estimateRegionCost(r, ctx).layer;
+    if (layer >= 0)
+      ++perLayer[layer];
+  });
+  unsigned maxPerLayer = 0;
+  for (auto &[layer, n] : perLayer)
+    maxPerLayer = std::max(maxPerLayer, n);
+  os << llvm::formatv("fusion regions: {0} per decoder layer in @{1} "
+                      "(attention context {2})\n",
+                      maxPerLayer, shown.getSymName(), ctx.contextLength);
+
+  const char *row = "{0,4}  {1,-5}  {2,-28}  {3,-44}  {4,10}  {5,10}  {6,12}\n";
+  os << llvm::formatv(row, "#", "layer", "kind", "ops", "read", "write",
+                      "FLOP/token");
+  unsigned index = 0;
+  shown.walk([&](FusionOp r) {
+    RegionCost c = estimateRegionCost(r, ctx);
+    std::string ops;
+    for (const std::string &o : c.ops)
+      ops += (ops.empty() ? "" : ",") + o;
+    std::string layer = c.layer >= 0 ? std::to_string(c.layer) : "-";
+    os << llvm::formatv(row, index++, layer, c.kind, ops,
+                        humanBytes(double(c.bytesRead())),
+                        humanBytes(double(c.bytesWritten)),
+                        llvm::formatv("{0:e2}", c.flopsPerToken()).str());
+  });
+
+  os << "\nper function (one step):\n";
+  const char *fnRow = "  {0,-16}  {1,7}  {2,8}  {3,12}  {4,12}  {5,12}\n";
+  os << llvm::formatv(fnRow, "function", "tokens", "regions", "weights",
+                      "other read", "FLOP/token");
+  for (func::FuncOp fn : fns) {
+    unsigned regions = 0;
+    uint64_t weights = 0, other = 0;
+    double flops = 0;
+    int64_t tokens = 1;
+    fn.walk([&](FusionOp r) {
+      RegionCost c = estimateRegionCost(r, ctx);
+      ++regions;
+      weights += c.weightBytes;
+      other += c.activationBytesRead + c.kvBytesRead;
+      flops += c.flops;
+      tokens = c.tokens;
+    });
+    os << llvm::formatv(fnRow, fn.getSymName(), tokens, regions,
+                        humanBytes(double(weights)), humanBytes(double(other)),
+                        llvm::formatv("{0:e2}", flops / double(tokens)).str());
+  }
+}
+
+} // namespace weft
