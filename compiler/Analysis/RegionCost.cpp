@@ -65,15 +65,24 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
       gathered.insert(region.getInputs()[arg.getArgNumber()]);
   });
   for (Value input : region.getInputs()) {
-    if (gathered.contains(input))
-      cost.weightBytes += tensorBytes(input.getType(), cost.tokens) /
-                          uint64_t(llvm::cast<RankedTensorType>(input.getType())
-                                       .getDimSize(0)) *
-                          uint64_t(cost.tokens);
-    else if (isWeight(input))
-      cost.weightBytes += tensorBytes(input.getType(), cost.tokens);
-    else
+    auto type = llvm::dyn_cast<RankedTensorType>(input.getType());
+    if (type && (gathered.contains(input) || isWeight(input))) {
+      uint64_t rows = type.getRank() == 2 ? uint64_t(type.getDimSize(0)) : 0;
+      uint64_t bytes = tensorBytes(type, cost.tokens);
+      if (gathered.contains(input)) {
+        bytes = bytes / rows * uint64_t(cost.tokens);
+        rows = uint64_t(cost.tokens);
+      }
+      cost.weightBytes += bytes;
+      if (type.getRank() == 2) {
+        cost.matrixElements += bytes / elementBytes(type.getElementType());
+        cost.matrixRows += rows;
+      } else {
+        cost.vectorBytes += bytes;
+      }
+    } else {
       cost.activationBytesRead += tensorBytes(input.getType(), cost.tokens);
+    }
   }
   for (Value result : region.getResults())
     cost.bytesWritten += tensorBytes(result.getType(), cost.tokens);
@@ -107,9 +116,14 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
     } else if (auto attn = dyn_cast<AttentionOp>(op)) {
       KvCacheType c = attn.getCache().getType();
       double context = double(ctx.contextLength);
-      if (auto window = attn.getSlidingWindow())
+      if (auto window = attn.getSlidingWindow()) {
         context = std::min(context, double(*window));
+        cost.slidingWindow = *window;
+      }
       double heads = attn.getNumHeads(), dim = attn.getHeadDim();
+      cost.kvBytesPerPosition += uint64_t(2 * T * c.getKvHeads() * dim *
+                                          elementBytes(c.getDtype()));
+      cost.attentionFlopsPerPosition += 4 * T * heads * dim + 5 * T * heads;
       cost.kvBytesRead += uint64_t(2 * T * context * c.getKvHeads() * dim *
                                    elementBytes(c.getDtype()));
       cost.flops += 4 * T * context * heads * dim + 5 * T * context * heads;

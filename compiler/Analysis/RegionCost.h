@@ -28,10 +28,20 @@ struct RegionCost {
   int64_t tokens = 0;           // token count of the region (1 if dynamic)
   int64_t layer = -1;           // decoder layer, -1 for embedding and head
   uint64_t weightBytes = 0;     // weights read (once per step, whatever T)
+  // The same weights split by kind, for other weight formats: elements of
+  // matrices (gathered rows only, for an embedding), their rows, and bytes
+  // of vectors (norm weights, biases).
+  uint64_t matrixElements = 0;
+  uint64_t matrixRows = 0;
+  uint64_t vectorBytes = 0;
   uint64_t activationBytesRead = 0;
   uint64_t kvBytesRead = 0;
   uint64_t bytesWritten = 0;    // activations and KV cache written
   double flops = 0;             // for all `tokens` tokens
+  // Attention terms per cached position (so callers can vary the context):
+  uint64_t kvBytesPerPosition = 0; // for all `tokens`
+  double attentionFlopsPerPosition = 0;
+  int64_t slidingWindow = 0;    // 0: none
 
   uint64_t bytesRead() const {
     return weightBytes + activationBytesRead + kvBytesRead;

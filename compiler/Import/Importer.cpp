@@ -125,6 +125,10 @@ public:
     a.push_back(b.getNamedAttr("rope_type", b.getStringAttr(ropeTypeName(c.rope.type))));
     a.push_back(b.getNamedAttr("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings)));
     a.push_back(b.getNamedAttr("qkv_bias", b.getBoolAttr(c.qkvBias)));
+    a.push_back(b.getNamedAttr("o_bias", b.getBoolAttr(c.oBias)));
+    a.push_back(b.getNamedAttr("mlp_bias", b.getBoolAttr(c.mlpBias)));
+    if (c.slidingWindow)
+      i64("sliding_window", *c.slidingWindow);
     return b.getDictionaryAttr(a);
   }
 
@@ -194,6 +198,68 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &context,
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
   GraphBuilder(context, config, b).build(*module, options);
   return module;
+}
+
+llvm::Expected<ModelConfig> modelConfigFromModule(ModuleOp module) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "module attribute 'weft.model': " + msg);
+  };
+  auto dict = module->getAttrOfType<DictionaryAttr>("weft.model");
+  if (!dict)
+    return fail("missing (the module was not produced by the importer)");
+  ModelConfig c;
+  auto str = [&](StringRef key) -> std::string {
+    auto a = dict.getAs<StringAttr>(key);
+    return a ? a.getValue().str() : std::string();
+  };
+  auto flag = [&](StringRef key) {
+    auto a = dict.getAs<BoolAttr>(key);
+    return a && a.getValue();
+  };
+  c.architecture = str("architecture");
+  c.name = str("name");
+  if (c.architecture == "LlamaForCausalLM")
+    c.family = ModelFamily::Llama;
+  else if (c.architecture == "MistralForCausalLM")
+    c.family = ModelFamily::Mistral;
+  else if (c.architecture == "Qwen2ForCausalLM")
+    c.family = ModelFamily::Qwen2;
+  else
+    return fail("unknown architecture '" + c.architecture + "'");
+  struct Field {
+    const char *key;
+    int64_t *dst;
+  } fields[] = {{"hidden_size", &c.hiddenSize},
+                {"intermediate_size", &c.intermediateSize},
+                {"num_layers", &c.numLayers},
+                {"num_heads", &c.numHeads},
+                {"num_kv_heads", &c.numKvHeads},
+                {"head_dim", &c.headDim},
+                {"vocab_size", &c.vocabSize},
+                {"max_position_embeddings", &c.maxPositionEmbeddings}};
+  for (Field &f : fields) {
+    auto a = dict.getAs<IntegerAttr>(f.key);
+    if (!a || a.getInt() <= 0)
+      return fail(llvm::Twine("field '") + f.key + "' missing or not positive");
+    *f.dst = a.getInt();
+  }
+  if (auto w = dict.getAs<IntegerAttr>("sliding_window"))
+    c.slidingWindow = w.getInt();
+  if (auto eps = dict.getAs<FloatAttr>("rms_norm_eps"))
+    c.rmsNormEps = eps.getValueAsDouble();
+  if (auto theta = dict.getAs<FloatAttr>("rope_theta"))
+    c.ropeTheta = theta.getValueAsDouble();
+  c.tieWordEmbeddings = flag("tie_word_embeddings");
+  c.qkvBias = flag("qkv_bias");
+  c.oBias = flag("o_bias");
+  c.mlpBias = flag("mlp_bias");
+  auto dtype = dict.getAs<TypeAttr>("dtype");
+  if (!dtype)
+    return fail("field 'dtype' missing");
+  Type t = dtype.getValue();
+  c.dtype = t.isF16() ? io::DType::F16 : t.isBF16() ? io::DType::BF16 : io::DType::F32;
+  return c;
 }
 
 void printGraphSummary(ModuleOp module, const ModelConfig &c,

@@ -26,6 +26,10 @@ mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &context,
                                               const ModelConfig &config,
                                               const ImportOptions &options = {});
 
+// The configuration recorded in a module's `weft.model` attribute (shapes
+// and flags; enough for memory accounting and weight names).
+llvm::Expected<ModelConfig> modelConfigFromModule(mlir::ModuleOp module);
+
 // A short human-readable summary of an imported graph: dimensions, op counts
 // per kind, parameters and weight bytes.
 void printGraphSummary(mlir::ModuleOp module, const ModelConfig &config,

@@ -2,6 +2,8 @@
 // with double accumulation, shapes checked against the IR at every step.
 #include "compiler/Reference/Interpreter.h"
 
+#include "dialects/Dist/IR/DistDialect.h"
+
 #include "dialects/Weft/IR/WeftOps.h"
 
 #include "mlir/IR/Block.h"
@@ -401,6 +403,10 @@ Results Executor::compute(Operation *op, const Ins &in) {
     return split(s, in);
   if (auto f = llvm::dyn_cast<FusionOp>(op))
     return fusion(f, in);
+  // Placement does not change values: a transfer moves the tensor as it
+  // is, and an all-reduce of a region's (full) result is that result.
+  if (llvm::isa<dist::TransferOp, dist::AllReduceOp>(op))
+    return std::vector<TensorRef>{share(Tensor(*in[0]))};
   return error("reference interpreter: unsupported op '" + nameOf(op) + "'");
 }
 

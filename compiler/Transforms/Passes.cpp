@@ -10,7 +10,7 @@ using namespace mlir;
 
 namespace weft {
 
-void buildDefaultPipeline(OpPassManager &pm, const CompileOptions &options) {
+void buildFusionPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   OpPassManager &fn = pm.nest<func::FuncOp>();
@@ -23,11 +23,19 @@ void buildDefaultPipeline(OpPassManager &pm, const CompileOptions &options) {
   fn.addPass(createFormKernelRegionsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void addSpecializePass(OpPassManager &pm, const CompileOptions &options) {
   SpecializePassOptions specialize;
   specialize.maxBatch = options.maxBatch;
   specialize.decodeBuckets = options.decodeBuckets;
   specialize.prefillChunks = options.prefillChunks;
   pm.addPass(createSpecializePass(specialize));
+}
+
+void buildDefaultPipeline(OpPassManager &pm, const CompileOptions &options) {
+  buildFusionPipeline(pm);
+  addSpecializePass(pm, options);
 }
 
 namespace {

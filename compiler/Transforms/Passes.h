@@ -2,6 +2,7 @@
 #ifndef WEFT_COMPILER_TRANSFORMS_PASSES_H_
 #define WEFT_COMPILER_TRANSFORMS_PASSES_H_
 
+#include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/Weft/IR/WeftDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,9 +27,16 @@ struct CompileOptions {
   std::vector<int64_t> prefillChunks; // empty: {512}
 };
 
-// The pipeline weft-compile runs and weft-opt exposes as
-// --weft-default-pipeline: clean up, fuse into kernel regions, specialize.
+// Clean up and fuse into kernel regions (the graph keeps @forward).
+void buildFusionPipeline(mlir::OpPassManager &pm);
+
+// The pipeline weft-opt exposes as --weft-default-pipeline: fusion, then
+// specialization. (weft-compile runs the fusion part, partitions, then
+// specializes.)
 void buildDefaultPipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+// Adds weft-specialize with `options`.
+void addSpecializePass(mlir::OpPassManager &pm, const CompileOptions &options);
 
 // Registers every weft pass and the default pipeline with MLIR's registry.
 void registerAllWeftPasses();

@@ -198,6 +198,57 @@ def FormKernelRegionsPass : Pass<"weft-form-kernel-regions", "mlir::func::FuncOp
 }
 
 //===----------------------------------------------------------------------===//
+// Partitioning
+//===----------------------------------------------------------------------===//
+
+def PartitionPass : Pass<"weft-partition", "mlir::ModuleOp"> {
+  let summary = "Places the fused graph on a topology with the cost model.";
+  let description = [{
+    Searches pipeline splits (uneven contiguous layer ranges over any
+    devices, in any order), tensor parallelism over identical NVLink-joined
+    GPUs, hybrids of both, and host offload of whole layers when nothing
+    else fits; prices each with the cost model and every device's memory
+    (weights in `weight-dtype`, KV cache for `batch` x `context`,
+    activations, workspace, context reserve), and keeps the best for
+    `objective`. The decision is written as `dist` annotations on @forward
+    and in the module attribute `dist.partition` (with the predicted figures
+    of the runners-up and of the memory-proportional split). A model that
+    fits nowhere fails with the shortfall per device and the nearest
+    configurations that would fit.
+
+    Before:
+
+    ```mlir
+    %h = weft.fusion "linear_residual" (...) : (...) -> tensor<?x4096xbf16> {...}
+    %n = weft.fusion "rms_norm_linear" (%h, ...) : (...) -> ... {...}
+    ```
+
+    After (layers split between device 0 and device 1):
+
+    ```mlir
+    %h = weft.fusion "linear_residual" (...) {dist.placement = #dist.placement<stage = 0, devices = array<i64: 0>>} ...
+    %t = dist.transfer %h {source = 0 : i64, target = 1 : i64} : tensor<?x4096xbf16>
+    %n = weft.fusion "rms_norm_linear" (%t, ...) {dist.placement = #dist.placement<stage = 1, devices = array<i64: 1>>} ...
+    ```
+  }];
+  let options = [
+    Option<"topology", "topology", "std::string", /*default=*/"\"h200\"",
+           "Topology: a built-in short form (rtx3090+rtx3060, 2xrtx3090:nvlink, h200) or a JSON file">,
+    Option<"objective", "objective", "std::string", /*default=*/"\"throughput\"",
+           "latency (one stream) or throughput (at the declared batch)">,
+    Option<"batch", "batch", "int64_t", /*default=*/"1",
+           "Concurrent sequences the plan must hold">,
+    Option<"context", "context", "int64_t", /*default=*/"4096",
+           "Maximum tokens per sequence">,
+    Option<"weightDType", "weight-dtype", "std::string", /*default=*/"\"\"",
+           "Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the checkpoint's)">,
+    Option<"memoryCap", "memory-cap", "std::string", /*default=*/"\"\"",
+           "Usable memory caps, e.g. 10GB or 0=20GB,1=8GiB">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect", "::weft::dist::DistDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Specialization
 //===----------------------------------------------------------------------===//
 

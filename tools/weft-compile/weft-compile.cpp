@@ -3,6 +3,8 @@
 #include "compiler/Analysis/RegionCost.h"
 #include "compiler/Import/Checkpoint.h"
 #include "compiler/Import/Importer.h"
+#include "compiler/Partition/Annotate.h"
+#include "compiler/Partition/Report.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -57,8 +59,38 @@ cl::list<int64_t> prefillChunks("prefill-chunks",
                                 cl::desc("Prefill chunk sizes (default 512)"),
                                 cl::CommaSeparated, cl::cat(category));
 cl::opt<int64_t> contextLength("context",
-                               cl::desc("Attention context assumed by the report"),
+                               cl::desc("Maximum tokens per sequence (KV cache "
+                                        "sizing; attention context of the reports)"),
                                cl::init(4096), cl::cat(category));
+cl::opt<std::string> topologySpec(
+    "topology",
+    cl::desc("GPUs to compile for: rtx3090+rtx3060, 2xrtx3090:nvlink, h200, "
+             "or a JSON file (docs/topology.md)"),
+    cl::value_desc("SPEC"), cl::cat(category));
+cl::opt<std::string> objective("objective",
+                               cl::desc("Partition objective: latency or throughput"),
+                               cl::init("throughput"), cl::cat(category));
+cl::opt<int64_t> batch("batch",
+                       cl::desc("Concurrent sequences the plan must serve"),
+                       cl::init(1), cl::cat(category));
+cl::opt<std::string> weightDType(
+    "weight-dtype",
+    cl::desc("Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the checkpoint's)"),
+    cl::cat(category));
+cl::opt<std::string> memoryCap("memory-cap",
+                               cl::desc("Cap usable device memory: 10GB, or 0=20GB,1=8GiB"),
+                               cl::cat(category));
+cl::opt<bool> hostOffload("host-offload",
+                          cl::desc("Allow whole layers in host RAM when nothing else "
+                                   "fits (default true)"),
+                          cl::init(true), cl::cat(category));
+cl::opt<bool> report("report",
+                     cl::desc("Print the partition report and write its SVG picture"),
+                     cl::init(false), cl::cat(category));
+cl::opt<std::string> svgFile("svg",
+                             cl::desc("Where --report writes its picture "
+                                      "(default: weft-report.svg)"),
+                             cl::init("weft-report.svg"), cl::cat(category));
 cl::opt<bool> listModels("list-models", cl::desc("List the built-in models and exit"),
                          cl::init(false), cl::cat(category));
 
@@ -97,7 +129,19 @@ int main(int argc, char **argv) {
       weft::importModel(context, source->config, options);
   if (mlir::failed(mlir::verify(*module)))
     return fail("internal error: the imported graph does not verify");
-  if (emit == Emit::Fused) {
+  // The import summary describes the model as imported, before fusion.
+  std::string importSummary;
+  {
+    llvm::raw_string_ostream os(importSummary);
+    weft::printGraphSummary(*module, source->config, os);
+  }
+  bool partitioned = !topologySpec.empty();
+  if (report && !partitioned)
+    return fail("--report needs --topology");
+  std::optional<weft::target::Topology> topology;
+  std::optional<weft::partition::PartitionOptions> partitionOptions;
+  std::optional<weft::partition::PartitionResult> partition;
+  if (emit == Emit::Fused || partitioned) {
     if (maxBatch < 1)
       return fail("--max-batch must be at least 1");
     for (int64_t n : decodeBuckets)
@@ -112,10 +156,45 @@ int main(int argc, char **argv) {
     compile.maxBatch = maxBatch;
     compile.decodeBuckets.assign(decodeBuckets.begin(), decodeBuckets.end());
     compile.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
-    mlir::PassManager pm(&context);
-    weft::buildDefaultPipeline(pm, compile);
-    if (mlir::failed(pm.run(*module)))
+    mlir::PassManager fusion(&context);
+    weft::buildFusionPipeline(fusion);
+    if (mlir::failed(fusion.run(*module)))
       return fail("the fusion pipeline failed (see the diagnostics above)");
+
+    if (partitioned) {
+      llvm::Expected<weft::target::Topology> topo =
+          weft::target::parseTopologySpec(topologySpec);
+      if (!topo)
+        return fail(llvm::toString(topo.takeError()));
+      if (!memoryCap.empty())
+        if (llvm::Error e = weft::target::applyMemoryCaps(*topo, memoryCap))
+          return fail(llvm::toString(std::move(e)));
+      topology = std::move(*topo);
+      llvm::Expected<weft::partition::PartitionOptions> options =
+          weft::partition::makePartitionOptions(source->config, objective, batch,
+                                                contextLength, weightDType);
+      if (!options)
+        return fail(llvm::toString(options.takeError()));
+      partitionOptions = *options;
+      partitionOptions->allowHostOffload = hostOffload;
+      llvm::Expected<weft::partition::ModelProfile> profile =
+          weft::partition::profileModel(*module, source->config);
+      if (!profile)
+        return fail(llvm::toString(profile.takeError()));
+      llvm::Expected<weft::partition::PartitionResult> result =
+          weft::partition::partitionModel(*profile, *topology, *partitionOptions);
+      if (!result)
+        return fail(llvm::toString(result.takeError()));
+      partition = std::move(*result);
+      if (mlir::failed(weft::partition::annotatePartition(*module, *partition,
+                                                          *topology, *partitionOptions)))
+        return fail("internal error: annotating the partition failed");
+    }
+
+    mlir::PassManager specialize(&context);
+    weft::addSpecializePass(specialize, compile);
+    if (mlir::failed(specialize.run(*module)))
+      return fail("specialization failed (see the diagnostics above)");
   }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start).count();
@@ -143,7 +222,7 @@ int main(int argc, char **argv) {
     break;
   }
   case Emit::Summary:
-    weft::printGraphSummary(*module, source->config, out->os());
+    out->os() << importSummary;
     if (source->checkpoint) {
       const weft::Checkpoint &ck = *source->checkpoint;
       out->os() << llvm::formatv(
@@ -153,6 +232,18 @@ int main(int argc, char **argv) {
     }
     out->os() << llvm::formatv("imported in  {0:f3} s\n", seconds);
     break;
+  }
+  if (report) {
+    weft::partition::printPartitionReport(*partition, *topology, *partitionOptions,
+                                          source->config, out->os());
+    std::string svgError;
+    auto svg = mlir::openOutputFile(svgFile, &svgError);
+    if (!svg)
+      return fail(svgFile + ": " + svgError);
+    weft::partition::writePartitionSvg(*partition, *topology, *partitionOptions,
+                                       source->config, svg->os());
+    svg->keep();
+    out->os() << "picture      " << svgFile << "\n";
   }
   out->keep();
   return 0;

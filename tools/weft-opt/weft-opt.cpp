@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
   weft::registerAllWeftPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<weft::WeftDialect, mlir::func::FuncDialect>();
+  registry.insert<weft::WeftDialect, weft::dist::DistDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Weft optimizer driver\n", registry));
 }

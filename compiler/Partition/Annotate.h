@@ -1,0 +1,23 @@
+// Writes a partition into the fused graph as `dist` annotations.
+#ifndef WEFT_COMPILER_PARTITION_ANNOTATE_H_
+#define WEFT_COMPILER_PARTITION_ANNOTATE_H_
+
+#include "compiler/Partition/Partitioner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace weft::partition {
+
+// On @forward of `module` (fused, not yet specialized): a #dist.placement
+// on every region, #dist.shard on the weights of tensor-parallel stages,
+// dist.all_reduce after their row-parallel projections, dist.transfer where
+// an activation crosses to the next stage, and the module attribute
+// `dist.partition` with the decision and its predicted figures.
+mlir::LogicalResult annotatePartition(mlir::ModuleOp module,
+                                      const PartitionResult &result,
+                                      const target::Topology &topology,
+                                      const PartitionOptions &options);
+
+} // namespace weft::partition
+
+#endif // WEFT_COMPILER_PARTITION_ANNOTATE_H_

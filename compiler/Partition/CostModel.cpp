@@ -1,0 +1,173 @@
+// Roofline timing of regions on devices, weight formats, collectives.
+#include "compiler/Partition/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace weft::partition {
+
+const char *weightDTypeName(WeightDType dtype) {
+  switch (dtype) {
+  case WeightDType::F32: return "fp32";
+  case WeightDType::F16: return "fp16";
+  case WeightDType::BF16: return "bf16";
+  case WeightDType::FP8: return "fp8";
+  case WeightDType::Int8: return "int8";
+  case WeightDType::Int4: return "int4";
+  }
+  return "unknown";
+}
+
+llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name) {
+  std::optional<WeightDType> d =
+      llvm::StringSwitch<std::optional<WeightDType>>(name)
+          .Case("fp32", WeightDType::F32)
+          .Case("fp16", WeightDType::F16)
+          .Case("bf16", WeightDType::BF16)
+          .Case("fp8", WeightDType::FP8)
+          .Case("int8", WeightDType::Int8)
+          .Case("int4", WeightDType::Int4)
+          .Default(std::nullopt);
+  if (!d)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--weight-dtype: unknown weight dtype '%s' (expected fp32, fp16, "
+        "bf16, fp8, int8 or int4)",
+        name.str().c_str());
+  return *d;
+}
+
+uint64_t WeightFormat::matrixBytes(uint64_t elements, uint64_t rows) const {
+  switch (dtype) {
+  case WeightDType::F32: return elements * 4;
+  case WeightDType::F16:
+  case WeightDType::BF16: return elements * 2;
+  case WeightDType::FP8:
+  case WeightDType::Int8: return elements + rows * 2;
+  case WeightDType::Int4: {
+    uint64_t group = uint64_t(std::max<int64_t>(1, groupSize));
+    return (elements + 1) / 2 + (elements + group - 1) / group * 2;
+  }
+  }
+  return elements * 2;
+}
+
+// Starting points before calibration: skinny GEMMs and attention stream
+// close to the bandwidth the BENCHMARKS.md cuBLAS measurements show for
+// large matrices (3.5-4.2 of 4.28 TB/s), small elementwise kernels are
+// dominated by launch and tail effects.
+const Efficiency &efficiencyFor(llvm::StringRef kind) {
+  static const Efficiency kProjection{0.85, 0.65, 4e-6};
+  static const Efficiency kAttention{0.70, 0.40, 5e-6};
+  static const Efficiency kSmall{0.40, 0.30, 3e-6};
+  static const Efficiency kHead{0.90, 0.65, 4e-6};
+  if (kind.contains("logits"))
+    return kHead;
+  if (kind.contains("linear"))
+    return kProjection;
+  if (kind.contains("attention"))
+    return kAttention;
+  return kSmall;
+}
+
+static RegionTerms termsOf(FusionOp region) {
+  CostContext noContext;
+  noContext.contextLength = 0;
+  RegionCost c = estimateRegionCost(region, noContext);
+  RegionTerms t;
+  t.kind = c.kind;
+  t.matrixElements = c.matrixElements;
+  t.matrixRows = c.matrixRows;
+  t.vectorBytes = c.vectorBytes;
+  t.actBytesPerToken = (c.activationBytesRead + c.bytesWritten) / uint64_t(c.tokens);
+  t.kvBytesPerTokenPosition = c.kvBytesPerPosition / uint64_t(c.tokens);
+  t.flopsPerToken = c.flops / double(c.tokens);
+  t.attnFlopsPerTokenPosition = c.attentionFlopsPerPosition / double(c.tokens);
+  t.slidingWindow = c.slidingWindow;
+  return t;
+}
+
+llvm::Expected<ModelProfile> profileModel(ModuleOp fused,
+                                          const ModelConfig &config) {
+  auto fn = fused.lookupSymbol<func::FuncOp>("forward");
+  if (!fn)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "internal: the fused graph has no @forward");
+  ModelProfile p;
+  p.config = &config;
+  p.layers.resize(size_t(config.numLayers));
+  bool seenLayer = false;
+  fn.walk([&](FusionOp region) {
+    CostContext ctx;
+    RegionCost c = estimateRegionCost(region, ctx);
+    RegionTerms t = termsOf(region);
+    if (c.layer >= 0 && c.layer < config.numLayers) {
+      p.layers[size_t(c.layer)].push_back(t);
+      seenLayer = true;
+    } else {
+      (seenLayer ? p.post : p.pre).push_back(t);
+    }
+  });
+  uint64_t esize = io::dtypeSize(config.dtype);
+  p.kvBytesPerTokenPerLayer = 2 * uint64_t(config.kvWidth()) * esize;
+  p.hiddenBytesPerToken = uint64_t(config.hiddenSize) * esize;
+  return p;
+}
+
+uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
+                            const WeightFormat &format, int tpDegree) {
+  uint64_t bytes = 0;
+  for (const RegionTerms &r : regions)
+    bytes += format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes;
+  return bytes / uint64_t(std::max(1, tpDegree));
+}
+
+double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
+                      const target::DeviceProfile &device,
+                      const WeightFormat &format, int64_t tokens,
+                      int64_t context, int tpDegree) {
+  double peak = format.usesFp8Math() && device.hasFp8() ? device.fp8TensorFlops
+                                                       : device.fp16TensorFlops;
+  double tp = double(std::max(1, tpDegree));
+  double seconds = 0;
+  for (const RegionTerms &r : regions) {
+    const Efficiency &eff = efficiencyFor(r.kind);
+    double ctx = double(r.slidingWindow ? std::min(context, r.slidingWindow) : context);
+    double T = double(tokens);
+    double bytes =
+        double(format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes) / tp +
+        T * double(r.actBytesPerToken) + T * ctx * double(r.kvBytesPerTokenPosition) / tp;
+    double flops = T * (r.flopsPerToken + ctx * r.attnFlopsPerTokenPosition) / tp;
+    double memory = bytes / (device.memoryBandwidth * eff.bandwidth);
+    double compute = flops / (peak * eff.compute);
+    seconds += std::max(memory, compute) + eff.launchSeconds;
+  }
+  return seconds;
+}
+
+double allReduceSeconds(const target::Topology &topology,
+                        llvm::ArrayRef<int> devices, uint64_t bytes) {
+  size_t n = devices.size();
+  if (n < 2)
+    return 0;
+  // Ring: 2(n-1) steps of bytes/n each, paced by the slowest link.
+  double slowest = 0, latency = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int a = devices[i], b = devices[(i + 1) % n];
+    double step = topology.transferSeconds(a, b, bytes / n);
+    if (step > slowest) {
+      slowest = step;
+      const target::LinkProfile *link = topology.link(a, b);
+      latency = link ? link->latency : topology.host.pcieLatency;
+    }
+  }
+  (void)latency;
+  return 2.0 * double(n - 1) * slowest;
+}
+
+} // namespace weft::partition

@@ -1,0 +1,89 @@
+// The cost model: predicted time of each kernel region on a device, of link
+// transfers and collectives, and the memory a model needs, from the fused
+// graph's per-region bytes and FLOPs and a device profile.
+#ifndef WEFT_COMPILER_PARTITION_COSTMODEL_H_
+#define WEFT_COMPILER_PARTITION_COSTMODEL_H_
+
+#include "compiler/Analysis/RegionCost.h"
+#include "compiler/Import/ModelConfig.h"
+#include "targets/Hardware/Topology.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace weft::partition {
+
+// How matrices are stored on the device. Vectors (norms, biases) keep the
+// checkpoint's 16-bit dtype.
+enum class WeightDType { F32, F16, BF16, FP8, Int8, Int4 };
+const char *weightDTypeName(WeightDType dtype);
+llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name);
+
+struct WeightFormat {
+  WeightDType dtype = WeightDType::BF16;
+  int64_t groupSize = 128; // int4: elements per fp16 scale
+  // Bytes of a matrix of `elements` in `rows` rows: payload plus scales
+  // (int8: one fp16 scale per row; int4: one per group; fp8: per row).
+  uint64_t matrixBytes(uint64_t elements, uint64_t rows) const;
+  // Compute dtype of the kernels reading these weights (for the peak rate).
+  bool usesFp8Math() const { return dtype == WeightDType::FP8; }
+};
+
+// Fraction of peak that a kind of region reaches, and its fixed cost per
+// launch. One table (CostModel.cpp) for every kind; measurements on real
+// GPUs calibrate it.
+struct Efficiency {
+  double bandwidth = 0.8;
+  double compute = 0.6;
+  double launchSeconds = 4e-6;
+};
+const Efficiency &efficiencyFor(llvm::StringRef regionKind);
+
+// Cost of one region for one token, with the attention terms kept apart so
+// that any context length can be priced.
+struct RegionTerms {
+  std::string kind;
+  uint64_t matrixElements = 0, matrixRows = 0, vectorBytes = 0;
+  uint64_t actBytesPerToken = 0;       // activations read + written
+  uint64_t kvBytesPerTokenPosition = 0;
+  double flopsPerToken = 0;
+  double attnFlopsPerTokenPosition = 0;
+  int64_t slidingWindow = 0;
+};
+
+// The model as the partitioner sees it: per-layer regions plus the regions
+// before the first layer (embedding) and after the last (head).
+struct ModelProfile {
+  const ModelConfig *config = nullptr;
+  std::vector<std::vector<RegionTerms>> layers;
+  std::vector<RegionTerms> pre, post;
+  uint64_t kvBytesPerTokenPerLayer = 0; // K and V, model dtype
+  uint64_t hiddenBytesPerToken = 0;     // what crosses a stage boundary
+};
+
+// Builds the profile from the fused (not yet specialized) graph: every
+// region's RegionCost at one token, grouped by layer.
+llvm::Expected<ModelProfile> profileModel(mlir::ModuleOp fused,
+                                          const ModelConfig &config);
+
+// Seconds for `regions` on `device` at `tokens` tokens per step with
+// `context` cached positions, weights in `format`, sharded `tpDegree` ways.
+double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
+                      const target::DeviceProfile &device,
+                      const WeightFormat &format, int64_t tokens,
+                      int64_t context, int tpDegree = 1);
+
+// Weight bytes of `regions` in `format`, divided over `tpDegree` shards.
+uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
+                            const WeightFormat &format, int tpDegree = 1);
+
+// Ring all-reduce of `bytes` over `devices` (all pairs linked).
+double allReduceSeconds(const target::Topology &topology,
+                        llvm::ArrayRef<int> devices, uint64_t bytes);
+
+} // namespace weft::partition
+
+#endif // WEFT_COMPILER_PARTITION_COSTMODEL_H_

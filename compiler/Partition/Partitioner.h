@@ -1,0 +1,97 @@
+// The partitioner: searches pipeline splits, tensor-parallel groups, their
+// hybrids and host offload for the plan that runs a model fastest on a
+// topology, within every device's memory.
+#ifndef WEFT_COMPILER_PARTITION_PARTITIONER_H_
+#define WEFT_COMPILER_PARTITION_PARTITIONER_H_
+
+#include "compiler/Partition/CostModel.h"
+
+namespace weft::partition {
+
+enum class Objective { Latency, Throughput };
+
+struct PartitionOptions {
+  Objective objective = Objective::Throughput;
+  int64_t batch = 1;          // concurrent sequences the plan must hold
+  int64_t context = 4096;     // max tokens per sequence (KV cache sizing)
+  int64_t decodeContext = 0;  // positions attended when timing; 0: context/2
+  int64_t prefillChunk = 512; // largest prefill bucket (activation sizing)
+  WeightFormat weights;
+  bool allowHostOffload = true;
+  size_t runnersUp = 4;
+
+  int64_t timingContext() const {
+    return decodeContext > 0 ? decodeContext : std::max<int64_t>(1, context / 2);
+  }
+};
+
+// Bytes a device needs, by category.
+struct DeviceMemory {
+  int device = 0;
+  uint64_t weights = 0;
+  uint64_t kvCache = 0;
+  uint64_t activations = 0;
+  uint64_t workspace = 0;
+  uint64_t reserve = 0;     // CUDA context and libraries
+  uint64_t capacity = 0;    // physical memory, or the cap
+  uint64_t hostWeights = 0; // offloaded layers kept in host RAM
+  uint64_t total() const { return weights + kvCache + activations + workspace + reserve; }
+  int64_t shortfall() const { return int64_t(total()) - int64_t(capacity); }
+};
+
+struct Stage {
+  std::vector<int> devices;    // one device, or a tensor-parallel group
+  int64_t firstLayer = 0;      // layers [firstLayer, endLayer)
+  int64_t endLayer = 0;
+  int64_t offloadedLayers = 0; // the last ones of the range live in host RAM
+  bool embedding = false;      // holds the token embedding (first stage)
+  bool head = false;           // holds the final norm + LM head (last stage)
+  double seconds1 = 0;         // one decode step at batch 1
+  double secondsBatch = 0;     // one decode step of this stage's micro-batch
+  double linkSeconds1 = 0;     // send to the next stage, batch 1
+  double linkSecondsBatch = 0;
+};
+
+struct Candidate {
+  std::string description;
+  std::vector<Stage> stages;
+  std::vector<DeviceMemory> memory; // one per device of the topology
+  bool fits = false;
+  double latencySeconds = 0;         // per token of one stream
+  double tokensPerSecondBatch1 = 0;  // = 1 / latency
+  double tokensPerSecond = 0;        // all streams, at the declared batch
+  int64_t microBatches = 1;          // pipelined schedule chosen for it
+  double score(Objective o) const {
+    return o == Objective::Latency ? tokensPerSecondBatch1 : tokensPerSecond;
+  }
+};
+
+struct PartitionResult {
+  Candidate best;
+  std::vector<Candidate> runnersUp;         // next best fitting candidates
+  std::optional<Candidate> memoryProportional; // the llama.cpp-style split
+  size_t candidatesEvaluated = 0;
+};
+
+// Options from their command-line spellings: objective "latency" or
+// "throughput", batch and context >= 1, weight dtype name (empty: the
+// checkpoint's).
+llvm::Expected<PartitionOptions>
+makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
+                     int64_t batch, int64_t context, llvm::StringRef weightDType);
+
+// Searches every candidate; fails with the shortfall per device and the
+// nearest configurations that would fit when nothing does.
+llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
+                                               const target::Topology &topology,
+                                               const PartitionOptions &options);
+
+// Prices one given candidate layout (used for baselines and tests).
+Candidate evaluateCandidate(const ModelProfile &profile,
+                            const target::Topology &topology,
+                            const PartitionOptions &options,
+                            std::vector<Stage> stages);
+
+} // namespace weft::partition
+
+#endif // WEFT_COMPILER_PARTITION_PARTITIONER_H_

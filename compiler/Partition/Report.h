@@ -1,0 +1,29 @@
+// The partition report: a text table and an SVG picture of the chosen plan.
+#ifndef WEFT_COMPILER_PARTITION_REPORT_H_
+#define WEFT_COMPILER_PARTITION_REPORT_H_
+
+#include "compiler/Partition/Partitioner.h"
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace weft::partition {
+
+// Layers and memory per device by category, predicted tokens/s at batch 1
+// and at the declared batch, time per stage, link time, the memory-split
+// baseline and the runners-up.
+void printPartitionReport(const PartitionResult &result,
+                          const target::Topology &topology,
+                          const PartitionOptions &options,
+                          const ModelConfig &config, llvm::raw_ostream &os);
+
+// Memory bars per device, the layer map, time per stage.
+void writePartitionSvg(const PartitionResult &result,
+                       const target::Topology &topology,
+                       const PartitionOptions &options,
+                       const ModelConfig &config, llvm::raw_ostream &os);
+
+} // namespace weft::partition
+
+#endif // WEFT_COMPILER_PARTITION_REPORT_H_

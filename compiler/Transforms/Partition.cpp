@@ -1,0 +1,51 @@
+// weft-partition: chooses and records how the model runs on a topology.
+#include "compiler/Transforms/Passes.h"
+
+#include "compiler/Import/Importer.h"
+#include "compiler/Partition/Annotate.h"
+
+using namespace mlir;
+
+namespace weft {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
+  using PartitionPassBase::PartitionPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const llvm::Twine &msg) {
+      module.emitError() << "weft-partition: " << msg;
+      signalPassFailure();
+    };
+    llvm::Expected<ModelConfig> config = modelConfigFromModule(module);
+    if (!config)
+      return fail(llvm::toString(config.takeError()));
+    llvm::Expected<target::Topology> topo = target::parseTopologySpec(topology);
+    if (!topo)
+      return fail(llvm::toString(topo.takeError()));
+    if (!memoryCap.empty())
+      if (llvm::Error e = target::applyMemoryCaps(*topo, memoryCap))
+        return fail(llvm::toString(std::move(e)));
+    llvm::Expected<partition::PartitionOptions> options =
+        partition::makePartitionOptions(*config, objective, batch, context, weightDType);
+    if (!options)
+      return fail(llvm::toString(options.takeError()));
+    llvm::Expected<partition::ModelProfile> profile =
+        partition::profileModel(module, *config);
+    if (!profile)
+      return fail(llvm::toString(profile.takeError()));
+    llvm::Expected<partition::PartitionResult> result =
+        partition::partitionModel(*profile, *topo, *options);
+    if (!result)
+      return fail(llvm::toString(result.takeError()));
+    if (failed(partition::annotatePartition(module, *result, *topo, *options)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace weft

@@ -1,0 +1,130 @@
+// Hardware topology descriptions (devices, links, host) that the partitioner
+// and cost model plan against; built-in profiles, short forms and JSON files.
+#ifndef WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
+#define WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft {
+namespace target {
+
+// One GPU. Rates are dense peak figures (no 2:4 sparsity); docs/topology.md
+// lists the built-in values and where each comes from.
+struct DeviceProfile {
+  std::string name;              // database key, e.g. "rtx3090"
+  std::string description;       // "NVIDIA GeForce RTX 3090 (GA102)"
+  int computeCapability = 0;     // 86, 89, 90, 80
+  uint64_t memoryBytes = 0;      // physical memory (total as nvidia-smi shows it)
+  double memoryBandwidth = 0;    // bytes/s (datasheet unless measured)
+  double fp16TensorFlops = 0;    // dense, FP32 accumulate
+  double bf16TensorFlops = 0;    // dense, FP32 accumulate
+  double fp8TensorFlops = 0;     // dense, FP32 accumulate; 0 when the chip has no FP8
+  double int8TensorOps = 0;      // dense; 0 = unknown
+  double fp32Flops = 0;          // non-tensor; 0 = unknown
+  int smCount = 0;               // 0 = unknown
+  uint64_t l2Bytes = 0;          // 0 = unknown
+  uint64_t contextReserveBytes = 0; // CUDA context + library handles kept free
+  std::optional<uint64_t> memoryCapBytes; // user cap (--memory-cap)
+  // NVLink: bytes/s per direction to one peer (0 = no NVLink), and the most
+  // devices one all-to-all NVLink group can hold (2 for a bridge, 8 for an
+  // HGX board), so a description cannot promise links the part cannot have.
+  double nvlinkBandwidth = 0;
+  int nvlinkGroupSize = 0;
+
+  // min(memory, cap) - reserve, saturating at 0.
+  uint64_t usableBytes() const;
+  // "sm_86".
+  std::string smArch() const;
+  bool hasFp8() const { return fp8TensorFlops > 0; }
+  bool hasNVLink() const { return nvlinkBandwidth > 0 && nvlinkGroupSize >= 2; }
+};
+
+enum class LinkKind { NVLink, PCIe };
+const char *linkKindName(LinkKind kind); // "nvlink", "pcie"
+
+struct LinkProfile {
+  int a = 0, b = 0; // device indices, a != b; the link is symmetric
+  LinkKind kind = LinkKind::PCIe;
+  double bandwidth = 0; // bytes/s per direction
+  double latency = 0;   // s
+};
+
+struct HostProfile {
+  uint64_t ramBytes = 0;
+  std::vector<double> pcieBandwidth; // bytes/s per direction, per device
+  double pcieLatency = 0;            // s, one host<->device hop
+};
+
+struct Topology {
+  std::string name; // the spec it came from, for reports
+  std::vector<DeviceProfile> devices;
+  std::vector<LinkProfile> links; // device-device links
+  HostProfile host;
+
+  // Fastest direct link between a and b, or nullptr (then traffic goes
+  // a->host->b over PCIe).
+  const LinkProfile *link(int a, int b) const;
+  // Time to move `bytes` from device a to device b: latency + bytes /
+  // bandwidth over the direct link, or the sum of the two host PCIe hops when
+  // there is none. 0 when a == b.
+  double transferSeconds(int a, int b, uint64_t bytes) const;
+  // Every device has the same name, compute capability and memory (caps
+  // aside). True for zero or one device.
+  bool identicalDevices() const;
+  // Every pair of devices has an NVLink link. True for zero or one device.
+  bool allPairsNVLink() const;
+};
+
+bool operator==(const DeviceProfile &x, const DeviceProfile &y);
+bool operator==(const LinkProfile &x, const LinkProfile &y);
+bool operator==(const HostProfile &x, const HostProfile &y);
+bool operator==(const Topology &x, const Topology &y);
+inline bool operator!=(const Topology &x, const Topology &y) { return !(x == y); }
+
+// Defaults used where a spec or file says nothing (docs/topology.md says
+// where each comes from).
+inline constexpr double kDefaultPCIeBandwidth = 25e9;       // bytes/s per direction
+inline constexpr double kDefaultPCIeLatency = 10e-6;        // s
+inline constexpr double kDefaultNVLinkLatency = 5e-6;       // s
+inline constexpr uint64_t kDefaultContextReserve = 512ull << 20;
+inline constexpr uint64_t kDefaultHostRam = 64ull << 30;
+inline constexpr int kMaxDevices = 64;
+
+// The built-in device database: "rtx3060-12g", "rtx3090", "rtx4090",
+// "a100-80g", "h100-sxm", "h200".
+std::vector<std::string> builtinDeviceNames();
+// Also accepts aliases ("rtx3060"). Unknown names: an error listing the
+// known ones.
+llvm::Expected<DeviceProfile> getBuiltinDevice(llvm::StringRef name);
+
+// A --topology value: a short form ("h200", "2xrtx3090:nvlink",
+// "rtx3090+rtx3060-12g", "2xrtx3090:nvlink+rtx3060") or, when it ends in
+// ".json" or names an existing file, a JSON file read with
+// readTopologyFile.
+llvm::Expected<Topology> parseTopologySpec(llvm::StringRef spec);
+// A topology JSON document (format: docs/topology.md). Every error is one
+// line that starts with `displayName` and names the field at fault.
+llvm::Expected<Topology> parseTopologyJson(llvm::StringRef text,
+                                           llvm::StringRef displayName);
+llvm::Expected<Topology> readTopologyFile(llvm::StringRef path);
+// Pretty JSON in the same format, every field explicit;
+// parseTopologyJson(topologyToJson(t)) == t.
+std::string topologyToJson(const Topology &topology);
+
+// Applies a --memory-cap value: "10GB" (every device) or "0=20GB,1=10.5GiB"
+// (per device index; a bare size may be combined with indexed ones, which
+// then win). Units GB, GiB, MB, MiB. A cap above physical memory is kept but
+// has no effect; a cap that leaves nothing after the context reserve is an
+// error.
+llvm::Error applyMemoryCaps(Topology &topology, llvm::StringRef caps);
+
+} // namespace target
+} // namespace weft
+
+#endif // WEFT_TARGETS_HARDWARE_TOPOLOGY_H_

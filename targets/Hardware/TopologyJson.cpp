@@ -1,0 +1,693 @@
+// Reading and writing topology JSON files (format: docs/topology.md), with a
+// one-line error naming the file and field for every malformed input.
+#include "targets/Hardware/Topology.h"
+
+#include "runtime/base/Text.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+namespace weft {
+namespace target {
+namespace {
+
+// File contents are untrusted: keep every message on one line whatever they
+// contain.
+Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 printableForMessage(msg.str(), 4096));
+}
+
+std::string describe(const json::Value &v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << v;
+  if (s.size() > 40)
+    s = s.substr(0, 37) + "...";
+  return s;
+}
+
+#define WEFT_ASSIGN_OR_RETURN(lhs, expr)                                       \
+  auto lhs##OrErr = (expr);                                                    \
+  if (!lhs##OrErr)                                                             \
+    return lhs##OrErr.takeError();                                             \
+  auto lhs = std::move(*lhs##OrErr)
+
+// How a number in the file maps to the SI value stored: GB/s -> bytes/s,
+// TFLOPS -> FLOP/s, microseconds -> seconds. Division for microseconds keeps
+// 10 us exactly the double nearest 1e-5.
+struct Unit {
+  double factor;
+  bool divide;
+};
+constexpr Unit kGigaPerSecond{1e9, false};
+constexpr Unit kTera{1e12, false};
+constexpr Unit kMicro{1e6, true};
+
+double fromUnit(double y, Unit u) { return u.divide ? y / u.factor : y * u.factor; }
+double toUnit(double x, Unit u) { return u.divide ? x * u.factor : x / u.factor; }
+
+// Size fields are written <base><suffix>, with exactly one suffix.
+struct SizeSuffix {
+  const char *suffix;
+  double scale;
+};
+constexpr SizeSuffix kSizeSuffixes[] = {{"_bytes", 1.0},
+                                        {"_gb", 1e9},
+                                        {"_gib", double(1ull << 30)},
+                                        {"_mb", 1e6},
+                                        {"_mib", double(1ull << 20)}};
+constexpr double kMaxBytes = double(1ull << 60);
+
+// Reads the fields of one JSON object, naming the file and field path in
+// every error.
+class ObjectReader {
+public:
+  ObjectReader(const json::Object &obj, StringRef file, std::string prefix)
+      : obj(obj), file(file), prefix(std::move(prefix)) {}
+
+  Error error(StringRef field, const llvm::Twine &msg) const {
+    return makeError(llvm::Twine(file) + ": field '" + prefix + field + "': " + msg);
+  }
+  std::string path(StringRef field) const { return prefix + field.str(); }
+
+  // A value that is missing or JSON null counts as absent.
+  const json::Value *get(StringRef field) const {
+    const json::Value *v = obj.get(field);
+    if (!v || v->kind() == json::Value::Null)
+      return nullptr;
+    return v;
+  }
+
+  // Rejects keys outside `plain` and `sizes` (size bases, each with any
+  // suffix), so that a misspelt optional field is not silently ignored.
+  Error rejectUnknown(llvm::ArrayRef<StringRef> plain,
+                      llvm::ArrayRef<StringRef> sizes) const {
+    std::vector<std::string> allowed;
+    for (StringRef p : plain)
+      allowed.push_back(p.str());
+    for (StringRef s : sizes)
+      for (const SizeSuffix &suffix : kSizeSuffixes)
+        allowed.push_back(s.str() + suffix.suffix);
+    std::vector<std::string> unknown;
+    for (const auto &kv : obj)
+      if (std::find(allowed.begin(), allowed.end(), kv.first.str()) == allowed.end())
+        unknown.push_back(kv.first.str());
+    if (unknown.empty())
+      return Error::success();
+    std::sort(unknown.begin(), unknown.end()); // deterministic message
+    StringRef bad = unknown.front();
+    std::string best;
+    unsigned bestDistance = 4; // suggest only close spellings
+    for (const std::string &a : allowed) {
+      unsigned d = bad.edit_distance(a, /*AllowReplacements=*/true, bestDistance);
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = a;
+      }
+    }
+    return error(bad, best.empty() ? std::string("unknown field (see docs/topology.md)")
+                                   : "unknown field; did you mean '" + best + "'?");
+  }
+
+  Expected<std::optional<std::string>> optString(StringRef field) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<std::string>();
+    std::optional<StringRef> s = v->getAsString();
+    if (!s)
+      return error(field, "expected a string, got " + describe(*v));
+    return std::optional<std::string>(s->str());
+  }
+
+  Expected<std::optional<int64_t>> optInt(StringRef field, int64_t min,
+                                          int64_t max) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<int64_t>();
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i)
+      return error(field, "expected an integer, got " + describe(*v));
+    if (*i < min || *i > max)
+      return error(field, llvm::formatv("expected an integer in [{0}, {1}], got {2}",
+                                        min, max, *i));
+    return i;
+  }
+
+  // `v` (the value of `field`) as a number in `unit`, converted to SI.
+  Expected<double> number(StringRef field, const json::Value &v, Unit unit,
+                          bool allowZero) const {
+    std::optional<double> d = v.getAsNumber();
+    if (!d)
+      return error(field, "expected a number, got " + describe(v));
+    bool bad = !std::isfinite(*d) || *d < 0 || (!allowZero && *d == 0);
+    double x = bad ? 0 : fromUnit(*d, unit);
+    if (bad || !std::isfinite(x) || (!allowZero && x == 0))
+      return error(field, (allowZero ? "expected a number >= 0, got "
+                                     : "expected a positive number, got ") +
+                              describe(v));
+    return x;
+  }
+
+  Expected<std::optional<double>> optNumber(StringRef field, Unit unit,
+                                            bool allowZero) const {
+    const json::Value *v = get(field);
+    if (!v)
+      return std::optional<double>();
+    WEFT_ASSIGN_OR_RETURN(x, number(field, *v, unit, allowZero));
+    return std::optional<double>(x);
+  }
+
+  // A size given as <base>_bytes (an integer), _gb, _gib, _mb or _mib; at
+  // most one of them. `usedField` receives the key that was given.
+  Expected<std::optional<uint64_t>> optSize(StringRef base, bool allowZero,
+                                            std::string *usedField = nullptr) const {
+    const json::Value *found = nullptr;
+    std::string field;
+    double scale = 1;
+    for (const SizeSuffix &s : kSizeSuffixes) {
+      std::string key = base.str() + s.suffix;
+      const json::Value *v = get(key);
+      if (!v)
+        continue;
+      if (found)
+        return error(key, "conflicts with '" + path(field) + "' (give one of them)");
+      found = v;
+      field = key;
+      scale = s.scale;
+    }
+    if (!found)
+      return std::optional<uint64_t>();
+    if (usedField)
+      *usedField = field;
+    const char *expected = allowZero ? "expected a number >= 0, got "
+                                     : "expected a positive number, got ";
+    double bytes;
+    if (scale == 1) {
+      std::optional<int64_t> i = found->getAsInteger();
+      if (!i)
+        return error(field, "expected a whole number of bytes, got " + describe(*found));
+      if (*i < 0 || (!allowZero && *i == 0))
+        return error(field, expected + describe(*found));
+      bytes = double(*i);
+    } else {
+      std::optional<double> d = found->getAsNumber();
+      if (!d)
+        return error(field, "expected a number, got " + describe(*found));
+      if (!std::isfinite(*d) || *d < 0 || (!allowZero && *d == 0))
+        return error(field, expected + describe(*found));
+      bytes = std::round(*d * scale);
+      if (!allowZero && bytes < 1)
+        return error(field, "less than one byte: " + describe(*found));
+    }
+    if (bytes > kMaxBytes)
+      return error(field, "too large: " + describe(*found));
+    if (scale == 1)
+      return std::optional<uint64_t>(uint64_t(*found->getAsInteger()));
+    return std::optional<uint64_t>(uint64_t(bytes));
+  }
+
+private:
+  const json::Object &obj;
+  StringRef file;
+  std::string prefix;
+};
+
+// Device names appear in reports, file names and command lines.
+bool isValidDeviceName(StringRef s) {
+  if (s.empty() || s.size() > 64)
+    return false;
+  for (char c : s)
+    if (!llvm::isAlnum(c) && c != '-' && c != '_' && c != '.')
+      return false;
+  return true;
+}
+
+bool hasControlChars(StringRef s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return true;
+  return false;
+}
+
+Error checkFreeText(const ObjectReader &r, StringRef field, StringRef s) {
+  if (s.size() > 200)
+    return r.error(field, llvm::formatv("longer than 200 bytes ({0})", s.size()));
+  if (hasControlChars(s))
+    return r.error(field, "contains control characters");
+  return Error::success();
+}
+
+const StringRef kDeviceFields[] = {
+    "builtin",          "name",        "description",
+    "compute_capability", "memory_bandwidth_gbps", "fp16_tflops",
+    "bf16_tflops",      "fp8_tflops",  "int8_tops",
+    "fp32_tflops",      "sm_count",    "nvlink_bandwidth_gbps",
+    "nvlink_group_size", "comment"};
+const StringRef kDeviceSizes[] = {"memory", "l2", "context_reserve", "memory_cap"};
+
+Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
+                                    StringRef file) {
+  std::string entry = "devices[" + std::to_string(index) + "]";
+  const json::Object *obj = value.getAsObject();
+  if (!obj)
+    return makeError(llvm::Twine(file) + ": field '" + entry +
+                     "': expected an object, got " + describe(value));
+  ObjectReader r(*obj, file, entry + ".");
+  if (Error e = r.rejectUnknown(kDeviceFields, kDeviceSizes))
+    return std::move(e);
+  WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
+  (void)comment;
+
+  WEFT_ASSIGN_OR_RETURN(builtin, r.optString("builtin"));
+  DeviceProfile d;
+  bool custom = !builtin;
+  if (builtin) {
+    Expected<DeviceProfile> b = getBuiltinDevice(*builtin);
+    if (!b)
+      return r.error("builtin", llvm::toString(b.takeError()));
+    d = std::move(*b);
+  } else {
+    d.contextReserveBytes = kDefaultContextReserve;
+  }
+  auto missing = [&](StringRef field) {
+    return r.error(field, "missing (required for a device without \"builtin\")");
+  };
+
+  WEFT_ASSIGN_OR_RETURN(name, r.optString("name"));
+  if (name) {
+    if (!isValidDeviceName(*name))
+      return r.error("name", "expected 1 to 64 letters, digits, '.', '_' or '-', got " +
+                                 describe(*r.get("name")));
+    d.name = *name;
+  } else if (custom) {
+    return missing("name");
+  }
+  WEFT_ASSIGN_OR_RETURN(description, r.optString("description"));
+  if (description) {
+    if (Error e = checkFreeText(r, "description", *description))
+      return std::move(e);
+    d.description = *description;
+  } else if (custom) {
+    d.description = d.name;
+  }
+
+  if (const json::Value *cc = r.get("compute_capability")) {
+    // People write 8.6; the field is major * 10 + minor as in sm_86.
+    std::optional<double> n = cc->getAsNumber();
+    if (n && *n > 0 && *n < 20 && !cc->getAsInteger())
+      return r.error("compute_capability",
+                     "expected major * 10 + minor, e.g. 86 for 8.6, got " + describe(*cc));
+  }
+  WEFT_ASSIGN_OR_RETURN(cc, r.optInt("compute_capability", 30, 199));
+  if (cc)
+    d.computeCapability = int(*cc);
+  else if (custom)
+    return missing("compute_capability");
+
+  std::string memoryField = "memory_gb";
+  WEFT_ASSIGN_OR_RETURN(memory, r.optSize("memory", /*allowZero=*/false, &memoryField));
+  if (memory)
+    d.memoryBytes = *memory;
+  else if (custom)
+    return missing("memory_gb");
+
+  WEFT_ASSIGN_OR_RETURN(bandwidth, r.optNumber("memory_bandwidth_gbps", kGigaPerSecond, false));
+  if (bandwidth)
+    d.memoryBandwidth = *bandwidth;
+  else if (custom)
+    return missing("memory_bandwidth_gbps");
+
+  WEFT_ASSIGN_OR_RETURN(fp16, r.optNumber("fp16_tflops", kTera, false));
+  if (fp16)
+    d.fp16TensorFlops = *fp16;
+  else if (custom)
+    return missing("fp16_tflops");
+
+  WEFT_ASSIGN_OR_RETURN(bf16, r.optNumber("bf16_tflops", kTera, false));
+  if (bf16)
+    d.bf16TensorFlops = *bf16;
+  else if (custom)
+    d.bf16TensorFlops = d.fp16TensorFlops; // the same tensor path on sm_80+
+
+  WEFT_ASSIGN_OR_RETURN(fp8, r.optNumber("fp8_tflops", kTera, true));
+  if (fp8)
+    d.fp8TensorFlops = *fp8;
+  WEFT_ASSIGN_OR_RETURN(int8, r.optNumber("int8_tops", kTera, true));
+  if (int8)
+    d.int8TensorOps = *int8;
+  WEFT_ASSIGN_OR_RETURN(fp32, r.optNumber("fp32_tflops", kTera, true));
+  if (fp32)
+    d.fp32Flops = *fp32;
+  WEFT_ASSIGN_OR_RETURN(sms, r.optInt("sm_count", 0, 1 << 20));
+  if (sms)
+    d.smCount = int(*sms);
+  WEFT_ASSIGN_OR_RETURN(l2, r.optSize("l2", /*allowZero=*/true));
+  if (l2)
+    d.l2Bytes = *l2;
+  std::string reserveField = "context_reserve_bytes";
+  WEFT_ASSIGN_OR_RETURN(reserve, r.optSize("context_reserve", true, &reserveField));
+  if (reserve)
+    d.contextReserveBytes = *reserve;
+  std::string capField;
+  WEFT_ASSIGN_OR_RETURN(cap, r.optSize("memory_cap", false, &capField));
+  if (cap)
+    d.memoryCapBytes = *cap;
+
+  WEFT_ASSIGN_OR_RETURN(nvlinkBw, r.optNumber("nvlink_bandwidth_gbps", kGigaPerSecond, true));
+  if (nvlinkBw)
+    d.nvlinkBandwidth = *nvlinkBw;
+  WEFT_ASSIGN_OR_RETURN(group, r.optInt("nvlink_group_size", 0, 1024));
+  if (d.nvlinkBandwidth == 0) {
+    if (group && *group != 0)
+      return r.error("nvlink_group_size", "must be 0 when nvlink_bandwidth_gbps is 0");
+    d.nvlinkGroupSize = 0; // e.g. a builtin 3090 declared without its bridge
+  } else if (group) {
+    if (*group < 2)
+      return r.error("nvlink_group_size",
+                     llvm::formatv("expected at least 2 with NVLink, got {0}", *group));
+    d.nvlinkGroupSize = int(*group);
+  } else if (d.nvlinkGroupSize < 2) {
+    d.nvlinkGroupSize = 2; // one bridge joins two devices
+  }
+
+  // Checks across fields, once every override is in.
+  if (d.fp8TensorFlops > 0 && d.computeCapability < 89) {
+    std::string msg = llvm::formatv("compute capability {0} ({1}) has no FP8 "
+                                    "(sm_89 and later have it)",
+                                    d.computeCapability, d.smArch());
+    return fp8 ? r.error("fp8_tflops", "expected 0: " + msg)
+               : r.error("compute_capability", msg + ", but fp8_tflops is not 0");
+  }
+  if (d.usableBytes() == 0)
+    return r.error(cap ? StringRef(capField) : StringRef(reserveField),
+                   llvm::formatv("leaves no usable memory ({0} bytes of memory{1}, "
+                                 "{2} bytes reserved for the CUDA context)",
+                                 d.memoryBytes,
+                                 cap ? ", cap " + std::to_string(*cap) : std::string(),
+                                 d.contextReserveBytes));
+  return d;
+}
+
+Error parseLinks(const json::Value &value, StringRef file, Topology &t) {
+  const json::Array *list = value.getAsArray();
+  if (!list)
+    return makeError(llvm::Twine(file) + ": field 'links': expected a list, got " +
+                     describe(value));
+  size_t n = t.devices.size();
+  std::map<std::pair<int, int>, size_t> seen;
+  std::vector<int> nvlinkPeers(n, 0);
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string entry = "links[" + std::to_string(i) + "]";
+    const json::Object *obj = (*list)[i].getAsObject();
+    if (!obj)
+      return makeError(llvm::Twine(file) + ": field '" + entry +
+                       "': expected an object, got " + describe((*list)[i]));
+    ObjectReader r(*obj, file, entry + ".");
+    if (Error e = r.rejectUnknown({"devices", "kind", "bandwidth_gbps",
+                                   "latency_us", "comment"},
+                                  {}))
+      return e;
+    WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
+    (void)comment;
+
+    const json::Value *ends = r.get("devices");
+    if (!ends)
+      return r.error("devices", "missing (expected two device indices such as [0, 1])");
+    const json::Array *pair = ends->getAsArray();
+    if (!pair || pair->size() != 2 || !(*pair)[0].getAsInteger() ||
+        !(*pair)[1].getAsInteger())
+      return r.error("devices",
+                     "expected two device indices such as [0, 1], got " + describe(*ends));
+    int64_t a = *(*pair)[0].getAsInteger(), b = *(*pair)[1].getAsInteger();
+    for (int64_t e : {a, b})
+      if (e < 0 || e >= int64_t(n))
+        return r.error("devices", llvm::formatv("device index {0} is out of range "
+                                                "(the topology has {1} devices)",
+                                                e, n));
+    if (a == b)
+      return r.error("devices", llvm::formatv("a link from device {0} to itself", a));
+    auto key = std::make_pair(int(std::min(a, b)), int(std::max(a, b)));
+    auto [it, inserted] = seen.emplace(key, i);
+    if (!inserted)
+      return r.error("devices", llvm::formatv("devices {0} and {1} are already "
+                                              "linked by links[{2}]",
+                                              key.first, key.second, it->second));
+
+    LinkProfile l;
+    l.a = int(a);
+    l.b = int(b);
+    WEFT_ASSIGN_OR_RETURN(kind, r.optString("kind"));
+    if (!kind)
+      return r.error("kind", "missing (expected \"nvlink\" or \"pcie\")");
+    if (*kind == "nvlink")
+      l.kind = LinkKind::NVLink;
+    else if (*kind == "pcie")
+      l.kind = LinkKind::PCIe;
+    else
+      return r.error("kind", "expected \"nvlink\" or \"pcie\", got " +
+                                 describe(*r.get("kind")));
+    if (l.kind == LinkKind::NVLink) {
+      for (int64_t e : {a, b}) {
+        const DeviceProfile &d = t.devices[e];
+        if (!d.hasNVLink())
+          return r.error("kind", llvm::formatv("device {0} ({1}) has no NVLink "
+                                               "(nvlink_bandwidth_gbps is 0)",
+                                               e, d.name));
+        if (++nvlinkPeers[e] > d.nvlinkGroupSize - 1)
+          return r.error("devices",
+                         llvm::formatv("device {0} ({1}) would have NVLink links to "
+                                       "{2} devices; its NVLink group holds at most "
+                                       "{3} devices",
+                                       e, d.name, nvlinkPeers[e], d.nvlinkGroupSize));
+      }
+    }
+    WEFT_ASSIGN_OR_RETURN(bandwidth, r.optNumber("bandwidth_gbps", kGigaPerSecond, false));
+    WEFT_ASSIGN_OR_RETURN(latency, r.optNumber("latency_us", kMicro, true));
+    if (l.kind == LinkKind::NVLink) {
+      l.bandwidth = bandwidth.value_or(
+          std::min(t.devices[a].nvlinkBandwidth, t.devices[b].nvlinkBandwidth));
+      l.latency = latency.value_or(kDefaultNVLinkLatency);
+    } else {
+      l.bandwidth = bandwidth.value_or(kDefaultPCIeBandwidth);
+      l.latency = latency.value_or(kDefaultPCIeLatency);
+    }
+    t.links.push_back(l);
+  }
+  return Error::success();
+}
+
+Error parseHost(const json::Value &value, StringRef file, Topology &t) {
+  const json::Object *obj = value.getAsObject();
+  if (!obj)
+    return makeError(llvm::Twine(file) + ": field 'host': expected an object, got " +
+                     describe(value));
+  ObjectReader r(*obj, file, "host.");
+  if (Error e = r.rejectUnknown({"pcie_bandwidth_gbps", "pcie_latency_us", "comment"},
+                                {"ram"}))
+    return e;
+  WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
+  (void)comment;
+  WEFT_ASSIGN_OR_RETURN(ram, r.optSize("ram", /*allowZero=*/false));
+  if (ram)
+    t.host.ramBytes = *ram;
+  size_t n = t.devices.size();
+  if (const json::Value *bw = r.get("pcie_bandwidth_gbps")) {
+    if (const json::Array *list = bw->getAsArray()) {
+      if (list->size() != n)
+        return r.error("pcie_bandwidth_gbps",
+                       llvm::formatv("expected {0} values, one per device, got {1}", n,
+                                     list->size()));
+      for (size_t i = 0; i < n; ++i) {
+        WEFT_ASSIGN_OR_RETURN(x, r.number("pcie_bandwidth_gbps[" + std::to_string(i) + "]",
+                                          (*list)[i], kGigaPerSecond, false));
+        t.host.pcieBandwidth[i] = x;
+      }
+    } else {
+      WEFT_ASSIGN_OR_RETURN(x, r.number("pcie_bandwidth_gbps", *bw, kGigaPerSecond, false));
+      t.host.pcieBandwidth.assign(n, x);
+    }
+  }
+  WEFT_ASSIGN_OR_RETURN(latency, r.optNumber("pcie_latency_us", kMicro, true));
+  if (latency)
+    t.host.pcieLatency = *latency;
+  return Error::success();
+}
+
+// The shortest decimal text of a number near `x / unit` that reads back (and
+// converts back) to exactly `x`, so that printing and parsing round-trip.
+std::string formatInUnit(double x, Unit unit) {
+  auto shortest = [&](double y) -> std::optional<std::string> {
+    for (int precision = 1; precision <= 17; ++precision) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.*g", precision, y);
+      if (fromUnit(std::strtod(buf, nullptr), unit) == x)
+        return std::string(buf);
+    }
+    return std::nullopt;
+  };
+  double y = toUnit(x, unit);
+  double up = y, down = y;
+  if (std::optional<std::string> s = shortest(y))
+    return *s;
+  // x / unit can round to a neighbour of the value that maps back to x.
+  for (int step = 0; step < 4; ++step) {
+    up = std::nextafter(up, HUGE_VAL);
+    down = std::nextafter(down, -HUGE_VAL);
+    for (double candidate : {up, down})
+      if (std::optional<std::string> s = shortest(candidate))
+        return *s;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", y); // off by an ulp at worst
+  return buf;
+}
+
+} // namespace
+
+Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
+  size_t bad = firstInvalidUtf8(std::string_view(text.data(), text.size()));
+  if (bad != kAllValidUtf8)
+    return makeError(llvm::Twine(displayName) + ": invalid UTF-8 at byte " +
+                     llvm::Twine(uint64_t(bad)));
+  Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return makeError(llvm::Twine(displayName) + ": invalid JSON: " +
+                     llvm::toString(parsed.takeError()));
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    return makeError(llvm::Twine(displayName) +
+                     ": expected a JSON object at the top level");
+  ObjectReader r(*obj, displayName, "");
+  if (Error e = r.rejectUnknown({"name", "devices", "links", "host", "comment"}, {}))
+    return std::move(e);
+  WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
+  (void)comment;
+
+  Topology t;
+  WEFT_ASSIGN_OR_RETURN(name, r.optString("name"));
+  if (name) {
+    if (Error e = checkFreeText(r, "name", *name))
+      return std::move(e);
+    t.name = *name;
+  } else {
+    t.name = displayName.str();
+  }
+
+  const json::Value *devices = r.get("devices");
+  if (!devices)
+    return r.error("devices", "missing (expected a list of devices)");
+  const json::Array *deviceList = devices->getAsArray();
+  if (!deviceList)
+    return r.error("devices", "expected a list, got " + describe(*devices));
+  if (deviceList->empty() || deviceList->size() > size_t(kMaxDevices))
+    return r.error("devices", llvm::formatv("expected 1 to {0} devices, got {1}",
+                                            kMaxDevices, deviceList->size()));
+  for (size_t i = 0; i < deviceList->size(); ++i) {
+    WEFT_ASSIGN_OR_RETURN(device, parseDevice((*deviceList)[i], i, displayName));
+    t.devices.push_back(std::move(device));
+  }
+
+  t.host.ramBytes = kDefaultHostRam;
+  t.host.pcieBandwidth.assign(t.devices.size(), kDefaultPCIeBandwidth);
+  t.host.pcieLatency = kDefaultPCIeLatency;
+  if (const json::Value *links = r.get("links"))
+    if (Error e = parseLinks(*links, displayName, t))
+      return std::move(e);
+  if (const json::Value *host = r.get("host"))
+    if (Error e = parseHost(*host, displayName, t))
+      return std::move(e);
+  return t;
+}
+
+Expected<Topology> readTopologyFile(StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return makeError(llvm::Twine(path) + ": cannot read: " + buf.getError().message());
+  if ((*buf)->getBufferSize() > (16u << 20))
+    return makeError(llvm::Twine(path) +
+                     ": file is larger than 16 MiB; not a topology description");
+  return parseTopologyJson((*buf)->getBuffer(), path);
+}
+
+std::string topologyToJson(const Topology &t) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  json::OStream j(os, /*IndentSize=*/2);
+  auto number = [&](StringRef key, double x, Unit unit) {
+    j.attributeBegin(key);
+    j.rawValue(formatInUnit(x, unit));
+    j.attributeEnd();
+  };
+  auto bytes = [&](StringRef key, uint64_t v) {
+    j.attributeBegin(key);
+    j.rawValue(std::to_string(v));
+    j.attributeEnd();
+  };
+  j.object([&] {
+    j.attribute("name", t.name);
+    j.attributeArray("devices", [&] {
+      for (const DeviceProfile &d : t.devices)
+        j.object([&] {
+          j.attribute("name", d.name);
+          j.attribute("description", d.description);
+          j.attribute("compute_capability", int64_t(d.computeCapability));
+          bytes("memory_bytes", d.memoryBytes);
+          number("memory_bandwidth_gbps", d.memoryBandwidth, kGigaPerSecond);
+          number("fp16_tflops", d.fp16TensorFlops, kTera);
+          number("bf16_tflops", d.bf16TensorFlops, kTera);
+          number("fp8_tflops", d.fp8TensorFlops, kTera);
+          number("int8_tops", d.int8TensorOps, kTera);
+          number("fp32_tflops", d.fp32Flops, kTera);
+          j.attribute("sm_count", int64_t(d.smCount));
+          bytes("l2_bytes", d.l2Bytes);
+          bytes("context_reserve_bytes", d.contextReserveBytes);
+          if (d.memoryCapBytes)
+            bytes("memory_cap_bytes", *d.memoryCapBytes);
+          number("nvlink_bandwidth_gbps", d.nvlinkBandwidth, kGigaPerSecond);
+          j.attribute("nvlink_group_size", int64_t(d.nvlinkGroupSize));
+        });
+    });
+    j.attributeArray("links", [&] {
+      for (const LinkProfile &l : t.links)
+        j.object([&] {
+          j.attributeArray("devices", [&] {
+            j.value(int64_t(l.a));
+            j.value(int64_t(l.b));
+          });
+          j.attribute("kind", linkKindName(l.kind));
+          number("bandwidth_gbps", l.bandwidth, kGigaPerSecond);
+          number("latency_us", l.latency, kMicro);
+        });
+    });
+    j.attributeObject("host", [&] {
+      bytes("ram_bytes", t.host.ramBytes);
+      j.attributeArray("pcie_bandwidth_gbps", [&] {
+        for (double bw : t.host.pcieBandwidth)
+          j.rawValue(formatInUnit(bw, kGigaPerSecond));
+      });
+      number("pcie_latency_us", t.host.pcieLatency, kMicro);
+    });
+  });
+  os << "\n";
+  return out;
+}
+
+#undef WEFT_ASSIGN_OR_RETURN
+
+} // namespace target
+} // namespace weft
