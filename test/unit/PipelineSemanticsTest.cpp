@@ -5,6 +5,7 @@
 // prefill and decode functions reproduces transformers' continuation.
 #include "compiler/Import/Checkpoint.h"
 #include "compiler/Import/Importer.h"
+#include "compiler/Partition/Annotate.h"
 #include "compiler/Reference/FixtureRunner.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/Weft/IR/WeftOps.h"
@@ -163,6 +164,64 @@ TEST_P(PipelineSemanticsTest, DefaultPipelineKeepsLogitsAndGreedyTokens) {
       int(expected.greedyContinuation.size()), prefill, "decode_b1");
   ASSERT_TRUE(bool(tokens)) << llvm::toString(tokens.takeError());
   EXPECT_EQ(*tokens, expected.greedyContinuation);
+}
+
+// A partitioned graph (pipeline over two devices: transfers; or tensor
+// parallel: shards and all-reduces) computes the same logits and tokens.
+TEST_P(PipelineSemanticsTest, PartitionAnnotationsKeepLogitsAndGreedyTokens) {
+  for (bool tensorParallel : {false, true}) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = import();
+    std::vector<float> before = logits(*module, "forward");
+    mlir::PassManager fusion(&context);
+    buildFusionPipeline(fusion);
+    ASSERT_TRUE(mlir::succeeded(fusion.run(*module)));
+
+    llvm::Expected<target::Topology> topology =
+        target::parseTopologySpec("2xh200:nvlink");
+    ASSERT_TRUE(bool(topology)) << llvm::toString(topology.takeError());
+    llvm::Expected<partition::ModelProfile> profile =
+        partition::profileModel(*module, source.config);
+    ASSERT_TRUE(bool(profile)) << llvm::toString(profile.takeError());
+    partition::PartitionOptions options;
+    std::vector<partition::Stage> stages;
+    if (tensorParallel) {
+      stages.resize(1);
+      stages[0].devices = {0, 1};
+      stages[0].endLayer = source.config.numLayers;
+    } else {
+      stages.resize(2);
+      stages[0].devices = {0};
+      stages[0].endLayer = 1;
+      stages[1].devices = {1};
+      stages[1].firstLayer = 1;
+      stages[1].endLayer = source.config.numLayers;
+    }
+    stages.front().embedding = true;
+    stages.back().head = true;
+    partition::PartitionResult result;
+    result.best = partition::evaluateCandidate(*profile, *topology, options, stages);
+    ASSERT_TRUE(mlir::succeeded(
+        partition::annotatePartition(*module, result, *topology, options)));
+    std::string text = print(*module);
+    EXPECT_NE(text.find(tensorParallel ? "dist.all_reduce" : "dist.transfer"),
+              std::string::npos);
+
+    mlir::PassManager pm(&context);
+    CompileOptions compile;
+    compile.maxBatch = 1;
+    compile.prefillChunks = {int64_t(expected.promptIds.size())};
+    addSpecializePass(pm, compile);
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    std::string prefill = "prefill_c" + std::to_string(expected.promptIds.size());
+    std::vector<float> after = logits(*module, prefill);
+    EXPECT_LE(reference::maxRelativeError(after, before), kTolerance)
+        << (tensorParallel ? "tensor parallel" : "pipeline");
+    llvm::Expected<std::vector<int32_t>> tokens = reference::runGreedy(
+        *module, *weights, expected.promptIds,
+        int(expected.greedyContinuation.size()), prefill, "decode_b1");
+    ASSERT_TRUE(bool(tokens)) << llvm::toString(tokens.takeError());
+    EXPECT_EQ(*tokens, expected.greedyContinuation);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineSemanticsTest,

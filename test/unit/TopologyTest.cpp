@@ -2,6 +2,7 @@
 // their round trip, memory caps, transfer times, and one-line errors.
 #include "targets/Hardware/Topology.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -34,6 +35,21 @@ Topology parseJsonOk(const std::string &json) {
     return Topology();
   }
   return std::move(*t);
+}
+
+DeviceProfile builtin(const char *name) {
+  llvm::Expected<DeviceProfile> d = getBuiltinDevice(name);
+  if (!d) {
+    ADD_FAILURE() << llvm::toString(d.takeError());
+    return DeviceProfile();
+  }
+  return std::move(*d);
+}
+
+// Applies caps that must be accepted.
+void capOk(Topology &t, const char *caps) {
+  if (llvm::Error e = applyMemoryCaps(t, caps))
+    ADD_FAILURE() << caps << ": " << llvm::toString(std::move(e));
 }
 
 // The message of an error that must be one line.
@@ -89,7 +105,7 @@ TEST(TopologyTest, EveryBuiltinDeviceIsSane) {
 }
 
 TEST(TopologyTest, BuiltinFiguresMatchTheDatasheets) {
-  DeviceProfile rtx3090 = *getBuiltinDevice("rtx3090");
+  DeviceProfile rtx3090 = builtin("rtx3090");
   EXPECT_EQ(rtx3090.memoryBandwidth, 936e9);
   EXPECT_EQ(rtx3090.smCount, 82);
   EXPECT_EQ(rtx3090.memoryBytes, 24576 * MiB);
@@ -102,7 +118,7 @@ TEST(TopologyTest, BuiltinFiguresMatchTheDatasheets) {
   EXPECT_EQ(rtx3090.nvlinkBandwidth, 56.25e9);
   EXPECT_EQ(rtx3090.nvlinkGroupSize, 2);
 
-  DeviceProfile rtx3060 = *getBuiltinDevice("rtx3060-12g");
+  DeviceProfile rtx3060 = builtin("rtx3060-12g");
   EXPECT_EQ(rtx3060.memoryBandwidth, 360e9);
   EXPECT_EQ(rtx3060.smCount, 28);
   EXPECT_EQ(rtx3060.memoryBytes, 12 * GiB);
@@ -111,28 +127,28 @@ TEST(TopologyTest, BuiltinFiguresMatchTheDatasheets) {
   EXPECT_FALSE(rtx3060.hasNVLink());
   EXPECT_EQ(rtx3060.l2Bytes, 3 * MiB);
 
-  DeviceProfile rtx4090 = *getBuiltinDevice("rtx4090");
+  DeviceProfile rtx4090 = builtin("rtx4090");
   EXPECT_EQ(rtx4090.smArch(), "sm_89");
   EXPECT_TRUE(rtx4090.hasFp8());
   EXPECT_FALSE(rtx4090.hasNVLink());
   EXPECT_EQ(rtx4090.memoryBandwidth, 1008e9);
   EXPECT_EQ(rtx4090.smCount, 128);
 
-  DeviceProfile a100 = *getBuiltinDevice("a100-80g");
+  DeviceProfile a100 = builtin("a100-80g");
   EXPECT_EQ(a100.smArch(), "sm_80");
   EXPECT_FALSE(a100.hasFp8());
   EXPECT_EQ(a100.memoryBandwidth, 2039e9);
   EXPECT_EQ(a100.fp16TensorFlops, 312e12);
   EXPECT_EQ(a100.nvlinkBandwidth, 300e9);
 
-  DeviceProfile h100 = *getBuiltinDevice("h100-sxm");
+  DeviceProfile h100 = builtin("h100-sxm");
   EXPECT_EQ(h100.smArch(), "sm_90");
   EXPECT_TRUE(h100.hasFp8());
   EXPECT_EQ(h100.memoryBandwidth, 3350e9);
   EXPECT_EQ(h100.nvlinkBandwidth, 450e9);
 
   // The H200 figures were measured on our machine.
-  DeviceProfile h200 = *getBuiltinDevice("h200");
+  DeviceProfile h200 = builtin("h200");
   EXPECT_EQ(h200.smArch(), "sm_90");
   EXPECT_TRUE(h200.hasFp8());
   EXPECT_EQ(h200.memoryBandwidth, 4.28e12);
@@ -275,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"h200++h200", "empty device group"},
         BadSpec{"2xh200:infiniband", "unknown link kind 'infiniband'"},
         BadSpec{"2xh200:", "unknown link kind ''"},
-        BadSpec{"h200\n:nvlink", "unknown"},
+        BadSpec{"gtx\n1080", "unknown built-in device 'gtx\\x0a1080'"},
         BadSpec{"x h200", "unknown built-in device"},
         BadSpec{"2x", "unknown built-in device ''"}),
     [](const ::testing::TestParamInfo<BadSpec> &info) {
@@ -338,7 +354,7 @@ TEST(TopologyTest, ParsesJsonWithBuiltinsOverridesAndCustomDevices) {
   Topology t = parseJsonOk(kExample);
   EXPECT_EQ(t.name, "lab box");
   ASSERT_EQ(t.devices.size(), 3u);
-  EXPECT_EQ(t.devices[0], *getBuiltinDevice("rtx3090"));
+  EXPECT_EQ(t.devices[0], builtin("rtx3090"));
   EXPECT_EQ(t.devices[1].name, "rtx3060-12g");
   EXPECT_EQ(t.devices[1].memoryCapBytes, std::optional<uint64_t>(10000000000u));
   EXPECT_EQ(t.devices[1].usableBytes(), 10000000000u - 512 * MiB);
@@ -426,7 +442,7 @@ TEST(TopologyTest, JsonRoundTrip) {
 
   // Values that are not round in the file's units still come back exactly.
   Topology odd = parseOk("2xrtx3090");
-  ASSERT_FALSE(bool(applyMemoryCaps(odd, "0=10.3GiB")));
+  capOk(odd, "0=10.3GiB");
   odd.devices[1].memoryBandwidth = 1e12 / 3;
   odd.devices[1].fp16TensorFlops = 0.1 * 1e12 + 7;
   odd.devices[1].fp32Flops = 12345.678901234567e9;
@@ -440,7 +456,6 @@ TEST(TopologyTest, JsonRoundTrip) {
   std::string printed = topologyToJson(parseOk("rtx3090"));
   EXPECT_NE(printed.find("\"memory_bandwidth_gbps\": 936,"), std::string::npos) << printed;
   EXPECT_NE(printed.find("\"fp32_tflops\": 35.6,"), std::string::npos) << printed;
-  EXPECT_NE(printed.find("\"latency_us\""), std::string::npos - 1) << printed;
   EXPECT_NE(printed.find("\"pcie_latency_us\": 10"), std::string::npos) << printed;
   EXPECT_NE(printed.find("\"nvlink_bandwidth_gbps\": 56.25,"), std::string::npos) << printed;
 }
@@ -530,9 +545,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "field 'devices[1].fp16_tflops': missing"},
         BadJson{"negative memory", withDevice(R"({"builtin": "rtx3060", "memory_gb": -3})"),
                 "topo.json: field 'devices[1].memory_gb': expected a positive number, got -3"},
-        BadJson{"zero bandwidth", withDevice(custom(", \"name\": \"d\"").replace(
-                                                 custom("").find("900"), 3, "0")),
-                "expected a positive number, got 0"},
+        BadJson{"zero bandwidth",
+                withDevice(R"({"builtin": "h200", "memory_bandwidth_gbps": 0})"),
+                "field 'devices[1].memory_bandwidth_gbps': expected a positive number, got 0"},
         BadJson{"memory as a string", withDevice(R"({"builtin": "h200", "memory_gb": "24"})"),
                 "field 'devices[1].memory_gb': expected a number, got \"24\""},
         BadJson{"fractional bytes", withDevice(R"({"builtin": "h200", "memory_bytes": 1.5})"),
@@ -629,7 +644,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"host pcie zero", withHost(R"({"pcie_bandwidth_gbps": 0})"),
                 "field 'host.pcie_bandwidth_gbps': expected a positive number, got 0"},
         BadJson{"host unknown field", withHost(R"({"ram": 64})"),
-                "field 'host.ram': unknown field; did you mean 'ram_mb'?"}),
+                "field 'host.ram': unknown field; did you mean 'ram_gb'?"}),
     [](const ::testing::TestParamInfo<BadJson> &info) {
       std::string name;
       for (char c : std::string(info.param.what))
@@ -678,7 +693,7 @@ TEST(TopologyTest, LinkPicksTheFastestOfSeveral) {
 }
 
 TEST(TopologyTest, UsableBytesWithCapsAndReserve) {
-  DeviceProfile d = *getBuiltinDevice("rtx3090");
+  DeviceProfile d = builtin("rtx3090");
   EXPECT_EQ(d.usableBytes(), 24576 * MiB - 512 * MiB);
   d.memoryCapBytes = 10000000000u;
   EXPECT_EQ(d.usableBytes(), 10000000000u - 512 * MiB);
@@ -693,30 +708,29 @@ TEST(TopologyTest, UsableBytesWithCapsAndReserve) {
 
 TEST(TopologyTest, MemoryCaps) {
   Topology t = parseOk("rtx3090+rtx3060");
-  ASSERT_FALSE(bool(applyMemoryCaps(t, "10GB")));
+  capOk(t, "10GB");
   EXPECT_EQ(t.devices[0].memoryCapBytes, std::optional<uint64_t>(10000000000u));
   EXPECT_EQ(t.devices[1].memoryCapBytes, std::optional<uint64_t>(10000000000u));
 
-  ASSERT_FALSE(bool(applyMemoryCaps(t, "0=20GB,1=10.5GiB")));
+  capOk(t, "0=20GB,1=10.5GiB");
   EXPECT_EQ(t.devices[0].memoryCapBytes, std::optional<uint64_t>(20000000000u));
   EXPECT_EQ(t.devices[1].memoryCapBytes, std::optional<uint64_t>(10 * GiB + GiB / 2));
   EXPECT_EQ(t.devices[1].usableBytes(), 10 * GiB + GiB / 2 - 512 * MiB);
 
   // A bare size for every device, indexed ones win; units are case-blind.
-  ASSERT_FALSE(bool(applyMemoryCaps(t, " 1 = 8gib , 6000MiB ")));
+  capOk(t, " 1 = 8gib , 6000MiB ");
   EXPECT_EQ(t.devices[0].memoryCapBytes, std::optional<uint64_t>(6000 * MiB));
   EXPECT_EQ(t.devices[1].memoryCapBytes, std::optional<uint64_t>(8 * GiB));
 
   // Above physical: kept, no effect.
-  ASSERT_FALSE(bool(applyMemoryCaps(t, "0=100GB")));
+  capOk(t, "0=100GB");
   EXPECT_EQ(t.devices[0].usableBytes(), 24576 * MiB - 512 * MiB);
   EXPECT_EQ(t.devices[1].memoryCapBytes, std::optional<uint64_t>(8 * GiB)); // untouched
   EXPECT_TRUE(parseOk("2xrtx3090").identicalDevices());
   Topology pair = parseOk("2xrtx3090");
-  ASSERT_FALSE(bool(applyMemoryCaps(pair, "0=12GB")));
+  capOk(pair, "0=12GB");
   EXPECT_TRUE(pair.identicalDevices()); // caps aside
 
-  ASSERT_FALSE(bool(applyMemoryCaps(t, "500 MB, 1=600mb")) == false);
 }
 
 struct BadCap {
@@ -730,7 +744,7 @@ class BadCapTest : public ::testing::TestWithParam<BadCap> {};
 
 TEST_P(BadCapTest, GivesOneLineErrorNamingThePiece) {
   Topology t = parseOk("rtx3090+rtx3060");
-  ASSERT_FALSE(bool(applyMemoryCaps(t, "1=9GB")));
+  capOk(t, "1=9GB");
   Topology before = t;
   llvm::Error e = applyMemoryCaps(t, GetParam().caps);
   ASSERT_TRUE(bool(e)) << GetParam().caps;

@@ -18,7 +18,7 @@ def Dist_PlacementAttr : Dist_Attr<"Placement", "placement"> {
     Example:
 
     ```mlir
-    weft.fusion "attention" (...) {dist.placement = #dist.placement<stage = 1, devices = array<i64: 2, 3>>} ...
+    weft.fusion "attention" (...) {dist.placement = #dist.placement<stage = 1, devices = [2, 3]>} ...
     ```
   }];
   let parameters = (ins "int64_t":$stage, "::mlir::DenseI64ArrayAttr":$devices);
