@@ -105,7 +105,7 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
   const char *catColors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac", "#9c755f"};
   const int width = 900, barH = 28, left = 190;
   size_t nDev = best.memory.size();
-  int memTop = 70, mapTop = memTop + int(nDev) * (barH + 12) + 60;
+  int memTop = 90, mapTop = memTop + int(nDev) * (barH + 12) + 60;
   int stageTop = mapTop + 90;
   int height = stageTop + int(best.stages.size()) * (barH + 12) + 50;
   uint64_t maxBytes = 1;
@@ -191,7 +191,7 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
   double maxT = 1e-9;
   for (const Stage &s : best.stages)
     maxT = std::max(maxT, s.seconds1 + s.linkSeconds1);
-  double tScale = double(width - left - 120) / maxT;
+  double tScale = double(width - left - 230) / maxT;
   for (size_t s = 0; s < best.stages.size(); ++s) {
     const Stage &st = best.stages[s];
     int y = stageTop + int(s) * (barH + 12);
