@@ -260,9 +260,9 @@ struct BadSpec {
 
 void PrintTo(const BadSpec &b, std::ostream *os) { *os << b.spec; }
 
-class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
+class TopologyBadSpecTest : public ::testing::TestWithParam<BadSpec> {};
 
-TEST_P(BadSpecTest, GivesOneLineError) {
+TEST_P(TopologyBadSpecTest, GivesOneLineError) {
   llvm::Expected<Topology> t = parseTopologySpec(GetParam().spec);
   ASSERT_FALSE(bool(t)) << GetParam().spec;
   std::string msg = oneLine(t.takeError());
@@ -271,7 +271,7 @@ TEST_P(BadSpecTest, GivesOneLineError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Malformed, BadSpecTest,
+    Malformed, TopologyBadSpecTest,
     ::testing::Values(
         BadSpec{"", "empty"},
         BadSpec{"   ", "empty"},
@@ -448,10 +448,33 @@ TEST(TopologyTest, JsonRoundTrip) {
   odd.devices[1].fp32Flops = 12345.678901234567e9;
   odd.links[0].bandwidth = 24.999999999e9;
   odd.links[0].latency = 1.0 / 3 * 1e-6;
-  odd.host.pcieBandwidth[0] = 31.5e9 / 7;
+  odd.host.pcieBandwidth[0] = 1e10 / 3;
   odd.host.pcieLatency = 0;
   odd.host.ramBytes = 123456789012;
   expectRoundTrip(odd);
+  // Those that need more than 15 digits in the unit are written in SI.
+  std::string oddText = topologyToJson(odd);
+  EXPECT_NE(oddText.find("\"memory_bandwidth_bytes_per_s\": 333333333333.33331"),
+            std::string::npos) << oddText;
+  EXPECT_NE(oddText.find("\"latency_s\""), std::string::npos) << oddText;
+  EXPECT_NE(oddText.find("\"pcie_bandwidth_bytes_per_s\""), std::string::npos) << oddText;
+  EXPECT_NE(oddText.find("\"memory_cap_bytes\": 11059540787"), std::string::npos) << oddText;
+
+  // Rates are read as decimals: 66.9 TFLOPS is exactly the literal 66.9e12.
+  Topology si = parseJsonOk(R"({"devices": [{"builtin": "h200", "fp32_tflops": 66.9,
+      "memory_bandwidth_bytes_per_s": 4.8e12, "fp16_flops": 989.4e12}],
+      "host": {"pcie_bandwidth_bytes_per_s": [64e9], "pcie_latency_s": 2e-6}})");
+  EXPECT_EQ(si.devices[0].fp32Flops, 66.9e12);
+  EXPECT_EQ(si.devices[0].memoryBandwidth, 4.8e12);
+  EXPECT_EQ(si.devices[0].fp16TensorFlops, 989.4e12);
+  EXPECT_EQ(si.host.pcieBandwidth, std::vector<double>{64e9});
+  EXPECT_EQ(si.host.pcieLatency, 2e-6);
+  expectRoundTrip(si);
+
+  std::string h200 = topologyToJson(parseOk("2xh200:nvlink"));
+  EXPECT_NE(h200.find("\"memory_bandwidth_gbps\": 4280,"), std::string::npos) << h200;
+  EXPECT_NE(h200.find("\"fp32_tflops\": 66.9,"), std::string::npos) << h200;
+  EXPECT_NE(h200.find("\"latency_us\": 5\n"), std::string::npos) << h200;
 
   std::string printed = topologyToJson(parseOk("rtx3090"));
   EXPECT_NE(printed.find("\"memory_bandwidth_gbps\": 936,"), std::string::npos) << printed;
@@ -468,9 +491,9 @@ struct BadJson {
 
 void PrintTo(const BadJson &b, std::ostream *os) { *os << b.what; }
 
-class BadJsonTest : public ::testing::TestWithParam<BadJson> {};
+class TopologyBadJsonTest : public ::testing::TestWithParam<BadJson> {};
 
-TEST_P(BadJsonTest, GivesOneLineErrorNamingFileAndField) {
+TEST_P(TopologyBadJsonTest, GivesOneLineErrorNamingFileAndField) {
   llvm::Expected<Topology> t = parseTopologyJson(GetParam().json, "topo.json");
   ASSERT_FALSE(bool(t)) << GetParam().what;
   std::string msg = oneLine(t.takeError());
@@ -501,7 +524,7 @@ std::string custom(const std::string &extra) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Malformed, BadJsonTest,
+    Malformed, TopologyBadJsonTest,
     ::testing::Values(
         BadJson{"not json", "{\"devices\": [", "invalid JSON"},
         BadJson{"trailing garbage", withDevice("{\"builtin\": \"h200\"}") + " x",
@@ -555,6 +578,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"two memory units",
                 withDevice(R"({"builtin": "h200", "memory_gb": 24, "memory_bytes": 24})"),
                 "conflicts with 'devices[1].memory_"},
+        BadJson{"a rate in two units",
+                withDevice(R"({"builtin": "h200", "fp16_tflops": 1, "fp16_flops": 1e12})"),
+                "field 'devices[1].fp16_flops': conflicts with 'devices[1].fp16_tflops'"},
+        BadJson{"negative SI rate", withDevice(R"({"builtin": "h200", "fp8_flops": -1})"),
+                "field 'devices[1].fp8_flops': expected a number >= 0, got -1"},
+        BadJson{"host latency in two units",
+                withHost(R"({"pcie_latency_us": 1, "pcie_latency_s": 1e-6})"),
+                "field 'host.pcie_latency_s': conflicts with 'host.pcie_latency_us'"},
         BadJson{"huge memory", withDevice(R"({"builtin": "h200", "memory_gb": 1e30})"),
                 "field 'devices[1].memory_gb': too large"},
         BadJson{"infinite-ish rate", withDevice(R"({"builtin": "h200", "fp16_tflops": 1e308})"),
@@ -740,9 +771,9 @@ struct BadCap {
 
 void PrintTo(const BadCap &b, std::ostream *os) { *os << b.caps; }
 
-class BadCapTest : public ::testing::TestWithParam<BadCap> {};
+class TopologyBadCapTest : public ::testing::TestWithParam<BadCap> {};
 
-TEST_P(BadCapTest, GivesOneLineErrorNamingThePiece) {
+TEST_P(TopologyBadCapTest, GivesOneLineErrorNamingThePiece) {
   Topology t = parseOk("rtx3090+rtx3060");
   capOk(t, "1=9GB");
   Topology before = t;
@@ -755,7 +786,7 @@ TEST_P(BadCapTest, GivesOneLineErrorNamingThePiece) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Malformed, BadCapTest,
+    Malformed, TopologyBadCapTest,
     ::testing::Values(
         BadCap{"", "empty value"},
         BadCap{"10", "'10': expected a size such as 10GB"},

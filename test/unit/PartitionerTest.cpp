@@ -1,0 +1,164 @@
+// Tests of the cost model and the partitioner's invariants: weight formats,
+// memory accounting, that the chosen plan fits and is never worse than the
+// split by memory, and that more bandwidth or NVLink never predicts less.
+#include "compiler/Import/Importer.h"
+#include "compiler/Partition/Partitioner.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+namespace weft::partition {
+namespace {
+
+class PartitionerTest : public ::testing::Test {
+protected:
+  ModelProfile profileOf(const char *name) {
+    llvm::Expected<ModelConfig> c = getBuiltinModel(name);
+    EXPECT_TRUE(bool(c));
+    configs.push_back(std::make_unique<ModelConfig>(*c));
+    modules.push_back(importModel(context, *configs.back()));
+    mlir::PassManager pm(&context);
+    buildFusionPipeline(pm);
+    EXPECT_TRUE(mlir::succeeded(pm.run(*modules.back())));
+    llvm::Expected<ModelProfile> p = profileModel(*modules.back(), *configs.back());
+    EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    return *p;
+  }
+  target::Topology topology(const char *spec) {
+    llvm::Expected<target::Topology> t = target::parseTopologySpec(spec);
+    EXPECT_TRUE(bool(t)) << llvm::toString(t.takeError());
+    return *t;
+  }
+
+  mlir::MLIRContext context;
+  std::vector<std::unique_ptr<ModelConfig>> configs;
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+};
+
+TEST(WeightFormatTest, BytesPerFormat) {
+  WeightFormat f;
+  f.dtype = WeightDType::BF16;
+  EXPECT_EQ(f.matrixBytes(4096 * 4096, 4096), 2u * 4096 * 4096);
+  f.dtype = WeightDType::Int8;
+  EXPECT_EQ(f.matrixBytes(4096 * 4096, 4096), 4096u * 4096 + 2 * 4096);
+  f.dtype = WeightDType::Int4;
+  EXPECT_EQ(f.matrixBytes(4096 * 4096, 4096), 4096u * 4096 / 2 + 4096u * 4096 / 128 * 2);
+  EXPECT_FALSE(bool(parseWeightDType("int3")));
+  llvm::consumeError(parseWeightDType("int3").takeError());
+}
+
+TEST_F(PartitionerTest, ProfileCoversEveryLayerAndWeight) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  ASSERT_EQ(p.layers.size(), 32u);
+  for (const auto &layer : p.layers)
+    EXPECT_EQ(layer.size(), 6u);
+  // Per-step weight traffic: every layer matrix once, the embedding's row
+  // and the LM head; matches the parameter count minus the unread table.
+  WeightFormat bf16;
+  uint64_t bytes = 0;
+  for (const auto &layer : p.layers)
+    bytes += regionsWeightBytes(layer, bf16);
+  EXPECT_EQ(bytes, uint64_t(32) * 218112000u * 2u);
+  EXPECT_EQ(p.kvBytesPerTokenPerLayer, 2u * 1024u * 2u);
+}
+
+TEST_F(PartitionerTest, ChosenFitsAndBeatsMemorySplit) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  target::Topology t = topology("rtx3090+rtx3060");
+  for (int64_t batch : {1, 8, 24, 32, 40}) {
+    PartitionOptions o;
+    o.batch = batch;
+    llvm::Expected<PartitionResult> r = partitionModel(p, t, o);
+    ASSERT_TRUE(bool(r)) << batch << ": " << llvm::toString(r.takeError());
+    EXPECT_TRUE(r->best.fits);
+    for (const DeviceMemory &m : r->best.memory)
+      EXPECT_LE(m.total(), m.capacity) << batch;
+    ASSERT_TRUE(r->memoryProportional.has_value());
+    if (r->memoryProportional->fits)
+      EXPECT_GE(r->best.tokensPerSecond, r->memoryProportional->tokensPerSecond) << batch;
+    for (const Candidate &c : r->runnersUp) {
+      EXPECT_TRUE(c.fits);
+      EXPECT_LE(c.tokensPerSecond, r->best.tokensPerSecond * (1 + 1e-9));
+    }
+  }
+}
+
+TEST_F(PartitionerTest, LatencyObjectivePrefersOneFastDevice) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  PartitionOptions o;
+  o.objective = Objective::Latency;
+  llvm::Expected<PartitionResult> r = partitionModel(p, topology("rtx3090+rtx3060"), o);
+  ASSERT_TRUE(bool(r));
+  ASSERT_EQ(r->best.stages.size(), 1u);
+  EXPECT_EQ(r->best.stages[0].devices, std::vector<int>{0});
+}
+
+TEST_F(PartitionerTest, NVLinkTensorParallelBeatsPipelineForLatency) {
+  ModelProfile p = profileOf("llama-3.1-70b");
+  PartitionOptions o;
+  o.objective = Objective::Latency;
+  o.weights.dtype = WeightDType::Int4;
+  llvm::Expected<PartitionResult> nv = partitionModel(p, topology("2xrtx3090:nvlink"), o);
+  ASSERT_TRUE(bool(nv)) << llvm::toString(nv.takeError());
+  ASSERT_EQ(nv->best.stages.size(), 1u);
+  EXPECT_EQ(nv->best.stages[0].devices.size(), 2u);
+  // Without NVLink there is no tensor parallelism: a pipeline, slower.
+  llvm::Expected<PartitionResult> pcie = partitionModel(p, topology("2xrtx3090"), o);
+  ASSERT_TRUE(bool(pcie)) << llvm::toString(pcie.takeError());
+  EXPECT_EQ(pcie->best.stages.size(), 2u);
+  EXPECT_GT(nv->best.tokensPerSecondBatch1, pcie->best.tokensPerSecondBatch1);
+}
+
+TEST_F(PartitionerTest, MemoryCapForcesASplit) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  target::Topology t = topology("2xh200:nvlink");
+  PartitionOptions o;
+  llvm::Expected<PartitionResult> free = partitionModel(p, t, o);
+  ASSERT_TRUE(bool(free));
+  ASSERT_FALSE(bool(target::applyMemoryCaps(t, "12GB")));
+  o.allowHostOffload = false;
+  llvm::Expected<PartitionResult> capped = partitionModel(p, t, o);
+  ASSERT_TRUE(bool(capped)) << llvm::toString(capped.takeError());
+  for (const DeviceMemory &m : capped->best.memory) {
+    EXPECT_LE(m.total(), 12000000000u);
+  }
+  int devicesUsed = 0;
+  for (const Stage &s : capped->best.stages)
+    devicesUsed += int(s.devices.size());
+  EXPECT_EQ(devicesUsed, 2);
+}
+
+TEST_F(PartitionerTest, ErrorNamesShortfallAndNearestFit) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  PartitionOptions o;
+  o.allowHostOffload = false;
+  llvm::Expected<PartitionResult> r = partitionModel(p, topology("rtx3060"), o);
+  ASSERT_FALSE(bool(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  EXPECT_NE(msg.find("rtx3060-12g #0 short by"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--weight-dtype=int8"), std::string::npos) << msg;
+}
+
+TEST_F(PartitionerTest, OptionsAreValidated) {
+  llvm::Expected<ModelConfig> c = getBuiltinModel("llama-3.1-8b");
+  ASSERT_TRUE(bool(c));
+  for (auto [objective, batch, context, dtype] :
+       {std::tuple{"speed", 1, 4096, ""}, std::tuple{"latency", 0, 4096, ""},
+        std::tuple{"latency", 1, 0, ""}, std::tuple{"latency", 1, 1 << 30, ""},
+        std::tuple{"latency", 1, 4096, "int2"}}) {
+    llvm::Expected<PartitionOptions> o =
+        makePartitionOptions(*c, objective, batch, context, dtype);
+    EXPECT_FALSE(bool(o)) << objective << " " << batch << " " << context;
+    if (!o) {
+      std::string msg = llvm::toString(o.takeError());
+      EXPECT_EQ(msg.rfind("--", 0), 0u) << msg;
+    }
+  }
+}
+
+} // namespace
+} // namespace weft::partition
