@@ -148,7 +148,8 @@ Expected<Topology> parseTopologySpec(StringRef spec) {
   StringRef(lower).split(groups, '+', /*MaxSplit=*/-1, /*KeepEmpty=*/true);
 
   Topology t;
-  t.name = s.str();
+  // The name goes into reports and JSON files: no control characters.
+  t.name = printableForMessage(s.str(), 1000);
   // For each device, the group it came from and whether that group is joined
   // by NVLink.
   std::vector<size_t> groupOf;
@@ -306,8 +307,9 @@ Error applyMemoryCaps(Topology &topology, StringRef caps) {
       return makeError(where + "expected a device index before '='");
     if (index >= topology.devices.size())
       return makeError(where + llvm::formatv("device index {0} is out of range "
-                                             "(the topology has {1} devices)",
-                                             index, topology.devices.size()));
+                                             "(the topology has {1} device{2})",
+                                             index, topology.devices.size(),
+                                             topology.devices.size() == 1 ? "" : "s"));
     if (!perDevice.emplace(size_t(index), Cap{*bytes, piece.str()}).second)
       return makeError(where + llvm::formatv("a second cap for device {0}", index));
   }

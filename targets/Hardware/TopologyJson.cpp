@@ -46,30 +46,109 @@ std::string describe(const json::Value &v) {
     return lhs##OrErr.takeError();                                             \
   auto lhs = std::move(*lhs##OrErr)
 
-// How a number in the file maps to the SI value stored: GB/s -> bytes/s,
-// TFLOPS -> FLOP/s, microseconds -> seconds. Division for microseconds keeps
-// 10 us exactly the double nearest 1e-5.
-struct Unit {
-  double factor;
-  bool divide;
+// A rate or time, written in a unit (key `unitKey`, value x 10^shift in SI)
+// or, where the unit cannot say a value exactly, in SI (key `siKey`).
+struct Quantity {
+  const char *unitKey;
+  const char *siKey;
+  int shift;
 };
-constexpr Unit kGigaPerSecond{1e9, false};
-constexpr Unit kTera{1e12, false};
-constexpr Unit kMicro{1e6, true};
+constexpr Quantity kMemoryBandwidth{"memory_bandwidth_gbps", "memory_bandwidth_bytes_per_s", 9};
+constexpr Quantity kFp16{"fp16_tflops", "fp16_flops", 12};
+constexpr Quantity kBf16{"bf16_tflops", "bf16_flops", 12};
+constexpr Quantity kFp8{"fp8_tflops", "fp8_flops", 12};
+constexpr Quantity kInt8{"int8_tops", "int8_ops", 12};
+constexpr Quantity kFp32{"fp32_tflops", "fp32_flops", 12};
+constexpr Quantity kNVLinkBandwidth{"nvlink_bandwidth_gbps", "nvlink_bandwidth_bytes_per_s", 9};
+constexpr Quantity kLinkBandwidth{"bandwidth_gbps", "bandwidth_bytes_per_s", 9};
+constexpr Quantity kLinkLatency{"latency_us", "latency_s", -6};
+constexpr Quantity kPCIeBandwidth{"pcie_bandwidth_gbps", "pcie_bandwidth_bytes_per_s", 9};
+constexpr Quantity kPCIeLatency{"pcie_latency_us", "pcie_latency_s", -6};
 
-double fromUnit(double y, Unit u) { return u.divide ? y / u.factor : y * u.factor; }
-double toUnit(double x, Unit u) { return u.divide ? x * u.factor : x / u.factor; }
+// The shortest "%.*e" text that reads back as `y`.
+std::string shortestScientific(double y) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, y);
+    if (std::strtod(buf, nullptr) == y)
+      break;
+  }
+  return buf;
+}
+
+// y x 10^shift, rounded once from the decimal y was written as: 66.9 TFLOPS
+// is exactly the double nearest 66.9e12 (y * 1e12 can be an ulp off, and
+// then no decimal in TFLOPS would print it back exactly).
+double shiftDecimal(double y, int shift) {
+  if (shift == 0 || y == 0 || !std::isfinite(y))
+    return y;
+  std::string s = shortestScientific(y);
+  size_t e = s.find('e');
+  int exponent = std::atoi(s.c_str() + e + 1) + shift;
+  return std::strtod((s.substr(0, e) + "e" + std::to_string(exponent)).c_str(), nullptr);
+}
+
+// Digits d1 d2 ... as the value d1.d2... x 10^exponent, in plain notation
+// unless very large or small.
+std::string decimalText(std::string digits, int exponent) {
+  while (digits.size() > 1 && digits.back() == '0')
+    digits.pop_back();
+  int n = int(digits.size());
+  int point = exponent + 1; // digits before the decimal point
+  if (point > 21 || point < -6)
+    return digits.substr(0, 1) + (n > 1 ? "." + digits.substr(1) : "") + "e" +
+           std::to_string(exponent);
+  if (point <= 0)
+    return "0." + std::string(size_t(-point), '0') + digits;
+  if (point >= n)
+    return digits + std::string(size_t(point - n), '0');
+  return digits.substr(0, size_t(point)) + "." + digits.substr(size_t(point));
+}
+
+// `x` (SI) as the shortest decimal in the unit 10^shift that parses back to
+// exactly `x`, or nothing when that takes more than 15 digits (two such
+// decimals could read as the same double, so exactness is not certain).
+std::optional<std::string> unitText(double x, int shift) {
+  if (x == 0)
+    return std::string("0");
+  if (!(x > 0) || !std::isfinite(x))
+    return std::nullopt;
+  char buf[40];
+  for (int digits = 1; digits <= 15; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, x);
+    if (std::strtod(buf, nullptr) != x)
+      continue;
+    StringRef text(buf);
+    size_t e = text.find('e');
+    std::string mantissa;
+    for (char c : text.take_front(e))
+      if (llvm::isDigit(c))
+        mantissa += c;
+    std::string out = decimalText(mantissa, std::atoi(buf + e + 1) - shift);
+    if (shiftDecimal(std::strtod(out.c_str(), nullptr), shift) == x)
+      return out;
+  }
+  return std::nullopt;
+}
+
+std::string siText(double x) {
+  if (!std::isfinite(x))
+    return "null"; // only from a topology built in code; reads as absent
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
 
 // Size fields are written <base><suffix>, with exactly one suffix.
 struct SizeSuffix {
   const char *suffix;
   double scale;
 };
-constexpr SizeSuffix kSizeSuffixes[] = {{"_bytes", 1.0},
-                                        {"_gb", 1e9},
+constexpr SizeSuffix kSizeSuffixes[] = {{"_gb", 1e9},
                                         {"_gib", double(1ull << 30)},
                                         {"_mb", 1e6},
-                                        {"_mib", double(1ull << 20)}};
+                                        {"_mib", double(1ull << 20)},
+                                        {"_bytes", 1.0}};
 constexpr double kMaxBytes = double(1ull << 60);
 
 // Reads the fields of one JSON object, naming the file and field path in
@@ -94,11 +173,15 @@ public:
 
   // Rejects keys outside `plain` and `sizes` (size bases, each with any
   // suffix), so that a misspelt optional field is not silently ignored.
-  Error rejectUnknown(llvm::ArrayRef<StringRef> plain,
-                      llvm::ArrayRef<StringRef> sizes) const {
+  Error rejectUnknown(llvm::ArrayRef<StringRef> plain, llvm::ArrayRef<StringRef> sizes,
+                      llvm::ArrayRef<Quantity> quantities = {}) const {
     std::vector<std::string> allowed;
     for (StringRef p : plain)
       allowed.push_back(p.str());
+    for (const Quantity &q : quantities) {
+      allowed.push_back(q.unitKey);
+      allowed.push_back(q.siKey);
+    }
     for (StringRef s : sizes)
       for (const SizeSuffix &suffix : kSizeSuffixes)
         allowed.push_back(s.str() + suffix.suffix);
@@ -110,9 +193,17 @@ public:
       return Error::success();
     std::sort(unknown.begin(), unknown.end()); // deterministic message
     StringRef bad = unknown.front();
+    // Suggest a field that adds a unit to the key ("bandwidth" ->
+    // "bandwidth_gbps"), else the closest spelling.
     std::string best;
+    std::string withUnit = bad.str() + "_";
+    for (const std::string &a : allowed)
+      if (best.empty() && StringRef(a).starts_with(withUnit))
+        best = a;
     unsigned bestDistance = 4; // suggest only close spellings
     for (const std::string &a : allowed) {
+      if (!best.empty() && StringRef(best).starts_with(withUnit))
+        break;
       unsigned d = bad.edit_distance(a, /*AllowReplacements=*/true, bestDistance);
       if (d < bestDistance) {
         bestDistance = d;
@@ -147,14 +238,14 @@ public:
     return i;
   }
 
-  // `v` (the value of `field`) as a number in `unit`, converted to SI.
-  Expected<double> number(StringRef field, const json::Value &v, Unit unit,
+  // `v` (the value of `field`) times 10^shift, i.e. in SI.
+  Expected<double> number(StringRef field, const json::Value &v, int shift,
                           bool allowZero) const {
     std::optional<double> d = v.getAsNumber();
     if (!d)
       return error(field, "expected a number, got " + describe(v));
     bool bad = !std::isfinite(*d) || *d < 0 || (!allowZero && *d == 0);
-    double x = bad ? 0 : fromUnit(*d, unit);
+    double x = bad ? 0 : shiftDecimal(*d, shift);
     if (bad || !std::isfinite(x) || (!allowZero && x == 0))
       return error(field, (allowZero ? "expected a number >= 0, got "
                                      : "expected a positive number, got ") +
@@ -162,12 +253,22 @@ public:
     return x;
   }
 
-  Expected<std::optional<double>> optNumber(StringRef field, Unit unit,
-                                            bool allowZero) const {
-    const json::Value *v = get(field);
-    if (!v)
+  // The value of `q` in either of its keys (not both), with the key used.
+  Expected<std::pair<const json::Value *, std::string>> quantityValue(const Quantity &q) const {
+    const json::Value *unitValue = get(q.unitKey), *siValue = get(q.siKey);
+    if (unitValue && siValue)
+      return error(q.siKey, "conflicts with '" + path(q.unitKey) + "' (give one of them)");
+    if (unitValue)
+      return std::make_pair(unitValue, std::string(q.unitKey));
+    return std::make_pair(siValue, std::string(q.siKey));
+  }
+
+  Expected<std::optional<double>> optQuantity(const Quantity &q, bool allowZero) const {
+    WEFT_ASSIGN_OR_RETURN(found, quantityValue(q));
+    if (!found.first)
       return std::optional<double>();
-    WEFT_ASSIGN_OR_RETURN(x, number(field, *v, unit, allowZero));
+    int shift = found.second == q.unitKey ? q.shift : 0;
+    WEFT_ASSIGN_OR_RETURN(x, number(found.second, *found.first, shift, allowZero));
     return std::optional<double>(x);
   }
 
@@ -244,20 +345,18 @@ bool hasControlChars(StringRef s) {
 }
 
 Error checkFreeText(const ObjectReader &r, StringRef field, StringRef s) {
-  if (s.size() > 200)
-    return r.error(field, llvm::formatv("longer than 200 bytes ({0})", s.size()));
+  if (s.size() > 1024)
+    return r.error(field, llvm::formatv("longer than 1024 bytes ({0})", s.size()));
   if (hasControlChars(s))
     return r.error(field, "contains control characters");
   return Error::success();
 }
 
-const StringRef kDeviceFields[] = {
-    "builtin",          "name",        "description",
-    "compute_capability", "memory_bandwidth_gbps", "fp16_tflops",
-    "bf16_tflops",      "fp8_tflops",  "int8_tops",
-    "fp32_tflops",      "sm_count",    "nvlink_bandwidth_gbps",
-    "nvlink_group_size", "comment"};
+const StringRef kDeviceFields[] = {"builtin",  "name",     "description", "compute_capability",
+                                   "sm_count", "nvlink_group_size", "comment"};
 const StringRef kDeviceSizes[] = {"memory", "l2", "context_reserve", "memory_cap"};
+const Quantity kDeviceQuantities[] = {kMemoryBandwidth, kFp16, kFp32, kBf16, kFp8,
+                                      kInt8, kNVLinkBandwidth};
 
 Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
                                     StringRef file) {
@@ -267,7 +366,7 @@ Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
     return makeError(llvm::Twine(file) + ": field '" + entry +
                      "': expected an object, got " + describe(value));
   ObjectReader r(*obj, file, entry + ".");
-  if (Error e = r.rejectUnknown(kDeviceFields, kDeviceSizes))
+  if (Error e = r.rejectUnknown(kDeviceFields, kDeviceSizes, kDeviceQuantities))
     return std::move(e);
   WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
   (void)comment;
@@ -325,31 +424,31 @@ Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
   else if (custom)
     return missing("memory_gb");
 
-  WEFT_ASSIGN_OR_RETURN(bandwidth, r.optNumber("memory_bandwidth_gbps", kGigaPerSecond, false));
+  WEFT_ASSIGN_OR_RETURN(bandwidth, r.optQuantity(kMemoryBandwidth, false));
   if (bandwidth)
     d.memoryBandwidth = *bandwidth;
   else if (custom)
     return missing("memory_bandwidth_gbps");
 
-  WEFT_ASSIGN_OR_RETURN(fp16, r.optNumber("fp16_tflops", kTera, false));
+  WEFT_ASSIGN_OR_RETURN(fp16, r.optQuantity(kFp16, false));
   if (fp16)
     d.fp16TensorFlops = *fp16;
   else if (custom)
     return missing("fp16_tflops");
 
-  WEFT_ASSIGN_OR_RETURN(bf16, r.optNumber("bf16_tflops", kTera, false));
+  WEFT_ASSIGN_OR_RETURN(bf16, r.optQuantity(kBf16, false));
   if (bf16)
     d.bf16TensorFlops = *bf16;
   else if (custom)
     d.bf16TensorFlops = d.fp16TensorFlops; // the same tensor path on sm_80+
 
-  WEFT_ASSIGN_OR_RETURN(fp8, r.optNumber("fp8_tflops", kTera, true));
+  WEFT_ASSIGN_OR_RETURN(fp8, r.optQuantity(kFp8, true));
   if (fp8)
     d.fp8TensorFlops = *fp8;
-  WEFT_ASSIGN_OR_RETURN(int8, r.optNumber("int8_tops", kTera, true));
+  WEFT_ASSIGN_OR_RETURN(int8, r.optQuantity(kInt8, true));
   if (int8)
     d.int8TensorOps = *int8;
-  WEFT_ASSIGN_OR_RETURN(fp32, r.optNumber("fp32_tflops", kTera, true));
+  WEFT_ASSIGN_OR_RETURN(fp32, r.optQuantity(kFp32, true));
   if (fp32)
     d.fp32Flops = *fp32;
   WEFT_ASSIGN_OR_RETURN(sms, r.optInt("sm_count", 0, 1 << 20));
@@ -367,7 +466,7 @@ Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
   if (cap)
     d.memoryCapBytes = *cap;
 
-  WEFT_ASSIGN_OR_RETURN(nvlinkBw, r.optNumber("nvlink_bandwidth_gbps", kGigaPerSecond, true));
+  WEFT_ASSIGN_OR_RETURN(nvlinkBw, r.optQuantity(kNVLinkBandwidth, true));
   if (nvlinkBw)
     d.nvlinkBandwidth = *nvlinkBw;
   WEFT_ASSIGN_OR_RETURN(group, r.optInt("nvlink_group_size", 0, 1024));
@@ -417,9 +516,8 @@ Error parseLinks(const json::Value &value, StringRef file, Topology &t) {
       return makeError(llvm::Twine(file) + ": field '" + entry +
                        "': expected an object, got " + describe((*list)[i]));
     ObjectReader r(*obj, file, entry + ".");
-    if (Error e = r.rejectUnknown({"devices", "kind", "bandwidth_gbps",
-                                   "latency_us", "comment"},
-                                  {}))
+    if (Error e = r.rejectUnknown({"devices", "kind", "comment"}, {},
+                                  {kLinkBandwidth, kLinkLatency}))
       return e;
     WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
     (void)comment;
@@ -436,8 +534,8 @@ Error parseLinks(const json::Value &value, StringRef file, Topology &t) {
     for (int64_t e : {a, b})
       if (e < 0 || e >= int64_t(n))
         return r.error("devices", llvm::formatv("device index {0} is out of range "
-                                                "(the topology has {1} devices)",
-                                                e, n));
+                                                "(the topology has {1} device{2})",
+                                                e, n, n == 1 ? "" : "s"));
     if (a == b)
       return r.error("devices", llvm::formatv("a link from device {0} to itself", a));
     auto key = std::make_pair(int(std::min(a, b)), int(std::max(a, b)));
@@ -475,8 +573,8 @@ Error parseLinks(const json::Value &value, StringRef file, Topology &t) {
                                        e, d.name, nvlinkPeers[e], d.nvlinkGroupSize));
       }
     }
-    WEFT_ASSIGN_OR_RETURN(bandwidth, r.optNumber("bandwidth_gbps", kGigaPerSecond, false));
-    WEFT_ASSIGN_OR_RETURN(latency, r.optNumber("latency_us", kMicro, true));
+    WEFT_ASSIGN_OR_RETURN(bandwidth, r.optQuantity(kLinkBandwidth, false));
+    WEFT_ASSIGN_OR_RETURN(latency, r.optQuantity(kLinkLatency, true));
     if (l.kind == LinkKind::NVLink) {
       l.bandwidth = bandwidth.value_or(
           std::min(t.devices[a].nvlinkBandwidth, t.devices[b].nvlinkBandwidth));
@@ -496,8 +594,7 @@ Error parseHost(const json::Value &value, StringRef file, Topology &t) {
     return makeError(llvm::Twine(file) + ": field 'host': expected an object, got " +
                      describe(value));
   ObjectReader r(*obj, file, "host.");
-  if (Error e = r.rejectUnknown({"pcie_bandwidth_gbps", "pcie_latency_us", "comment"},
-                                {"ram"}))
+  if (Error e = r.rejectUnknown({"comment"}, {"ram"}, {kPCIeBandwidth, kPCIeLatency}))
     return e;
   WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
   (void)comment;
@@ -505,55 +602,28 @@ Error parseHost(const json::Value &value, StringRef file, Topology &t) {
   if (ram)
     t.host.ramBytes = *ram;
   size_t n = t.devices.size();
-  if (const json::Value *bw = r.get("pcie_bandwidth_gbps")) {
-    if (const json::Array *list = bw->getAsArray()) {
+  WEFT_ASSIGN_OR_RETURN(bw, r.quantityValue(kPCIeBandwidth));
+  if (bw.first) {
+    const std::string &key = bw.second;
+    int shift = key == kPCIeBandwidth.unitKey ? kPCIeBandwidth.shift : 0;
+    if (const json::Array *list = bw.first->getAsArray()) {
       if (list->size() != n)
-        return r.error("pcie_bandwidth_gbps",
-                       llvm::formatv("expected {0} values, one per device, got {1}", n,
-                                     list->size()));
+        return r.error(key, llvm::formatv("expected {0} values, one per device, got {1}",
+                                          n, list->size()));
       for (size_t i = 0; i < n; ++i) {
-        WEFT_ASSIGN_OR_RETURN(x, r.number("pcie_bandwidth_gbps[" + std::to_string(i) + "]",
-                                          (*list)[i], kGigaPerSecond, false));
+        WEFT_ASSIGN_OR_RETURN(x, r.number(key + "[" + std::to_string(i) + "]", (*list)[i],
+                                          shift, false));
         t.host.pcieBandwidth[i] = x;
       }
     } else {
-      WEFT_ASSIGN_OR_RETURN(x, r.number("pcie_bandwidth_gbps", *bw, kGigaPerSecond, false));
+      WEFT_ASSIGN_OR_RETURN(x, r.number(key, *bw.first, shift, false));
       t.host.pcieBandwidth.assign(n, x);
     }
   }
-  WEFT_ASSIGN_OR_RETURN(latency, r.optNumber("pcie_latency_us", kMicro, true));
+  WEFT_ASSIGN_OR_RETURN(latency, r.optQuantity(kPCIeLatency, true));
   if (latency)
     t.host.pcieLatency = *latency;
   return Error::success();
-}
-
-// The shortest decimal text of a number near `x / unit` that reads back (and
-// converts back) to exactly `x`, so that printing and parsing round-trip.
-std::string formatInUnit(double x, Unit unit) {
-  auto shortest = [&](double y) -> std::optional<std::string> {
-    for (int precision = 1; precision <= 17; ++precision) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.*g", precision, y);
-      if (fromUnit(std::strtod(buf, nullptr), unit) == x)
-        return std::string(buf);
-    }
-    return std::nullopt;
-  };
-  double y = toUnit(x, unit);
-  double up = y, down = y;
-  if (std::optional<std::string> s = shortest(y))
-    return *s;
-  // x / unit can round to a neighbour of the value that maps back to x.
-  for (int step = 0; step < 4; ++step) {
-    up = std::nextafter(up, HUGE_VAL);
-    down = std::nextafter(down, -HUGE_VAL);
-    for (double candidate : {up, down})
-      if (std::optional<std::string> s = shortest(candidate))
-        return *s;
-  }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", y); // off by an ulp at worst
-  return buf;
 }
 
 } // namespace
@@ -628,9 +698,10 @@ std::string topologyToJson(const Topology &t) {
   std::string out;
   llvm::raw_string_ostream os(out);
   json::OStream j(os, /*IndentSize=*/2);
-  auto number = [&](StringRef key, double x, Unit unit) {
-    j.attributeBegin(key);
-    j.rawValue(formatInUnit(x, unit));
+  auto number = [&](const Quantity &q, double x) {
+    std::optional<std::string> text = unitText(x, q.shift);
+    j.attributeBegin(text ? q.unitKey : q.siKey);
+    j.rawValue(text ? *text : siText(x));
     j.attributeEnd();
   };
   auto bytes = [&](StringRef key, uint64_t v) {
@@ -647,18 +718,18 @@ std::string topologyToJson(const Topology &t) {
           j.attribute("description", d.description);
           j.attribute("compute_capability", int64_t(d.computeCapability));
           bytes("memory_bytes", d.memoryBytes);
-          number("memory_bandwidth_gbps", d.memoryBandwidth, kGigaPerSecond);
-          number("fp16_tflops", d.fp16TensorFlops, kTera);
-          number("bf16_tflops", d.bf16TensorFlops, kTera);
-          number("fp8_tflops", d.fp8TensorFlops, kTera);
-          number("int8_tops", d.int8TensorOps, kTera);
-          number("fp32_tflops", d.fp32Flops, kTera);
+          number(kMemoryBandwidth, d.memoryBandwidth);
+          number(kFp16, d.fp16TensorFlops);
+          number(kBf16, d.bf16TensorFlops);
+          number(kFp8, d.fp8TensorFlops);
+          number(kInt8, d.int8TensorOps);
+          number(kFp32, d.fp32Flops);
           j.attribute("sm_count", int64_t(d.smCount));
           bytes("l2_bytes", d.l2Bytes);
           bytes("context_reserve_bytes", d.contextReserveBytes);
           if (d.memoryCapBytes)
             bytes("memory_cap_bytes", *d.memoryCapBytes);
-          number("nvlink_bandwidth_gbps", d.nvlinkBandwidth, kGigaPerSecond);
+          number(kNVLinkBandwidth, d.nvlinkBandwidth);
           j.attribute("nvlink_group_size", int64_t(d.nvlinkGroupSize));
         });
     });
@@ -670,17 +741,21 @@ std::string topologyToJson(const Topology &t) {
             j.value(int64_t(l.b));
           });
           j.attribute("kind", linkKindName(l.kind));
-          number("bandwidth_gbps", l.bandwidth, kGigaPerSecond);
-          number("latency_us", l.latency, kMicro);
+          number(kLinkBandwidth, l.bandwidth);
+          number(kLinkLatency, l.latency);
         });
     });
     j.attributeObject("host", [&] {
       bytes("ram_bytes", t.host.ramBytes);
-      j.attributeArray("pcie_bandwidth_gbps", [&] {
+      // One unit for the whole list: GB/s unless some value needs SI.
+      bool inUnit = true;
+      for (double bw : t.host.pcieBandwidth)
+        inUnit = inUnit && unitText(bw, kPCIeBandwidth.shift);
+      j.attributeArray(inUnit ? kPCIeBandwidth.unitKey : kPCIeBandwidth.siKey, [&] {
         for (double bw : t.host.pcieBandwidth)
-          j.rawValue(formatInUnit(bw, kGigaPerSecond));
+          j.rawValue(inUnit ? *unitText(bw, kPCIeBandwidth.shift) : siText(bw));
       });
-      number("pcie_latency_us", t.host.pcieLatency, kMicro);
+      number(kPCIeLatency, t.host.pcieLatency);
     });
   });
   os << "\n";

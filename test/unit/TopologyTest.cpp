@@ -201,6 +201,10 @@ TEST(TopologyTest, ShortFormDifferentDevicesAreJoinedByPCIe) {
   EXPECT_FALSE(t.allPairsNVLink());
   EXPECT_EQ(parseOk("rtx3090+rtx3060").devices, t.devices); // alias
   EXPECT_EQ(parseOk(" RTX3090 + RTX3060-12G ").devices, t.devices);
+  // The name keeps the spec as given, with nothing that could break a line.
+  Topology odd = parseOk("rtx3090\n+rtx3060");
+  EXPECT_EQ(odd.name, "rtx3090\\x0a+rtx3060");
+  EXPECT_EQ(odd.devices, t.devices);
 }
 
 TEST(TopologyTest, ShortFormCountsAndNVLink) {
@@ -431,7 +435,7 @@ void expectRoundTrip(const Topology &t) {
 }
 
 TEST(TopologyTest, JsonRoundTrip) {
-  for (const char *spec : {"h200", "rtx3090+rtx3060-12g", "2xrtx3090", "2xrtx3090:nvlink",
+  for (const char *spec : {"h200", "rtx3090+rtx3060-12g", "rtx3090\t+rtx3060", "2xrtx3090", "2xrtx3090:nvlink",
                            "2xh200:nvlink", "2xrtx3090:nvlink+rtx3060", "rtx4090+a100-80g",
                            "8xh100-sxm:nvlink"}) {
     SCOPED_TRACE(spec);
@@ -602,8 +606,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"bad device name", withDevice(R"({"builtin": "h200", "name": "my gpu"})"),
                 "field 'devices[1].name': expected 1 to 64 letters"},
         BadJson{"long description",
-                withDevice("{\"builtin\": \"h200\", \"description\": \"" + std::string(201, 'a') + "\"}"),
-                "field 'devices[1].description': longer than 200 bytes"},
+                withDevice("{\"builtin\": \"h200\", \"description\": \"" + std::string(1025, 'a') + "\"}"),
+                "field 'devices[1].description': longer than 1024 bytes (1025)"},
         BadJson{"negative sm count", withDevice(R"({"builtin": "h200", "sm_count": -1})"),
                 "field 'devices[1].sm_count': expected an integer in [0, 1048576], got -1"},
         BadJson{"negative int8", withDevice(R"({"builtin": "h200", "int8_tops": -1})"),
