@@ -1,6 +1,8 @@
 // Per-region traffic and arithmetic, from the static types in the region.
 #include "compiler/Analysis/RegionCost.h"
 
+#include "compiler/Support/Error.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -35,16 +37,6 @@ int64_t width(Value v) {
 bool isWeight(Value v) {
   Operation *def = v.getDefiningOp();
   return def && isa<WeightOp, WeightConcatOp>(def);
-}
-
-std::string humanBytes(double bytes) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000.0 && u < 4) {
-    bytes /= 1000.0;
-    ++u;
-  }
-  return llvm::formatv(u == 0 ? "{0:f0} {1}" : "{0:f2} {1}", bytes, units[u]);
 }
 
 } // namespace
@@ -193,8 +185,8 @@ void printFusionReport(ModuleOp module, const CostContext &ctx,
       ops += (ops.empty() ? "" : ",") + o;
     std::string layer = c.layer >= 0 ? std::to_string(c.layer) : "-";
     os << llvm::formatv(row, index++, layer, c.kind, ops,
-                        humanBytes(double(c.bytesRead())),
-                        humanBytes(double(c.bytesWritten)),
+                        formatBytes(double(c.bytesRead())),
+                        formatBytes(double(c.bytesWritten)),
                         llvm::formatv("{0:e2}", c.flopsPerToken()).str());
   });
 
@@ -216,7 +208,7 @@ void printFusionReport(ModuleOp module, const CostContext &ctx,
       tokens = c.tokens;
     });
     os << llvm::formatv(fnRow, fn.getSymName(), tokens, regions,
-                        humanBytes(double(weights)), humanBytes(double(other)),
+                        formatBytes(double(weights)), formatBytes(double(other)),
                         llvm::formatv("{0:e2}", flops / double(tokens)).str());
   }
 }

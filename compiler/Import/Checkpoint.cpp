@@ -2,7 +2,7 @@
 // safetensors headers, validated against the model's expected tensors.
 #include "compiler/Import/Checkpoint.h"
 
-#include "runtime/base/Text.h"
+#include "compiler/Support/Error.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -14,12 +14,8 @@ using llvm::StringRef;
 namespace weft {
 namespace {
 
-// Config values and tensor names are untrusted: keep every message on one
-// line whatever they contain.
-llvm::Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 printableForMessage(msg.str(), 4096));
-}
+// Tensor names are untrusted: every message stays on one line.
+llvm::Error makeError(const llvm::Twine &msg) { return makeOneLineError(msg); }
 
 llvm::Error toError(const Status &status) {
   return makeError(status.message());

@@ -1,6 +1,7 @@
 // Translation of a Llama-family ModelConfig into the `weft` graph dialect.
 #include "compiler/Import/Importer.h"
 
+#include "compiler/Support/Error.h"
 #include "dialects/Weft/IR/WeftOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -178,16 +179,6 @@ private:
   Type dtype;
 };
 
-std::string humanBytes(double bytes) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000.0 && u < 4) {
-    bytes /= 1000.0;
-    ++u;
-  }
-  return llvm::formatv("{0:f2} {1}", bytes, units[u]);
-}
-
 } // namespace
 
 OwningOpRef<ModuleOp> importModel(MLIRContext &context,
@@ -285,10 +276,10 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
   os << llvm::formatv("vocab        {0}{1}\n", c.vocabSize,
                       c.tieWordEmbeddings ? " (tied embeddings)" : "");
   os << llvm::formatv("weights      {0} parameters, {1} in {2}\n", params,
-                      humanBytes(double(params) * io::dtypeSize(c.dtype)),
+                      formatBytes(double(params) * io::dtypeSize(c.dtype)),
                       io::dtypeName(c.dtype));
   os << llvm::formatv("kv cache     {0} per token\n",
-                      humanBytes(double(2 * c.numLayers * c.kvWidth() *
+                      formatBytes(double(2 * c.numLayers * c.kvWidth() *
                                         io::dtypeSize(c.dtype))));
   os << "ops         ";
   unsigned total = 0;

@@ -2,7 +2,7 @@
 // tensors each supported architecture needs.
 #include "compiler/Import/ModelConfig.h"
 
-#include "runtime/base/Text.h"
+#include "compiler/Support/Error.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -38,21 +38,10 @@ const char *ropeTypeName(RopeType type) {
 
 namespace {
 
-// Config values are untrusted: keep every message on one line whatever
-// they contain.
-Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 printableForMessage(msg.str(), 4096));
-}
+// Config values are untrusted: every message stays on one line.
+Error makeError(const llvm::Twine &msg) { return makeOneLineError(msg); }
 
-std::string describe(const json::Value &v) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << v;
-  if (s.size() > 40)
-    s = s.substr(0, 37) + "...";
-  return s;
-}
+std::string describe(const json::Value &v) { return describeJson(v); }
 
 // Reads fields of one JSON object, naming the file and field in every error.
 class FieldReader {
@@ -135,12 +124,6 @@ private:
 };
 
 constexpr int64_t kMaxDim = int64_t(1) << 24;
-
-#define WEFT_ASSIGN_OR_RETURN(lhs, expr)                                       \
-  auto lhs##OrErr = (expr);                                                    \
-  if (!lhs##OrErr)                                                             \
-    return lhs##OrErr.takeError();                                             \
-  auto lhs = std::move(*lhs##OrErr)
 
 Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
                                        StringRef fieldName,

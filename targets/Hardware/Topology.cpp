@@ -2,6 +2,7 @@
 // forms: --topology short forms and --memory-cap values.
 #include "targets/Hardware/Topology.h"
 
+#include "compiler/Support/Error.h"
 #include "runtime/base/Text.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -23,12 +24,9 @@ namespace target {
 
 namespace {
 
-// Specs and caps come from the command line or files: keep every message on
-// one line whatever they contain.
-Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 printableForMessage(msg.str(), 4096));
-}
+// Specs and caps come from the command line or files: every message stays
+// on one line.
+Error makeError(const llvm::Twine &msg) { return makeOneLineError(msg); }
 
 std::string quoted(StringRef s) { return "'" + printableForMessage(s.str(), 80) + "'"; }
 

@@ -2,6 +2,7 @@
 // one-line error naming the file and field for every malformed input.
 #include "targets/Hardware/Topology.h"
 
+#include "compiler/Support/Error.h"
 #include "runtime/base/Text.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -24,27 +25,10 @@ namespace weft {
 namespace target {
 namespace {
 
-// File contents are untrusted: keep every message on one line whatever they
-// contain.
-Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 printableForMessage(msg.str(), 4096));
-}
+// File contents are untrusted: every message stays on one line.
+Error makeError(const llvm::Twine &msg) { return makeOneLineError(msg); }
 
-std::string describe(const json::Value &v) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << v;
-  if (s.size() > 40)
-    s = s.substr(0, 37) + "...";
-  return s;
-}
-
-#define WEFT_ASSIGN_OR_RETURN(lhs, expr)                                       \
-  auto lhs##OrErr = (expr);                                                    \
-  if (!lhs##OrErr)                                                             \
-    return lhs##OrErr.takeError();                                             \
-  auto lhs = std::move(*lhs##OrErr)
+std::string describe(const json::Value &v) { return describeJson(v); }
 
 // A rate or time, written in a unit (key `unitKey`, value x 10^shift in SI)
 // or, where the unit cannot say a value exactly, in SI (key `siKey`).
