@@ -5,7 +5,10 @@
 #include "compiler/Import/Importer.h"
 #include "compiler/Partition/Annotate.h"
 #include "compiler/Partition/Report.h"
+#include "compiler/Support/Error.h"
 #include "compiler/Transforms/Passes.h"
+#include "targets/CUDA/Nvrtc.h"
+#include "targets/Plan/PlanBuilder.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -84,6 +87,16 @@ cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true)"),
                           cl::init(true), cl::cat(category));
+cl::opt<std::string> archOverride(
+    "arch",
+    cl::desc("Emit code for this architecture (e.g. sm_90) instead of each "
+             "device's own; keeps the partition"),
+    cl::value_desc("sm_XX"), cl::cat(category));
+cl::opt<std::string> kernelCacheDir(
+    "kernel-cache",
+    cl::desc("Kernel cache directory (default: $XDG_CACHE_HOME/weft/kernels); "
+             "'none' disables it"),
+    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the partition report and write its SVG picture"),
                      cl::init(false), cl::cat(category));
@@ -134,6 +147,16 @@ int main(int argc, char **argv) {
   {
     llvm::raw_string_ostream os(importSummary);
     weft::printGraphSummary(*module, source->config, os);
+  }
+  bool writePlan = llvm::StringRef(outputFile).ends_with(".weft");
+  if (writePlan && topologySpec.empty())
+    return fail("writing a plan (" + outputFile + ") needs --topology");
+  if (!archOverride.empty()) {
+    int cc = 0;
+    if (!llvm::StringRef(archOverride).starts_with("sm_") ||
+        llvm::StringRef(archOverride).drop_front(3).getAsInteger(10, cc) || cc < 80)
+      return fail("--arch: expected sm_80 or newer (e.g. sm_86, sm_90), got '" +
+                  archOverride + "'");
   }
   bool partitioned = !topologySpec.empty();
   if (report && !partitioned)
@@ -199,6 +222,75 @@ int main(int argc, char **argv) {
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start).count();
 
+  // The partition report as text on `os`, and its picture in --svg.
+  auto printReport = [&](llvm::raw_ostream &os) {
+    weft::partition::printPartitionReport(*partition, *topology, *partitionOptions,
+                                          source->config, os);
+    std::string svgError;
+    auto svg = mlir::openOutputFile(svgFile, &svgError);
+    if (!svg) {
+      fail(svgFile + ": " + svgError);
+      return false;
+    }
+    weft::partition::writePartitionSvg(*partition, *topology, *partitionOptions,
+                                       source->config, svg->os());
+    svg->keep();
+    os << "picture      " << svgFile << "\n";
+    return true;
+  };
+
+  if (writePlan) {
+    auto start = std::chrono::steady_clock::now();
+    std::optional<weft::cuda::KernelCache> cache;
+    if (kernelCacheDir != "none")
+      cache.emplace(kernelCacheDir.empty() ? weft::cuda::KernelCache::defaultDirectory()
+                                           : std::string(kernelCacheDir));
+    weft::plan::PlanBuildOptions planOptions;
+    if (!archOverride.empty())
+      planOptions.archOverride = archOverride;
+    planOptions.kernelCache = cache ? &*cache : nullptr;
+    bool tty = llvm::errs().is_displayed();
+    std::string lastPhase;
+    planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
+      if (tty) {
+        llvm::errs() << "\r" << phase << " [" << done << "/" << total << "]   ";
+        if (done == total)
+          llvm::errs() << "\n";
+      } else if (phase != lastPhase) {
+        llvm::errs() << "weft-compile: " << phase << " (" << total << ")\n";
+        lastPhase = phase.str();
+      }
+    };
+    weft::plan::PlanStats stats;
+    llvm::Expected<std::vector<uint8_t>> plan =
+        weft::plan::buildPlan(*module, *source, *topology, *partition, *partitionOptions,
+                              planOptions, &stats);
+    if (!plan)
+      return fail(llvm::toString(plan.takeError()));
+    std::string error;
+    auto file = mlir::openOutputFile(outputFile, &error);
+    if (!file)
+      return fail(outputFile + ": " + error);
+    file->os().write(reinterpret_cast<const char *>(plan->data()), plan->size());
+    file->keep();
+    double planSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    llvm::outs() << importSummary;
+    llvm::outs() << llvm::formatv(
+        "plan         {0}: {1}, {2} kernels, {3} binaries ({4} from the kernel cache), "
+        "{5} steps\n",
+        outputFile, weft::formatBytes(double(plan->size())), stats.kernels, stats.binaries,
+        stats.cachedBinaries, stats.steps);
+    for (size_t d = 0; d < stats.peakArenaBytes.size(); ++d)
+      llvm::outs() << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
+                                    topology->devices[d].name,
+                                    weft::formatBytes(double(stats.peakArenaBytes[d])));
+    llvm::outs() << llvm::formatv("compiled in  {0:f2} s\n", seconds + planSeconds);
+    if (report && !printReport(llvm::outs()))
+      return 1;
+    return 0;
+  }
+
   std::string error;
   auto out = mlir::openOutputFile(outputFile, &error);
   if (!out)
@@ -233,18 +325,8 @@ int main(int argc, char **argv) {
     out->os() << llvm::formatv("imported in  {0:f3} s\n", seconds);
     break;
   }
-  if (report) {
-    weft::partition::printPartitionReport(*partition, *topology, *partitionOptions,
-                                          source->config, out->os());
-    std::string svgError;
-    auto svg = mlir::openOutputFile(svgFile, &svgError);
-    if (!svg)
-      return fail(svgFile + ": " + svgError);
-    weft::partition::writePartitionSvg(*partition, *topology, *partitionOptions,
-                                       source->config, svg->os());
-    svg->keep();
-    out->os() << "picture      " << svgFile << "\n";
-  }
+  if (report && !printReport(out->os()))
+    return 1;
   out->keep();
   return 0;
 }

@@ -1,0 +1,1006 @@
+// PlanFile: read the bytes, check the identifier, run the FlatBuffers
+// verifier, then check every index and size the runtime will trust.
+#include "runtime/plan/PlanReader.h"
+
+#include "runtime/base/Text.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <limits>
+#include <new>
+#include <set>
+#include <string_view>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace weft::plan {
+
+bool dtypeBytes(fb::DType dtype, uint64_t elements, uint64_t &bytes) {
+  switch (dtype) {
+  case fb::DType::F32:
+  case fb::DType::I32:
+    return !__builtin_mul_overflow(elements, uint64_t(4), &bytes);
+  case fb::DType::F16:
+  case fb::DType::BF16:
+    return !__builtin_mul_overflow(elements, uint64_t(2), &bytes);
+  case fb::DType::FP8_E4M3:
+  case fb::DType::I8:
+    bytes = elements;
+    return true;
+  case fb::DType::I4:
+    bytes = elements / 2 + (elements & 1);
+    return true;
+  case fb::DType::I64:
+    return !__builtin_mul_overflow(elements, uint64_t(8), &bytes);
+  }
+  return false;
+}
+
+namespace {
+
+// FlatBuffers offsets are 32-bit signed; the verifier requires a buffer
+// smaller than this.
+constexpr uint64_t kMaxPlanFileSize = FLATBUFFERS_MAX_BUFFER_SIZE;
+
+// Far more than any machine holds; bounds the per-device tables we build.
+constexpr uint32_t kMaxDevices = 4096;
+
+std::string str(uint64_t v) { return std::to_string(v); }
+std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int32_t v) { return std::to_string(v); }
+
+// "1 buffer", "12 buffers".
+std::string nOf(int64_t n, const char *noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+std::string_view view(const flatbuffers::String *s) {
+  return s ? std::string_view(s->c_str(), s->size()) : std::string_view();
+}
+
+std::string quote(const flatbuffers::String *s) {
+  return "'" + printableForMessage(view(s), 80) + "'";
+}
+
+template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
+  return v ? v->size() : 0;
+}
+
+template <typename T> std::string list(const flatbuffers::Vector<T> *v) {
+  constexpr uint32_t kShown = 8;
+  std::string out = "[";
+  for (uint32_t i = 0; i < count(v) && i < kShown; ++i)
+    out += (i ? ", " : "") + std::to_string(v->Get(i));
+  if (count(v) > kShown)
+    out += ", ... (" + str(uint64_t(count(v))) + " values)";
+  return out + "]";
+}
+
+bool validDType(fb::DType d) {
+  return d >= fb::DType::MIN && d <= fb::DType::MAX;
+}
+
+std::string dtypeProblem(fb::DType d) {
+  return "unknown dtype " + str(int32_t(d)) + ": expected 0 (F32) to " +
+         str(int32_t(fb::DType::MAX)) + " (" + fb::EnumNameDType(fb::DType::MAX) + ")";
+}
+
+// Where in the plan a check is looking, e.g. "buckets[2].steps[17].op.args[3]";
+// kept as segments so that building it costs nothing until a check fails.
+class FieldPath {
+public:
+  void push(const char *name, int64_t index) { segments_.push_back({name, index}); }
+  void pop() { segments_.pop_back(); }
+  std::string str() const {
+    std::string out;
+    for (const Segment &s : segments_) {
+      if (s.name) {
+        if (!out.empty())
+          out += '.';
+        out += s.name;
+      }
+      if (s.index >= 0)
+        out += "[" + std::to_string(s.index) + "]";
+    }
+    return out;
+  }
+
+private:
+  struct Segment {
+    const char *name;
+    int64_t index;
+  };
+  std::vector<Segment> segments_;
+};
+
+class Scope {
+public:
+  Scope(FieldPath &path, const char *name, int64_t index = -1) : path_(path) {
+    path_.push(name, index);
+  }
+  ~Scope() { path_.pop(); }
+  Scope(const Scope &) = delete;
+  Scope &operator=(const Scope &) = delete;
+
+private:
+  FieldPath &path_;
+};
+
+struct StageInfo {
+  int32_t first = 0;
+  int32_t end = 0;
+  std::vector<int32_t> devices;
+};
+
+// The semantic checks, in dependency order: later tables are checked against
+// counts established by earlier ones (devices, layers, weights, kernels).
+class Checker {
+public:
+  Checker(const uint8_t *buffer, std::string display)
+      : buffer_(buffer), plan_(*fb::GetPlan(buffer)), display_(std::move(display)) {}
+
+  Status run() {
+    WEFT_RETURN_IF_ERROR(checkModel());
+    WEFT_RETURN_IF_ERROR(checkTopology());
+    WEFT_RETURN_IF_ERROR(checkPartition());
+    WEFT_RETURN_IF_ERROR(checkManifest());
+    WEFT_RETURN_IF_ERROR(checkKernels());
+    WEFT_RETURN_IF_ERROR(checkKvCache());
+    return checkBuckets();
+  }
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Messages
+  //===--------------------------------------------------------------------===//
+
+  Status bad(const std::string &what) const {
+    std::string where = path_.str();
+    return invalidArgument(display_ + ": " + (where.empty() ? "" : where + ": ") + what);
+  }
+  Status badField(const char *field, const std::string &what) {
+    Scope s(path_, field);
+    return bad(what);
+  }
+  Status missing(const char *field, const std::string &expected) {
+    return badField(field, "missing: expected " + expected);
+  }
+
+  template <typename T> Status positive(const char *field, T value) {
+    if (value > 0)
+      return Status::ok();
+    return badField(field, std::to_string(value) + " is not positive: expected at least 1");
+  }
+
+  Status dtype(const char *field, fb::DType d) {
+    return validDType(d) ? Status::ok() : badField(field, dtypeProblem(d));
+  }
+
+  Status deviceIndex(const char *field, int64_t device) {
+    if (device >= 0 && device < numDevices_)
+      return Status::ok();
+    return badField(field, "device " + str(device) + " out of range (topology has " +
+                               nOf(numDevices_, "device") + ")");
+  }
+
+  // A non-empty list of distinct, valid device indices.
+  Status deviceList(const char *field, const flatbuffers::Vector<int32_t> *devices) {
+    if (count(devices) == 0)
+      return badField(field, "empty: expected at least one device");
+    if (count(devices) > uint32_t(numDevices_))
+      return badField(field, str(uint64_t(count(devices))) +
+                                 " devices: expected at most the topology's " +
+                                 str(numDevices_));
+    std::vector<bool> seen(numDevices_, false);
+    for (uint32_t i = 0; i < devices->size(); ++i) {
+      Scope s(path_, field, i);
+      int32_t d = devices->Get(i);
+      if (d < 0 || d >= numDevices_)
+        return bad("device " + str(d) + " out of range (topology has " +
+                   nOf(numDevices_, "device") + ")");
+      if (seen[d])
+        return bad("device " + str(d) + " appears twice: expected distinct devices");
+      seen[d] = true;
+    }
+    return Status::ok();
+  }
+
+  // The verifier checks only the 4-byte alignment of a vector's length, but
+  // reading [long] elements needs 8; FlatBuffers writers always align them.
+  Status aligned(const flatbuffers::Vector<int64_t> *v) const {
+    if (!v)
+      return Status::ok();
+    const uint64_t at = uint64_t(reinterpret_cast<const uint8_t *>(v->data()) - buffer_);
+    if (at % alignof(int64_t) == 0)
+      return Status::ok();
+    return bad("[long] data at byte " + str(at) +
+               " is not 8-byte aligned: expected the alignment FlatBuffers writers give "
+               "(corrupt plan)");
+  }
+
+  // Checks a shape and returns its element count.
+  Status shape(const flatbuffers::Vector<int64_t> *dims, fb::DType type, uint64_t &elements) {
+    Scope s(path_, "shape");
+    WEFT_RETURN_IF_ERROR(aligned(dims));
+    if (count(dims) > kMaxPlanRank)
+      return bad("rank " + str(uint64_t(count(dims))) + ": expected at most " +
+                 str(uint64_t(kMaxPlanRank)));
+    elements = 1;
+    for (uint32_t i = 0; i < count(dims); ++i) {
+      int64_t d = dims->Get(i);
+      if (d < 0)
+        return bad(list(dims) + " has dim " + str(uint64_t(i)) + " = " + str(d) +
+                   ": expected non-negative sizes");
+      if (__builtin_mul_overflow(elements, uint64_t(d), &elements) ||
+          elements > uint64_t(std::numeric_limits<int64_t>::max()))
+        return bad(list(dims) + " has more elements than fit in 63 bits: expected a "
+                                "realistic tensor size");
+    }
+    uint64_t bytes = 0;
+    if (validDType(type) && !dtypeBytes(type, elements, bytes))
+      return bad(list(dims) + " of " + fb::EnumNameDType(type) +
+                 " takes more bytes than fit in 64 bits: expected a realistic tensor size");
+    return Status::ok();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Model, topology, partition
+  //===--------------------------------------------------------------------===//
+
+  Status checkModel() {
+    const fb::ModelInfo *m = plan_.model();
+    if (!m)
+      return missing("model", "a ModelInfo table");
+    Scope s(path_, "model");
+    WEFT_RETURN_IF_ERROR(dtype("dtype", m->dtype()));
+    WEFT_RETURN_IF_ERROR(positive("hidden_size", m->hidden_size()));
+    WEFT_RETURN_IF_ERROR(positive("intermediate_size", m->intermediate_size()));
+    WEFT_RETURN_IF_ERROR(positive("num_layers", m->num_layers()));
+    WEFT_RETURN_IF_ERROR(positive("num_heads", m->num_heads()));
+    WEFT_RETURN_IF_ERROR(positive("num_kv_heads", m->num_kv_heads()));
+    WEFT_RETURN_IF_ERROR(positive("head_dim", m->head_dim()));
+    WEFT_RETURN_IF_ERROR(positive("vocab_size", m->vocab_size()));
+    const int32_t vocab = m->vocab_size();
+    if (m->bos_token_id() < -1 || m->bos_token_id() >= vocab)
+      return badField("bos_token_id", "token " + str(m->bos_token_id()) +
+                                          " out of range (vocab_size " + str(vocab) +
+                                          "): expected -1 or a token below " + str(vocab));
+    const auto *eos = m->eos_token_ids();
+    for (uint32_t i = 0; i < count(eos); ++i)
+      if (eos->Get(i) < 0 || eos->Get(i) >= vocab) {
+        Scope e(path_, "eos_token_ids", i);
+        return bad("token " + str(eos->Get(i)) + " out of range (vocab_size " + str(vocab) +
+                   "): expected a token below " + str(vocab));
+      }
+    numLayers_ = m->num_layers();
+    return Status::ok();
+  }
+
+  Status checkTopology() {
+    const fb::Topology *t = plan_.topology();
+    if (!t)
+      return missing("topology", "a Topology table");
+    Scope s(path_, "topology");
+    if (count(t->devices()) == 0)
+      return badField("devices", "empty: expected at least one device");
+    if (count(t->devices()) > kMaxDevices)
+      return badField("devices", str(uint64_t(count(t->devices()))) +
+                                     " devices: expected at most " + str(uint64_t(kMaxDevices)));
+    numDevices_ = int32_t(t->devices()->size());
+    for (uint32_t i = 0; i < t->devices()->size(); ++i) {
+      Scope d(path_, "devices", i);
+      const fb::Device *device = t->devices()->Get(i);
+      WEFT_RETURN_IF_ERROR(positive("compute_capability", device->compute_capability()));
+    }
+    for (uint32_t i = 0; i < count(t->links()); ++i) {
+      Scope l(path_, "links", i);
+      const fb::Link *link = t->links()->Get(i);
+      WEFT_RETURN_IF_ERROR(deviceIndex("a", link->a()));
+      WEFT_RETURN_IF_ERROR(deviceIndex("b", link->b()));
+      if (link->a() == link->b())
+        return bad("links device " + str(link->a()) + " to itself: expected two devices");
+    }
+    return Status::ok();
+  }
+
+  Status checkPartition() {
+    const fb::Partition *p = plan_.partition();
+    if (!p)
+      return missing("partition", "a Partition table");
+    Scope s(path_, "partition");
+    WEFT_RETURN_IF_ERROR(positive("batch", p->batch()));
+    WEFT_RETURN_IF_ERROR(positive("context", p->context()));
+    if (count(p->stages()) == 0)
+      return badField("stages", "empty: expected stages covering layers [0, " +
+                                    str(numLayers_) + ")");
+    int32_t next = 0; // first layer not yet in a stage
+    for (uint32_t i = 0; i < p->stages()->size(); ++i) {
+      Scope st(path_, "stages", i);
+      const fb::Stage *stage = p->stages()->Get(i);
+      WEFT_RETURN_IF_ERROR(deviceList("devices", stage->devices()));
+      const int32_t first = stage->first_layer(), end = stage->end_layer();
+      if (first != next) {
+        std::string what = "first_layer " + str(first);
+        if (i == 0)
+          what += ": expected 0 (the first stage starts at layer 0)";
+        else if (first > next)
+          what += " leaves layers [" + str(next) + ", " + str(first) +
+                  ") in no stage: expected " + str(next) + " (stages[" + str(uint64_t(i - 1)) +
+                  "].end_layer)";
+        else
+          what += " overlaps stages[" + str(uint64_t(i - 1)) + "], which ends at layer " +
+                  str(next) + ": expected " + str(next);
+        return badField("first_layer", what);
+      }
+      if (end <= first)
+        return badField("end_layer", "end_layer " + str(end) +
+                                         ": expected more than first_layer " + str(first) +
+                                         " (a stage holds at least one layer)");
+      if (end > numLayers_)
+        return badField("end_layer", "end_layer " + str(end) + " is past the model's " +
+                                         str(numLayers_) + " layers: expected at most " +
+                                         str(numLayers_));
+      if (stage->offloaded_layers() < 0 || stage->offloaded_layers() > end - first)
+        return badField("offloaded_layers",
+                        str(stage->offloaded_layers()) + ": expected 0 to " +
+                            str(end - first) + " (the stage's layer count)");
+      StageInfo info;
+      info.first = first;
+      info.end = end;
+      info.devices.assign(stage->devices()->begin(), stage->devices()->end());
+      stages_.push_back(std::move(info));
+      next = end;
+    }
+    if (next != numLayers_)
+      return badField("stages", "the last stage ends at layer " + str(next) +
+                                    ": expected the stages to cover layers [0, " +
+                                    str(numLayers_) + ") (model.num_layers)");
+    return Status::ok();
+  }
+
+  // The stage holding `layer`, or nullptr; stages are contiguous and sorted.
+  const StageInfo *stageOf(int32_t layer) const {
+    for (const StageInfo &s : stages_)
+      if (layer >= s.first && layer < s.end)
+        return &s;
+    return nullptr;
+  }
+
+  bool deviceHoldsLayers(int32_t device) const {
+    for (const StageInfo &s : stages_)
+      if (std::find(s.devices.begin(), s.devices.end(), device) != s.devices.end())
+        return true;
+    return false;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Manifest
+  //===--------------------------------------------------------------------===//
+
+  Status checkManifest() {
+    const fb::Manifest *m = plan_.manifest();
+    if (!m)
+      return missing("manifest", "a Manifest table");
+    Scope s(path_, "manifest");
+    numFiles_ = count(m->files());
+    for (uint32_t i = 0; i < numFiles_; ++i) {
+      Scope f(path_, "files", i);
+      WEFT_RETURN_IF_ERROR(checkSourceFile(*m->files()->Get(i)));
+    }
+    for (uint32_t i = 0; i < count(m->weights()); ++i) {
+      Scope w(path_, "weights", i);
+      WEFT_RETURN_IF_ERROR(checkWeight(*m->weights()->Get(i)));
+    }
+    return Status::ok();
+  }
+
+  Status checkSourceFile(const fb::SourceFile &f) {
+    std::string_view name = view(f.file());
+    if (name.empty())
+      return badField("file", "empty: expected a file name relative to the checkpoint "
+                              "directory");
+    // The loader opens checkpoint directory + name; a plan must not be able
+    // to point it anywhere else.
+    bool escapes = name.front() == '/' || name.find('\\') != std::string_view::npos ||
+                   name.find('\0') != std::string_view::npos;
+    for (size_t begin = 0; begin <= name.size() && !escapes;) {
+      size_t end = std::min(name.find('/', begin), name.size());
+      if (name.substr(begin, end - begin) == "..")
+        escapes = true;
+      begin = end + 1;
+    }
+    if (escapes)
+      return badField("file", quote(f.file()) +
+                                  " is not a plain relative path: expected a file inside "
+                                  "the checkpoint directory (no leading '/', no '..')");
+    uint64_t headerEnd = 0;
+    if (__builtin_add_overflow(f.header_size(), uint64_t(8), &headerEnd) ||
+        headerEnd > f.file_size())
+      return badField("header_size", str(f.header_size()) +
+                                         " bytes of header plus the 8-byte length prefix "
+                                         "exceed file_size " +
+                                         str(f.file_size()) + ": expected a header inside the file");
+    return Status::ok();
+  }
+
+  Status checkWeight(const fb::Weight &w) {
+    if (view(w.name()).empty())
+      return badField("name", "empty: expected the weight's name");
+    WEFT_RETURN_IF_ERROR(dtype("dtype", w.dtype()));
+    uint64_t elements = 0;
+    WEFT_RETURN_IF_ERROR(shape(w.shape(), w.dtype(), elements));
+    const uint32_t rank = count(w.shape());
+
+    const auto *sources = w.sources();
+    if (count(sources) == 0)
+      return badField("sources", "empty: expected at least one source tensor");
+    for (uint32_t j = 0; j < sources->size(); ++j) {
+      Scope src(path_, "sources", j);
+      WEFT_RETURN_IF_ERROR(checkSourceTensor(*sources->Get(j)));
+    }
+
+    switch (w.transform()) {
+    case fb::Transform::None: {
+      if (sources->size() != 1)
+        return badField("sources", str(uint64_t(sources->size())) +
+                                       " sources for transform None: expected exactly one");
+      const auto *srcShape = sources->Get(0)->shape();
+      bool same = count(srcShape) == rank;
+      for (uint32_t d = 0; same && d < rank; ++d)
+        same = srcShape->Get(d) == w.shape()->Get(d);
+      if (!same) {
+        Scope src(path_, "sources", 0);
+        return badField("shape", list(srcShape) + " differs from the weight's shape " +
+                                     list(w.shape()) + ": expected the same shape "
+                                                       "(transform None)");
+      }
+      break;
+    }
+    case fb::Transform::Concat:
+      WEFT_RETURN_IF_ERROR(checkConcat(w));
+      break;
+    default:
+      return badField("transform", "unknown transform " + str(int32_t(w.transform())) +
+                                       ": expected 0 (None) or 1 (Concat)");
+    }
+
+    // Tensor parallelism: device i of `devices` holds slice i.
+    const int32_t axis = w.shard_axis(), parts = w.shard_parts();
+    if (parts < 1)
+      return badField("shard_parts", str(parts) + " is not positive: expected at least 1");
+    if (axis == -1 && parts != 1)
+      return badField("shard_parts", str(parts) + " with shard_axis -1: expected 1 "
+                                                  "(an unsharded weight)");
+    if (axis != -1) {
+      if (axis < 0 || uint32_t(axis) >= rank)
+        return badField("shard_axis", str(axis) + " out of range for shape " +
+                                          list(w.shape()) + ": expected -1 or 0 to " +
+                                          str(int32_t(rank) - 1));
+      if (w.shape()->Get(axis) % parts != 0)
+        return badField("shard_parts", str(parts) + " does not divide shape[" + str(axis) +
+                                           "] = " + str(w.shape()->Get(axis)) +
+                                           ": expected equal slices");
+    }
+    WEFT_RETURN_IF_ERROR(deviceList("devices", w.devices()));
+    if (parts > 1 && int64_t(w.devices()->size()) != parts)
+      return badField("devices", str(uint64_t(w.devices()->size())) + " devices for " +
+                                     str(parts) + " shards: expected one device per shard");
+
+    uint64_t shardBytes = 0;
+    dtypeBytes(w.dtype(), elements / uint64_t(parts), shardBytes);
+    weightBytes_.push_back(shardBytes);
+    return Status::ok();
+  }
+
+  Status checkSourceTensor(const fb::SourceTensor &t) {
+    if (view(t.name()).empty())
+      return badField("name", "empty: expected the checkpoint tensor's name");
+    if (t.file() < -1 || (t.file() >= 0 && uint32_t(t.file()) >= numFiles_))
+      return badField("file", "file index " + str(t.file()) + " out of range (manifest has " +
+                                  nOf(numFiles_, "file") +
+                                  "): expected -1 (builtin model) or an index below " +
+                                  str(uint64_t(numFiles_)));
+    WEFT_RETURN_IF_ERROR(dtype("dtype", t.dtype()));
+    uint64_t elements = 0;
+    return shape(t.shape(), t.dtype(), elements);
+  }
+
+  // The sources, in order, concatenate along concat_axis to the weight's shape.
+  Status checkConcat(const fb::Weight &w) {
+    const uint32_t rank = count(w.shape());
+    const int32_t axis = w.concat_axis();
+    if (axis < 0 || uint32_t(axis) >= rank)
+      return badField("concat_axis", str(axis) + " out of range for shape " + list(w.shape()) +
+                                         ": expected 0 to " + str(int32_t(rank) - 1));
+    int64_t total = 0;
+    for (uint32_t j = 0; j < w.sources()->size(); ++j) {
+      Scope src(path_, "sources", j);
+      const auto *part = w.sources()->Get(j)->shape();
+      if (count(part) != rank)
+        return badField("shape", list(part) + " has rank " + str(uint64_t(count(part))) +
+                                     ": expected rank " + str(uint64_t(rank)) +
+                                     " like the weight's shape " + list(w.shape()));
+      for (uint32_t d = 0; d < rank; ++d)
+        if (int32_t(d) != axis && part->Get(d) != w.shape()->Get(d))
+          return badField("shape", list(part) + " differs from the weight's shape " +
+                                       list(w.shape()) + " in dim " + str(uint64_t(d)) +
+                                       ": expected equal sizes outside concat_axis " +
+                                       str(axis));
+      // Each part was checked to be non-negative and below 2^63.
+      if (__builtin_add_overflow(total, part->Get(axis), &total))
+        total = std::numeric_limits<int64_t>::max();
+    }
+    if (total != w.shape()->Get(axis))
+      return badField("sources", "sizes along concat_axis " + str(axis) + " add up to " +
+                                     str(total) + ": expected shape[" + str(axis) + "] = " +
+                                     str(w.shape()->Get(axis)));
+    return Status::ok();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Kernels and KV cache
+  //===--------------------------------------------------------------------===//
+
+  Status checkKernels() {
+    numKernels_ = count(plan_.kernels());
+    for (uint32_t k = 0; k < numKernels_; ++k) {
+      Scope s(path_, "kernels", k);
+      const fb::Kernel *kernel = plan_.kernels()->Get(k);
+      if (view(kernel->name()).empty())
+        return badField("name", "empty: expected the kernel's entry point");
+      if (count(kernel->binaries()) == 0)
+        return badField("binaries", "empty: expected at least one cubin or PTX");
+      for (uint32_t b = 0; b < kernel->binaries()->size(); ++b) {
+        Scope bin(path_, "binaries", b);
+        const fb::KernelBinary *binary = kernel->binaries()->Get(b);
+        if (view(binary->arch()).empty())
+          return badField("arch", "empty: expected the architecture it targets, e.g. 'sm_86'");
+        if (count(binary->cubin()) == 0 && view(binary->ptx()).empty())
+          return bad("neither cubin nor ptx: expected a non-empty cubin or PTX");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkKvCache() {
+    const fb::KvCacheSpec *kv = plan_.kv_cache();
+    if (!kv)
+      return missing("kv_cache", "a KvCacheSpec table");
+    Scope s(path_, "kv_cache");
+    WEFT_RETURN_IF_ERROR(positive("block_tokens", kv->block_tokens()));
+    WEFT_RETURN_IF_ERROR(dtype("dtype", kv->dtype()));
+    WEFT_RETURN_IF_ERROR(positive("num_kv_heads", kv->num_kv_heads()));
+    WEFT_RETURN_IF_ERROR(positive("head_dim", kv->head_dim()));
+    WEFT_RETURN_IF_ERROR(positive("max_sequences", kv->max_sequences()));
+    WEFT_RETURN_IF_ERROR(positive("max_blocks_per_sequence", kv->max_blocks_per_sequence()));
+    const auto *blocks = kv->blocks_per_device();
+    {
+      Scope b(path_, "blocks_per_device");
+      WEFT_RETURN_IF_ERROR(aligned(blocks));
+    }
+    if (count(blocks) != uint32_t(numDevices_))
+      return badField("blocks_per_device", str(uint64_t(count(blocks))) +
+                                               " entries: expected one per topology device (" +
+                                               str(numDevices_) + ")");
+    for (int32_t d = 0; d < numDevices_; ++d) {
+      Scope b(path_, "blocks_per_device", d);
+      int64_t n = blocks->Get(d);
+      if (n < 0)
+        return bad(str(n) + " blocks on device " + str(d) + ": expected a non-negative count");
+      if (n == 0 && deviceHoldsLayers(d))
+        return bad("0 blocks on device " + str(d) +
+                   ", which runs a stage: expected at least 1 (its layers need a KV cache)");
+    }
+    return Status::ok();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Buckets and steps
+  //===--------------------------------------------------------------------===//
+
+  Status checkBuckets() {
+    if (count(plan_.buckets()) == 0)
+      return badField("buckets", "empty: expected at least one bucket");
+    std::set<std::string_view> names;
+    for (uint32_t b = 0; b < plan_.buckets()->size(); ++b) {
+      Scope s(path_, "buckets", b);
+      const fb::Bucket *bucket = plan_.buckets()->Get(b);
+      if (view(bucket->name()).empty())
+        return badField("name", "empty: expected the bucket's name, e.g. 'decode_b8'");
+      if (!names.insert(view(bucket->name())).second)
+        return badField("name", quote(bucket->name()) +
+                                    " names an earlier bucket too: expected unique names");
+      WEFT_RETURN_IF_ERROR(positive("tokens", bucket->tokens()));
+      WEFT_RETURN_IF_ERROR(checkBucketBuffers(*bucket));
+      if (count(bucket->steps()) == 0)
+        return badField("steps", "empty: expected at least one step");
+      for (uint32_t i = 0; i < bucket->steps()->size(); ++i) {
+        Scope st(path_, "steps", i);
+        WEFT_RETURN_IF_ERROR(checkStep(*bucket->steps()->Get(i)));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkBucketBuffers(const fb::Bucket &bucket) {
+    buffers_.assign(numDevices_, nullptr);
+    for (uint32_t i = 0; i < count(bucket.devices()); ++i) {
+      Scope s(path_, "devices", i);
+      const fb::DeviceBuffers *db = bucket.devices()->Get(i);
+      WEFT_RETURN_IF_ERROR(deviceIndex("device", db->device()));
+      if (buffers_[db->device()])
+        return badField("device", "device " + str(db->device()) +
+                                      " has a second entry: expected one per device");
+      buffers_[db->device()] = db;
+      const uint64_t arena = db->arena_bytes();
+      for (uint32_t x = 0; x < count(db->buffers()); ++x) {
+        Scope buf(path_, "buffers", x);
+        const fb::Buffer *b = db->buffers()->Get(x);
+        uint64_t end = 0;
+        if (__builtin_add_overflow(b->offset(), b->bytes(), &end))
+          return bad("offset " + str(b->offset()) + " + bytes " + str(b->bytes()) +
+                     " overflows 64 bits: expected a range inside arena_bytes " + str(arena));
+        if (end > arena)
+          return bad("bytes [" + str(b->offset()) + ", " + str(end) +
+                     ") end past arena_bytes " + str(arena) +
+                     ": expected a range inside the device's arena");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkStep(const fb::Step &step) {
+    WEFT_RETURN_IF_ERROR(deviceIndex("device", step.device()));
+    const int32_t device = step.device();
+    if (step.op_type() == fb::Op::NONE || !step.op())
+      return missing("op", "a Launch, Gemm, Copy or AllReduce");
+    switch (step.op_type()) {
+    case fb::Op::Launch: {
+      Scope s(path_, "op");
+      return checkLaunch(*step.op_as_Launch(), device);
+    }
+    case fb::Op::Gemm: {
+      Scope s(path_, "op");
+      return checkGemm(*step.op_as_Gemm(), device);
+    }
+    case fb::Op::Copy: {
+      Scope s(path_, "op");
+      return checkCopy(*step.op_as_Copy(), device);
+    }
+    case fb::Op::AllReduce: {
+      Scope s(path_, "op");
+      return checkAllReduce(*step.op_as_AllReduce(), device);
+    }
+    default:
+      return badField("op_type", "unknown op type " + str(int32_t(step.op_type())) +
+                                     ": expected Launch, Gemm, Copy or AllReduce");
+    }
+  }
+
+  Status checkLaunch(const fb::Launch &launch, int32_t device) {
+    if (launch.kernel() < 0 || uint32_t(launch.kernel()) >= numKernels_)
+      return badField("kernel", "kernel index " + str(launch.kernel()) +
+                                    " out of range (plan has " +
+                                    nOf(numKernels_, "kernel") + ")");
+    WEFT_RETURN_IF_ERROR(launchDims("grid", launch.grid()));
+    WEFT_RETURN_IF_ERROR(launchDims("block", launch.block()));
+    if (launch.shared_bytes() < 0)
+      return badField("shared_bytes", str(launch.shared_bytes()) +
+                                          ": expected a non-negative byte count");
+    for (uint32_t a = 0; a < count(launch.args()); ++a) {
+      Scope s(path_, "args", a);
+      WEFT_RETURN_IF_ERROR(checkArg(launch.args()->Get(a), device, 0));
+    }
+    return Status::ok();
+  }
+
+  // CUDA's limits: grid y and z up to 65535; blocks of at most 1024 threads,
+  // z at most 64.
+  Status launchDims(const char *field, const flatbuffers::Vector<int32_t> *dims) {
+    const bool block = field[0] == 'b';
+    if (count(dims) != 3)
+      return badField(field, str(uint64_t(count(dims))) + " values: expected 3 (x, y, z)");
+    const int64_t x = dims->Get(0), y = dims->Get(1), z = dims->Get(2);
+    if (x <= 0 || y <= 0 || z <= 0)
+      return badField(field, list(dims) + " has a non-positive size: expected positive x, y, z");
+    if (!block && (y > 65535 || z > 65535))
+      return badField(field, list(dims) + ": expected y and z at most 65535");
+    // The product is only computed once each factor is within its limit.
+    if (block && (x > 1024 || y > 1024 || z > 64 || x * y * z > 1024))
+      return badField(field, list(dims) + " has too many threads: expected at most 1024 "
+                                          "(x and y at most 1024, z at most 64)");
+    return Status::ok();
+  }
+
+  Status gemmBytes(const char *what, fb::DType type, int64_t a, int64_t b, uint64_t &bytes) {
+    uint64_t elements = 0;
+    if (__builtin_mul_overflow(uint64_t(a), uint64_t(b), &elements) ||
+        !dtypeBytes(type, elements, bytes))
+      return bad(std::string(what) + " of " + str(a) + " x " + str(b) + " " +
+                 fb::EnumNameDType(type) + " overflows 64 bits: expected realistic sizes");
+    return Status::ok();
+  }
+
+  Status checkGemm(const fb::Gemm &g, int32_t device) {
+    WEFT_RETURN_IF_ERROR(positive("m", g.m()));
+    WEFT_RETURN_IF_ERROR(positive("n", g.n()));
+    WEFT_RETURN_IF_ERROR(positive("k", g.k()));
+    WEFT_RETURN_IF_ERROR(dtype("dtype", g.dtype()));
+    // A is [m, k], C and the residual [m, n], the bias [n], all in dtype;
+    // B may be quantized, so only its index and device are checked.
+    uint64_t aBytes = 0, cBytes = 0, biasBytes = 0;
+    WEFT_RETURN_IF_ERROR(gemmBytes("A", g.dtype(), g.m(), g.k(), aBytes));
+    WEFT_RETURN_IF_ERROR(gemmBytes("C", g.dtype(), g.m(), g.n(), cBytes));
+    WEFT_RETURN_IF_ERROR(gemmBytes("bias", g.dtype(), 1, g.n(), biasBytes));
+    struct Operand {
+      const char *name;
+      const fb::Arg *arg;
+      bool required;
+      uint64_t bytes;
+    } operands[] = {{"a", g.a(), true, aBytes},
+                    {"b", g.b(), true, 0},
+                    {"c", g.c(), true, cBytes},
+                    {"bias", g.bias(), false, biasBytes},
+                    {"residual", g.residual(), false, cBytes}};
+    for (const Operand &op : operands) {
+      if (!op.arg && op.required)
+        return missing(op.name, "an Arg");
+      Scope s(path_, op.name);
+      if (op.arg)
+        WEFT_RETURN_IF_ERROR(checkArg(op.arg, device, op.bytes));
+    }
+    return Status::ok();
+  }
+
+  Status checkCopy(const fb::Copy &c, int32_t device) {
+    WEFT_RETURN_IF_ERROR(deviceIndex("source_device", c.source_device()));
+    WEFT_RETURN_IF_ERROR(deviceIndex("target_device", c.target_device()));
+    if (c.source_device() != device)
+      return badField("source_device", "device " + str(c.source_device()) +
+                                           " differs from the step's device " + str(device) +
+                                           ": expected the sender to run the copy");
+    if (c.bytes() == 0)
+      return badField("bytes", "0: expected a positive byte count");
+    if (!c.source())
+      return missing("source", "an Arg");
+    if (!c.target())
+      return missing("target", "an Arg");
+    {
+      Scope s(path_, "source");
+      WEFT_RETURN_IF_ERROR(checkArg(c.source(), c.source_device(), c.bytes()));
+    }
+    Scope s(path_, "target");
+    return checkArg(c.target(), c.target_device(), c.bytes());
+  }
+
+  Status checkAllReduce(const fb::AllReduce &r, int32_t device) {
+    WEFT_RETURN_IF_ERROR(deviceList("devices", r.devices()));
+    const auto *devices = r.devices();
+    if (std::find(devices->begin(), devices->end(), device) == devices->end())
+      return badField("devices", list(devices) + " leaves out the step's device " +
+                                     str(device) + ": expected it to take part");
+    WEFT_RETURN_IF_ERROR(dtype("dtype", r.dtype()));
+    uint64_t bytes = 0;
+    if (r.count() == 0)
+      return badField("count", "0: expected a positive element count");
+    if (!dtypeBytes(r.dtype(), r.count(), bytes))
+      return badField("count", str(r.count()) + " elements of " + fb::EnumNameDType(r.dtype()) +
+                                   " overflow 64 bits: expected a realistic count");
+    if (!r.buffer())
+      return missing("buffer", "an Arg");
+    // The buffer binds on the step's device, like every other operand; the
+    // other members take part with their own steps' buffers.
+    Scope s(path_, "buffer");
+    return checkArg(r.buffer(), device, bytes);
+  }
+
+  // `arg` as used on `device`; a Buffer or Weight must hold `need` bytes
+  // from its offset on.
+  Status checkArg(const fb::Arg *arg, int32_t device, uint64_t need) {
+    const int32_t index = arg->index();
+    switch (arg->kind()) {
+    case fb::ArgKind::Buffer: {
+      const fb::DeviceBuffers *db = buffers_[device];
+      const uint32_t n = db ? count(db->buffers()) : 0;
+      if (index < 0 || uint32_t(index) >= n)
+        return bad("buffer index " + str(index) + " out of range (device " + str(device) +
+                   " has " + nOf(n, "buffer") + ")");
+      return viewFits("buffer " + str(index) + " on device " + str(device), arg->offset(),
+                      db->buffers()->Get(index)->bytes(), need);
+    }
+    case fb::ArgKind::Weight: {
+      const fb::Manifest *m = plan_.manifest();
+      const uint32_t n = count(m->weights());
+      if (index < 0 || uint32_t(index) >= n)
+        return bad("weight index " + str(index) + " out of range (manifest has " +
+                   nOf(n, "weight") + ")");
+      const fb::Weight *w = m->weights()->Get(index);
+      const auto *holders = w->devices();
+      if (std::find(holders->begin(), holders->end(), device) == holders->end())
+        return bad("weight " + str(index) + " " + quote(w->name()) + " is not on device " +
+                   str(device) + " (it is on devices " + list(holders) +
+                   "): expected a weight the device holds");
+      return viewFits("weight " + str(index) + " on device " + str(device), arg->offset(),
+                      weightBytes_[index], need);
+    }
+    case fb::ArgKind::KCache:
+    case fb::ArgKind::VCache: {
+      const char *kind = arg->kind() == fb::ArgKind::KCache ? "KCache" : "VCache";
+      if (index < 0 || index >= numLayers_)
+        return bad(std::string(kind) + " layer " + str(index) + " out of range (model has " +
+                   nOf(numLayers_, "layer") + ")");
+      const StageInfo *stage = stageOf(index);
+      if (std::find(stage->devices.begin(), stage->devices.end(), device) ==
+          stage->devices.end())
+        return bad(std::string(kind) + " layer " + str(index) + " is not on device " +
+                   str(device) + " (its stage runs on devices " + deviceString(stage->devices) +
+                   "): expected a layer of the device's stage");
+      return Status::ok();
+    }
+    case fb::ArgKind::Input:
+      if (index < int32_t(fb::InputKind::MIN) || index > int32_t(fb::InputKind::MAX))
+        return bad("input kind " + str(index) + " unknown: expected 0 (TokenIds) to " +
+                   str(int32_t(fb::InputKind::MAX)) + " (" +
+                   fb::EnumNameInputKind(fb::InputKind::MAX) + ")");
+      return Status::ok();
+    case fb::ArgKind::Scalar:
+      return Status::ok();
+    }
+    return badField("kind", "unknown arg kind " + str(int32_t(arg->kind())) +
+                                ": expected Buffer, Weight, KCache, VCache, Input or Scalar");
+  }
+
+  static std::string deviceString(const std::vector<int32_t> &devices) {
+    std::string out = "[";
+    for (size_t i = 0; i < devices.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(devices[i]);
+    return out + "]";
+  }
+
+  Status viewFits(const std::string &what, uint64_t offset, uint64_t size, uint64_t need) {
+    if (offset > size)
+      return bad("offset " + str(offset) + " is past the end of " + what + " (" + str(size) +
+                 " bytes): expected at most " + str(size));
+    if (need > size - offset)
+      return bad(what + " holds " + str(size - offset) + " bytes from offset " + str(offset) +
+                 ": expected at least " + str(need) + " for this operand");
+    return Status::ok();
+  }
+
+  const uint8_t *buffer_; // 8-byte aligned (a std::vector's storage)
+  const fb::Plan &plan_;
+  std::string display_;
+  FieldPath path_;
+  int32_t numDevices_ = 0;
+  int32_t numLayers_ = 0;
+  uint32_t numFiles_ = 0;
+  uint32_t numKernels_ = 0;
+  std::vector<StageInfo> stages_;
+  std::vector<uint64_t> weightBytes_;               // per device (one shard)
+  std::vector<const fb::DeviceBuffers *> buffers_;  // of the current bucket
+};
+
+//===----------------------------------------------------------------------===//
+// Bytes and files
+//===----------------------------------------------------------------------===//
+
+std::string sizeProblem(uint64_t size) {
+  if (size < kMinPlanFileSize)
+    return "plan is " + str(size) + " bytes: expected at least " + str(uint64_t(kMinPlanFileSize)) +
+           " (a FlatBuffers root offset and the '" + kPlanFileIdentifier + "' identifier)";
+  if (size >= kMaxPlanFileSize)
+    return "plan is " + str(size) + " bytes: expected less than 2 GiB (the FlatBuffers limit)";
+  return "";
+}
+
+StatusOr<std::vector<uint8_t>> readFile(const std::string &path, const std::string &display) {
+  int fd;
+  do
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    int err = errno;
+    std::string what = display + ": cannot open (" + std::generic_category().message(err) + ")";
+    if (err == ENOENT || err == ENOTDIR)
+      return notFound(what + ": expected an existing plan file");
+    return failedPrecondition(what + ": expected a readable plan file");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return internalError(display + ": cannot stat (" +
+                         std::generic_category().message(errno) + "): expected a readable file");
+  if (!S_ISREG(st.st_mode))
+    return invalidArgument(display + (S_ISDIR(st.st_mode) ? ": is a directory" : ": is not a regular file") +
+                           ": expected a plan file");
+  const uint64_t size = uint64_t(st.st_size);
+  if (std::string problem = sizeProblem(size); !problem.empty())
+    return invalidArgument(display + ": " + problem);
+  std::vector<uint8_t> bytes(size);
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, bytes.data() + done, size - done, off_t(done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return internalError(display + ": read failed at byte " + str(done) + " (" +
+                           std::generic_category().message(errno) +
+                           "): expected a readable file");
+    if (n == 0)
+      return outOfRange(display + ": file ended at byte " + str(done) + " although stat reported " +
+                        str(size) + ": expected the file not to shrink while it is read");
+    done += uint64_t(n);
+  }
+  return bytes;
+}
+
+Status checkBytes(const std::vector<uint8_t> &bytes, const std::string &display) {
+  if (std::string problem = sizeProblem(bytes.size()); !problem.empty())
+    return invalidArgument(display + ": " + problem);
+  if (!fb::PlanBufferHasIdentifier(bytes.data())) {
+    std::string_view id(reinterpret_cast<const char *>(bytes.data()) + 4, 4);
+    return invalidArgument(display + ": not a Weft plan (identifier '" +
+                           printableForMessage(id) + "', expected '" + kPlanFileIdentifier +
+                           "')");
+  }
+  // The table cap bounds the work a hostile file can cause by sharing one
+  // subtree from many places; an honest table takes at least 4 bytes.
+  const size_t maxTables = std::max<size_t>(1000000, bytes.size() / 4 + 1);
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), /*max_depth=*/64, maxTables);
+  if (!fb::VerifyPlanBuffer(verifier))
+    return invalidArgument(display +
+                           ": corrupt or truncated plan (FlatBuffers verification failed)");
+  const fb::Plan &plan = *fb::GetPlan(bytes.data());
+  if (plan.version() != kPlanFormatVersion)
+    return unimplemented(display + ": version " + str(uint64_t(plan.version())) +
+                         ": expected " + str(uint64_t(kPlanFormatVersion)) +
+                         " (the plan format this runtime reads; recompile the plan)");
+  return Checker(bytes.data(), display).run();
+}
+
+// Library code must not let an exception (in practice bad_alloc) escape into
+// callers that were promised a Status.
+template <typename Fn>
+StatusOr<PlanFile> guarded(const std::string &display, Fn &&fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc &) {
+    return Status(StatusCode::kResourceExhausted,
+                  display + ": out of memory while reading the plan: expected enough memory");
+  } catch (const std::exception &e) {
+    return internalError(display + ": unexpected exception (" +
+                         printableForMessage(e.what()) + "): expected none");
+  } catch (...) {
+    return internalError(display + ": unexpected exception: expected none");
+  }
+}
+
+} // namespace
+
+StatusOr<PlanFile> PlanFile::open(const std::string &path) {
+  const std::string display = printableForMessage(path, 4096);
+  return guarded(display, [&]() -> StatusOr<PlanFile> {
+    StatusOr<std::vector<uint8_t>> bytes = readFile(path, display);
+    if (!bytes)
+      return bytes.status();
+    WEFT_RETURN_IF_ERROR(checkBytes(*bytes, display));
+    return PlanFile(std::move(bytes).value(), path);
+  });
+}
+
+StatusOr<PlanFile> PlanFile::fromBytes(std::vector<uint8_t> bytes, std::string displayName) {
+  const std::string display = printableForMessage(displayName, 4096);
+  return guarded(display, [&]() -> StatusOr<PlanFile> {
+    WEFT_RETURN_IF_ERROR(checkBytes(bytes, display));
+    return PlanFile(std::move(bytes), std::move(displayName));
+  });
+}
+
+} // namespace weft::plan

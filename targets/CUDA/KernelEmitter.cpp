@@ -1,0 +1,2116 @@
+// CUDA C++ for the non-attention fusion regions: GEMV-style projections for
+// decode buckets, RMSNorm + cuBLASLt GEMM + epilogue kernels for prefill.
+#include "targets/CUDA/KernelEmitter.h"
+
+#ifdef WEFT_HAVE_ATTENTION_EMITTER
+#include "targets/CUDA/AttentionEmitter.h"
+#endif
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace weft::cuda {
+
+const char *elementTypeName(ElementType type) {
+  switch (type) {
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F32:
+    return "f32";
+  }
+  return "?";
+}
+
+namespace {
+
+using mlir::BlockArgument;
+using mlir::Operation;
+using mlir::RankedTensorType;
+using mlir::Value;
+
+constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
+
+//===----------------------------------------------------------------------===//
+// Small helpers
+//===----------------------------------------------------------------------===//
+
+llvm::Error regionError(FusionOp region, const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 ("region kind '" + region.getKind() + "': " + why).str());
+}
+
+std::optional<ElementType> elementTypeOf(mlir::Type type) {
+  if (auto t = llvm::dyn_cast<mlir::ShapedType>(type))
+    type = t.getElementType();
+  if (type.isF16())
+    return ElementType::F16;
+  if (type.isBF16())
+    return ElementType::BF16;
+  if (type.isF32())
+    return ElementType::F32;
+  return std::nullopt;
+}
+
+const char *cudaType(ElementType type) {
+  switch (type) {
+  case ElementType::F16:
+    return "__half";
+  case ElementType::BF16:
+    return "__nv_bfloat16";
+  case ElementType::F32:
+    return "float";
+  }
+  return "float";
+}
+
+int64_t bytesOf(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+// Elements per vector access: 16 bytes of the widest type, halved until it
+// divides every extent the accesses step through.
+int64_t vectorWidth(int64_t widestBytes, llvm::ArrayRef<int64_t> extents) {
+  int64_t vec = 16 / widestBytes;
+  while (vec > 1 && llvm::any_of(extents, [&](int64_t e) { return e % vec != 0; }))
+    vec /= 2;
+  return vec;
+}
+
+std::string typeString(mlir::Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+std::string formatDouble(const char *fmt, double v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(fmt, v);
+  os.flush();
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+// A float literal that reads back as the same float.
+std::string floatLiteral(double v) { return formatDouble("%.9g", v) + "f"; }
+
+// A double literal that reads back as the same double.
+std::string doubleLiteral(double v) { return formatDouble("%.17g", v); }
+
+// Rank-2 static shape of a tensor value, or nothing.
+std::optional<std::pair<int64_t, int64_t>> matrixShape(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  if (!t || t.getRank() != 2 || !t.hasStaticShape())
+    return std::nullopt;
+  return std::make_pair(t.getDimSize(0), t.getDimSize(1));
+}
+
+// Index of `v` among the region's block arguments (= the fusion's
+// operands), or -1 when it is computed in the body.
+int64_t inputIndex(FusionOp region, Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &region.getBody().front())
+    return -1;
+  return arg.getArgNumber();
+}
+
+ParamBinding binding(ParamBinding::Kind kind, int64_t index, llvm::StringRef name) {
+  ParamBinding b;
+  b.kind = kind;
+  b.index = index;
+  b.name = name.str();
+  return b;
+}
+
+ParamBinding scratchBinding(int64_t index, uint64_t bytes, llvm::StringRef name) {
+  ParamBinding b = binding(ParamBinding::Kind::Scratch, index, name);
+  b.bytes = bytes;
+  return b;
+}
+
+// Kernel names are C identifiers: region kinds are, but be safe.
+std::string identifier(llvm::StringRef s) {
+  std::string out;
+  for (char c : s)
+    out += llvm::isAlnum(c) ? char(llvm::toLower(c)) : '_';
+  return out;
+}
+
+// Turns a source written with the name marker into a kernel whose name ends
+// in a hash of that source: same source, same name; any change, new name.
+EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::string source,
+                           std::array<int, 3> grid, std::array<int, 3> block,
+                           std::vector<ParamBinding> params) {
+  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source));
+  std::string name;
+  llvm::raw_string_ostream nos(name);
+  nos << baseName << "_" << llvm::format_hex_no_prefix(hash >> 16, 12);
+  nos.flush();
+  for (size_t at = source.find(kNameMarker); at != std::string::npos;
+       at = source.find(kNameMarker, at))
+    source.replace(at, std::strlen(kNameMarker), name);
+  EmittedKernel k;
+  k.name = std::move(name);
+  k.regionKind = region.getKind().str();
+  k.source = std::move(source);
+  k.grid = grid;
+  k.block = block;
+  k.params = std::move(params);
+  return k;
+}
+
+EmittedStep kernelStep(EmittedKernel k) {
+  EmittedStep s;
+  s.kernel = std::move(k);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// The device-side helpers every kernel starts with
+//===----------------------------------------------------------------------===//
+
+const char *kPrelude = R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace {
+
+// Storage types <-> f32; every rounding is to nearest even, as PyTorch's.
+__device__ __forceinline__ float wf_f32(float v) { return v; }
+__device__ __forceinline__ float wf_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float wf_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T wf_to(float v);
+template <> __device__ __forceinline__ float wf_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half wf_to<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 wf_to<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+// What `v` becomes once stored as T: the model rounds every op's result to
+// its dtype, so fused kernels round where an op boundary used to be.
+template <typename T> __device__ __forceinline__ float wf_round(float v) {
+  return wf_f32(wf_to<T>(v));
+}
+
+// N consecutive elements moved by one (at most 16-byte) access.
+template <typename T, int N>
+struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) wf_pack {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ wf_pack<T, N> wf_load(const T *p) {
+  return *reinterpret_cast<const wf_pack<T, N> *>(p);
+}
+template <typename T, int N>
+__device__ __forceinline__ void wf_store(T *p, const wf_pack<T, N> &v) {
+  *reinterpret_cast<wf_pack<T, N> *>(p) = v;
+}
+
+// Weights are read once per launch: stream them (evict-first) so that they
+// do not push the activations out of L2.
+template <typename T, int N>
+__device__ __forceinline__ wf_pack<T, N> wf_stream(const T *p) {
+  wf_pack<T, N> r;
+  if constexpr (sizeof(r) == 16) {
+    *reinterpret_cast<uint4 *>(&r) = __ldcs(reinterpret_cast<const uint4 *>(p));
+  } else if constexpr (sizeof(r) == 8) {
+    *reinterpret_cast<uint2 *>(&r) = __ldcs(reinterpret_cast<const uint2 *>(p));
+  } else if constexpr (sizeof(r) == 4) {
+    *reinterpret_cast<unsigned *>(&r) = __ldcs(reinterpret_cast<const unsigned *>(p));
+  } else {
+    r = wf_load<T, N>(p);
+  }
+  return r;
+}
+
+__device__ __forceinline__ float wf_inf() { return __int_as_float(0x7f800000); }
+
+__device__ __forceinline__ float wf_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long wf_max64(unsigned long long a,
+                                                       unsigned long long b) {
+  return a > b ? a : b;
+}
+
+__device__ __forceinline__ unsigned long long wf_warp_max(unsigned long long v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = wf_max64(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Token order as one integer: a larger logit first, the lower index among
+// equal logits (as weft.argmax and weft.sample break ties); NaN last.
+__device__ __forceinline__ unsigned long long wf_key(float v, int index) {
+  unsigned b = __float_as_uint(v);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  if (v != v)
+    b = 0u;
+  return ((unsigned long long)b << 32) | (unsigned long long)(0xffffffffu - (unsigned)index);
+}
+__device__ __forceinline__ int wf_key_index(unsigned long long key) {
+  return (int)(0xffffffffu - (unsigned)(key & 0xffffffffull));
+}
+__device__ __forceinline__ float wf_key_value(unsigned long long key) {
+  unsigned b = (unsigned)(key >> 32);
+  b = (b & 0x80000000u) ? (b & 0x7fffffffu) : ~b;
+  return __uint_as_float(b);
+}
+
+} // namespace
+)";
+
+//===----------------------------------------------------------------------===//
+// Region analysis: projections (linear / logits with their prologue and
+// epilogue ops)
+//===----------------------------------------------------------------------===//
+
+enum class Epilogue { Plain, Split, Residual, Swiglu, Logits };
+
+struct Segment {
+  int64_t offset = 0, size = 0;
+  llvm::SmallVector<int64_t, 1> results; // fusion results it is yielded as
+  ElementType type = ElementType::BF16;
+};
+
+struct Projection {
+  bool isLogits = false;
+  int64_t tokens = 0, k = 0, nw = 0; // weight [nw, k]
+  // Fusion operands.
+  int64_t xIn = -1, normIn = -1, weightIn = -1, biasIn = -1, residualIn = -1;
+  double eps = 0.0;
+  ElementType xType, normType = ElementType::F32, weightType, biasType = ElementType::F32,
+                     linType, residualType = ElementType::F32, outType = ElementType::F32;
+  ElementType normOutType = ElementType::F32; // the rms_norm result
+  Epilogue epilogue = Epilogue::Plain;
+  llvm::SmallVector<int64_t, 1> outResults; // Plain/Residual/Swiglu/Logits
+  llvm::SmallVector<Segment, 3> segments;   // Split
+  int64_t gateOffset = 0, upOffset = 0, width = 0; // Swiglu: columns = width
+  // Token selection after logits.
+  enum class Select { None, Argmax, Sample } select = Select::None;
+  llvm::SmallVector<int64_t, 1> idResults;
+  int64_t temperatureIn = -1, topKIn = -1, topPIn = -1, uniformIn = -1;
+
+  int64_t columns() const { return epilogue == Epilogue::Swiglu ? width : nw; }
+  int64_t rowsPerColumn() const { return epilogue == Epilogue::Swiglu ? 2 : 1; }
+};
+
+// Yielded values -> the fusion results they become.
+llvm::DenseMap<Value, llvm::SmallVector<int64_t, 1>> yieldedResults(FusionOp region) {
+  llvm::DenseMap<Value, llvm::SmallVector<int64_t, 1>> map;
+  auto yield = llvm::cast<YieldOp>(region.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    map[v].push_back(int64_t(i));
+  return map;
+}
+
+// Whether every user of `v` is the region's terminator.
+bool onlyYielded(Value v) {
+  return llvm::all_of(v.getUsers(), [](Operation *u) { return llvm::isa<YieldOp>(u); });
+}
+
+// Recognizes [rms_norm] -> linear|logits -> [split [silu, mul] | add | argmax |
+// sample]; returns nothing if the body is something else.
+llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
+  mlir::Block &body = region.getBody().front();
+  Operation *proj = nullptr;
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::isa<LinearOp, LogitsOp>(op)) {
+      if (proj)
+        return regionError(region, "more than one projection in one region");
+      proj = &op;
+    } else if (!llvm::isa<RmsNormOp, SplitOp, SiluOp, MulOp, AddOp, ArgmaxOp, SampleOp>(op)) {
+      return std::optional<Projection>();
+    }
+  }
+  if (!proj)
+    return std::optional<Projection>();
+
+  auto yielded = yieldedResults(region);
+  Projection p;
+  p.isLogits = llvm::isa<LogitsOp>(proj);
+  Value input = proj->getOperand(0), weight = proj->getOperand(1);
+  Value result = proj->getResult(0);
+  auto xShape = matrixShape(input);
+  auto wShape = matrixShape(weight);
+  if (!xShape || !wShape)
+    return regionError(region, "projection shapes must be static (run weft-specialize first)");
+  p.tokens = xShape->first;
+  p.k = xShape->second;
+  p.nw = wShape->first;
+  if (wShape->second != p.k)
+    return regionError(region, "weight width does not match the input width");
+  if (p.tokens < 1)
+    return regionError(region, "no tokens");
+
+  // Prologue.
+  if (auto norm = input.getDefiningOp<RmsNormOp>()) {
+    if (!norm->hasOneUse() || yielded.count(norm.getResult()))
+      return regionError(region, "the rms_norm result must feed only the projection");
+    p.xIn = inputIndex(region, norm.getInput());
+    p.normIn = inputIndex(region, norm.getWeight());
+    p.eps = norm.getEpsilon().convertToDouble();
+    auto nt = elementTypeOf(norm.getWeight().getType());
+    auto ot = elementTypeOf(norm.getResult().getType());
+    if (!nt || !ot)
+      return regionError(region, "rms_norm weight must be f16, bf16 or f32");
+    p.normType = *nt;
+    p.normOutType = *ot;
+    if (p.xIn < 0 || p.normIn < 0)
+      return regionError(region, "rms_norm operands must be region inputs");
+    auto xt = elementTypeOf(norm.getInput().getType());
+    if (!xt)
+      return regionError(region, "activations must be f16, bf16 or f32");
+    p.xType = *xt;
+  } else {
+    p.xIn = inputIndex(region, input);
+    if (p.xIn < 0)
+      return regionError(region, "the projection input must be a region input or an rms_norm");
+    auto xt = elementTypeOf(input.getType());
+    if (!xt)
+      return regionError(region, "activations must be f16, bf16 or f32");
+    p.xType = *xt;
+  }
+  p.weightIn = inputIndex(region, weight);
+  if (p.weightIn < 0)
+    return regionError(region, "the projection weight must be a region input");
+  auto wt = elementTypeOf(weight.getType());
+  if (!wt)
+    return regionError(region, "weights of element type " +
+                                   typeString(llvm::cast<mlir::ShapedType>(weight.getType())
+                                                  .getElementType()) +
+                                   " are not supported (f16, bf16 or f32)");
+  p.weightType = *wt;
+  if (auto linear = llvm::dyn_cast<LinearOp>(proj); linear && linear.getBias()) {
+    p.biasIn = inputIndex(region, linear.getBias());
+    auto bt = elementTypeOf(linear.getBias().getType());
+    if (p.biasIn < 0 || !bt)
+      return regionError(region, "the bias must be an f16, bf16 or f32 region input");
+    p.biasType = *bt;
+  }
+  auto lt = elementTypeOf(result.getType());
+  if (!lt)
+    return regionError(region, "the projection result must be f16, bf16 or f32");
+  p.linType = *lt;
+  p.outType = p.linType;
+
+  // Epilogue.
+  llvm::SmallVector<Operation *> users;
+  for (Operation *u : result.getUsers())
+    if (!llvm::isa<YieldOp>(u) && !llvm::is_contained(users, u))
+      users.push_back(u);
+  auto yieldedAs = [&](Value v) {
+    auto it = yielded.find(v);
+    return it == yielded.end() ? llvm::SmallVector<int64_t, 1>() : it->second;
+  };
+
+  if (p.isLogits) {
+    p.epilogue = Epilogue::Logits;
+    p.outResults = yieldedAs(result);
+    if (users.size() > 1)
+      return regionError(region, "logits feed more than one token selection");
+    if (users.empty())
+      return p;
+    Operation *sel = users.front();
+    if (!onlyYielded(sel->getResult(0)))
+      return regionError(region, "the selected tokens must be region results");
+    p.idResults = yieldedAs(sel->getResult(0));
+    if (llvm::isa<ArgmaxOp>(sel)) {
+      p.select = Projection::Select::Argmax;
+    } else if (auto s = llvm::dyn_cast<SampleOp>(sel)) {
+      p.select = Projection::Select::Sample;
+      p.temperatureIn = inputIndex(region, s.getTemperature());
+      p.topKIn = inputIndex(region, s.getTopK());
+      p.topPIn = inputIndex(region, s.getTopP());
+      p.uniformIn = inputIndex(region, s.getUniform());
+      if (p.temperatureIn < 0 || p.topKIn < 0 || p.topPIn < 0 || p.uniformIn < 0)
+        return regionError(region, "sampling parameters must be region inputs");
+    } else {
+      return regionError(region, "logits feed a '" + sel->getName().getStringRef() +
+                                     "', expected weft.argmax or weft.sample");
+    }
+    if (p.idResults.empty())
+      return regionError(region, "the selected tokens are not a region result");
+    return p;
+  }
+
+  if (users.empty()) {
+    p.epilogue = Epilogue::Plain;
+    p.outResults = yieldedAs(result);
+    if (p.outResults.empty())
+      return regionError(region, "the projection result is not used");
+    return p;
+  }
+  if (users.size() > 1 || !yieldedAs(result).empty())
+    return regionError(region, "the projection result has several consumers");
+  Operation *user = users.front();
+
+  if (auto add = llvm::dyn_cast<AddOp>(user)) {
+    Value other = add.getLhs() == result ? add.getRhs() : add.getLhs();
+    p.residualIn = inputIndex(region, other);
+    if (p.residualIn < 0 || other == result)
+      return regionError(region, "the residual must be a region input");
+    p.residualType = *elementTypeOf(other.getType());
+    p.outType = *elementTypeOf(add.getResult().getType());
+    if (!onlyYielded(add.getResult()))
+      return regionError(region, "the residual sum must be a region result");
+    p.epilogue = Epilogue::Residual;
+    p.outResults = yieldedAs(add.getResult());
+    return p;
+  }
+
+  auto split = llvm::dyn_cast<SplitOp>(user);
+  if (!split)
+    return regionError(region, "unsupported projection epilogue '" +
+                                   user->getName().getStringRef() + "'");
+  int64_t offset = 0;
+  for (auto [i, size] : llvm::enumerate(split.getSizes())) {
+    Segment s;
+    s.offset = offset;
+    s.size = size;
+    s.type = *elementTypeOf(split.getResult(i).getType());
+    s.results = yieldedAs(split.getResult(i));
+    offset += size;
+    p.segments.push_back(s);
+  }
+  if (offset != p.nw)
+    return regionError(region, "split sizes do not add up to the projection width");
+
+  // SwiGLU: silu(split#a) * split#b, the only consumers of the split.
+  SiluOp silu;
+  MulOp mul;
+  for (Value r : split.getResults())
+    for (Operation *u : r.getUsers()) {
+      if (auto s = llvm::dyn_cast<SiluOp>(u))
+        silu = s;
+      else if (auto m = llvm::dyn_cast<MulOp>(u))
+        mul = m;
+      else if (!llvm::isa<YieldOp>(u))
+        return regionError(region, "unsupported consumer '" + u->getName().getStringRef() +
+                                       "' of the split");
+    }
+  if (!silu && !mul) {
+    p.epilogue = Epilogue::Split;
+    return p;
+  }
+  if (!silu || !mul || !silu->hasOneUse() || *silu->getUsers().begin() != mul.getOperation())
+    return regionError(region, "expected silu(gate) * up after the split");
+  Value up = mul.getLhs() == silu.getResult() ? mul.getRhs() : mul.getLhs();
+  auto segmentOf = [&](Value v) -> int64_t {
+    for (auto [i, r] : llvm::enumerate(split.getResults()))
+      if (r == v)
+        return int64_t(i);
+    return -1;
+  };
+  int64_t gate = segmentOf(silu.getInput()), upSeg = segmentOf(up);
+  if (gate < 0 || upSeg < 0 || gate == upSeg ||
+      p.segments[gate].size != p.segments[upSeg].size)
+    return regionError(region, "gate and up must be two equal parts of the split");
+  for (const Segment &s : p.segments)
+    if (!s.results.empty())
+      return regionError(region, "a SwiGLU region may only yield the product");
+  if (!onlyYielded(mul.getResult()))
+    return regionError(region, "the SwiGLU product must be a region result");
+  p.epilogue = Epilogue::Swiglu;
+  p.gateOffset = p.segments[gate].offset;
+  p.upOffset = p.segments[upSeg].offset;
+  p.width = p.segments[gate].size;
+  p.linType = p.segments[gate].type;
+  p.outType = *elementTypeOf(mul.getResult().getType());
+  p.outResults = yieldedAs(mul.getResult());
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// Projection epilogue code, shared by the GEMV kernel, its split-K reduce
+// kernel and the prefill copy-out kernels
+//===----------------------------------------------------------------------===//
+
+// Kernel parameters for the outputs, and the statement that stores the
+// values v[0..rowsPerColumn) of (token t, column col).
+struct EpilogueCode {
+  std::vector<std::pair<std::string, ParamBinding>> params; // declaration, binding
+  std::string typedefs;
+  std::string body;
+};
+
+std::string resultParamName(const Projection &p, size_t segment, size_t copy) {
+  std::string n = "out" + std::to_string(segment);
+  if (copy)
+    n += "_" + std::to_string(copy);
+  (void)p;
+  return n;
+}
+
+// `logitsDest`: where f32 logits go when they are not a region result.
+EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxCandidates,
+                                int64_t logitsScratch) {
+  EpilogueCode e;
+  llvm::raw_string_ostream body(e.body), defs(e.typedefs);
+  if (withBias && p.biasIn >= 0) {
+    e.params.push_back({"const bias_t *__restrict__ bias",
+                        binding(ParamBinding::Kind::RegionInput, p.biasIn, "bias")});
+    defs << "typedef " << cudaType(p.biasType) << " bias_t;\n";
+    for (int j = 0; j < p.rowsPerColumn(); ++j)
+      body << "    v[" << j << "] += wf_f32(bias[wf_row(col, " << j << ")]);\n";
+  }
+  auto addOutputs = [&](const llvm::SmallVector<int64_t, 1> &results, const char *type,
+                        const std::string &base) {
+    std::vector<std::string> names;
+    for (size_t c = 0; c < results.size(); ++c) {
+      std::string n = c ? base + "_" + std::to_string(c) : base;
+      e.params.push_back({std::string(type) + " *__restrict__ " + n,
+                          binding(ParamBinding::Kind::RegionResult, results[c], n)});
+      names.push_back(n);
+    }
+    return names;
+  };
+  switch (p.epilogue) {
+  case Epilogue::Plain: {
+    defs << "typedef " << cudaType(p.outType) << " out_t;\n";
+    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
+      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(v[0]);\n";
+    break;
+  }
+  case Epilogue::Residual: {
+    defs << "typedef " << cudaType(p.residualType) << " res_t;\n"
+         << "typedef " << cudaType(p.linType) << " lin_t;\n"
+         << "typedef " << cudaType(p.outType) << " out_t;\n";
+    e.params.push_back({"const res_t *__restrict__ residual",
+                        binding(ParamBinding::Kind::RegionInput, p.residualIn, "residual")});
+    // The projection's output is rounded to its dtype before the add, as
+    // the unfused graph does.
+    body << "    const float sum = wf_f32(residual[(size_t)t * NC + col]) + "
+            "wf_round<lin_t>(v[0]);\n";
+    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
+      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(sum);\n";
+    break;
+  }
+  case Epilogue::Swiglu: {
+    defs << "typedef " << cudaType(p.linType) << " lin_t;\n"
+         << "typedef " << cudaType(p.outType) << " out_t;\n";
+    body << "    const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);\n"
+         << "    const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));\n";
+    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
+      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(act * up);\n";
+    break;
+  }
+  case Epilogue::Split: {
+    for (auto [i, s] : llvm::enumerate(p.segments))
+      defs << "typedef " << cudaType(s.type) << " out" << i << "_t;\n";
+    bool first = true;
+    for (auto [i, s] : llvm::enumerate(p.segments)) {
+      bool last = i + 1 == p.segments.size();
+      body << "    " << (first ? "" : "else ");
+      if (!last)
+        body << "if (col < " << s.offset + s.size << ") ";
+      body << "{\n";
+      std::string type = "out" + std::to_string(i) + "_t";
+      for (size_t c = 0; c < s.results.size(); ++c) {
+        std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
+        e.params.push_back({type + " *__restrict__ " + n,
+                            binding(ParamBinding::Kind::RegionResult, s.results[c], n)});
+        body << "      " << n << "[(size_t)t * " << s.size << " + (col - " << s.offset
+             << ")] = wf_to<" << type << ">(v[0]);\n";
+      }
+      body << "    }\n";
+      first = false;
+    }
+    break;
+  }
+  case Epilogue::Logits: {
+    std::vector<std::string> names;
+    if (p.outResults.empty()) {
+      e.params.push_back({"float *__restrict__ logits",
+                          scratchBinding(logitsScratch,
+                                         uint64_t(p.tokens * p.nw * 4), "logits")});
+      names.push_back("logits");
+    } else {
+      names = addOutputs(p.outResults, "float", "logits");
+    }
+    for (const std::string &n : names)
+      body << "    " << n << "[(size_t)t * NC + col] = v[0];\n";
+    if (argmaxCandidates)
+      body << "    atomicMax(&s_best[t], wf_key(v[0], col));\n";
+    break;
+  }
+  }
+  return e;
+}
+
+//===----------------------------------------------------------------------===//
+// Decode projections: one pass over the weights for all T tokens
+//===----------------------------------------------------------------------===//
+
+constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = kGemvThreads / 32;
+constexpr int64_t kStageBytes = 32 * 1024; // activations staged in shared memory
+
+struct GemvPlan {
+  int64_t vec = 8, cpw = 4, rpc = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
+  ElementType stageType = ElementType::BF16;
+};
+
+GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
+  GemvPlan g;
+  g.rpc = p.rowsPerColumn();
+  g.cpw = 4 / g.rpc; // four weight rows in flight per warp
+  g.cpb = kGemvWarps * g.cpw;
+  g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
+  // The normalized input is x * norm_weight; the 1/rms factor is applied to
+  // the dot products at the end. f16 could overflow there, so stage f32.
+  if (p.normIn >= 0)
+    g.stageType = p.xType == ElementType::F16 ? ElementType::F32 : p.xType;
+  else
+    g.stageType = p.xType;
+  g.gx = ceilDiv(p.columns(), g.cpb);
+  int64_t granule = 32 * g.vec;
+  // One block per SM keeps enough bytes in flight; with fewer column
+  // blocks than SMs, split K up to two blocks per SM, keeping each split at
+  // least 1024 wide so the stream stays efficient.
+  int64_t sms = std::max<int64_t>(1, o.smCount);
+  int64_t want = g.gx >= sms ? 1 : ceilDiv(2 * sms, g.gx);
+  int64_t maxSplits = std::max<int64_t>(1, p.k / 1024);
+  g.splits = std::clamp<int64_t>(want, 1, maxSplits);
+  g.ks = roundUp(ceilDiv(p.k, g.splits), granule);
+  if (g.ks > p.k)
+    g.ks = p.k;
+  g.splits = ceilDiv(p.k, g.ks);
+  int64_t fit = kStageBytes / (p.tokens * bytesOf(g.stageType));
+  fit = std::max<int64_t>(granule, fit / granule * granule);
+  g.kc = std::min(fit, roundUp(g.ks, granule));
+  if (g.kc > g.ks)
+    g.kc = g.ks;
+  return g;
+}
+
+void emitGemvConstants(llvm::raw_ostream &os, const Projection &p, const GemvPlan &g) {
+  os << "\n// Dimensions, fixed at compile time.\n"
+     << "constexpr int T = " << p.tokens << ";       // tokens\n"
+     << "constexpr int K = " << p.k << ";    // input features\n"
+     << "constexpr int NW = " << p.nw << ";  // weight rows\n"
+     << "constexpr int NC = " << p.columns() << ";  // output columns\n"
+     << "constexpr int VEC = " << g.vec << ";     // elements per vector load\n"
+     << "constexpr int THREADS = " << kGemvThreads << ";\n"
+     << "constexpr int WARPS = THREADS / 32;\n"
+     << "constexpr int CPW = " << g.cpw << ";     // output columns per warp\n"
+     << "constexpr int RPC = " << g.rpc << ";     // weight rows per column\n"
+     << "constexpr int CPB = WARPS * CPW;  // output columns per block\n"
+     << "constexpr int SPLITS = " << g.splits << ";  // K splits (grid.y)\n"
+     << "constexpr int KS = " << g.ks << ";   // K per split\n"
+     << "constexpr int KC = " << g.kc << ";   // K staged in shared memory at a time\n";
+  if (p.normIn >= 0)
+    os << "constexpr float EPS = " << floatLiteral(p.eps) << ";\n";
+  os << "typedef " << cudaType(p.xType) << " x_t;\n"
+     << "typedef " << cudaType(p.weightType) << " w_t;\n"
+     << "typedef " << cudaType(g.stageType) << " s_t;\n";
+  if (p.normIn >= 0)
+    os << "typedef " << cudaType(p.normType) << " norm_t;\n";
+  // Weight row of output column `col`: its own row, or for SwiGLU the gate
+  // row (j = 0) and the up row (j = 1).
+  os << "\n__device__ __forceinline__ int wf_row(int col, int j) {\n";
+  if (p.epilogue == Epilogue::Swiglu)
+    os << "  return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
+  else
+    os << "  (void)j;\n  return col;\n";
+  os << "}\n";
+}
+
+// The GEMV kernel (and, with split K, the kernel that sums its partials and
+// runs the epilogue).
+std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o) {
+  GemvPlan g = planGemv(p, o);
+  bool norm = p.normIn >= 0;
+  bool split = g.splits > 1;
+  bool argmax = p.select == Projection::Select::Argmax;
+  // Scratch ids: 0 partials (split K), 1 argmax candidates, 2 logits when
+  // they are not a result.
+  uint64_t partialFloats = uint64_t(g.splits * p.tokens * p.nw + (norm ? g.splits * p.tokens : 0));
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2);
+  std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
+                     "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
+  ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
+
+  // Epilogue statement block for (t, col) with v[] ready.
+  auto epilogueBlock = [&](llvm::raw_ostream &os, const char *indent) {
+    os << indent << "{\n" << epi.body << indent << "}\n";
+    (void)indent;
+  };
+  std::vector<EmittedStep> steps;
+
+  // --- The GEMV kernel.
+  {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// " << region.getKind() << ": "
+       << (norm ? "RMSNorm prologue, " : "") << "GEMV over all " << p.tokens
+       << " tokens in one pass over the weights"
+       << (split ? ", split K (partials summed by a second kernel)" : "") << ".\n"
+       << kPrelude;
+    emitGemvConstants(os, p, g);
+    if (!split)
+      os << epi.typedefs;
+    std::vector<ParamBinding> params;
+    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n" << kNameMarker << "(";
+    std::vector<std::string> decls;
+    decls.push_back("const x_t *__restrict__ x");
+    params.push_back(binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
+    if (norm) {
+      decls.push_back("const norm_t *__restrict__ norm_w");
+      params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
+    }
+    decls.push_back("const w_t *__restrict__ w");
+    params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
+    if (split) {
+      decls.push_back("float *__restrict__ partials");
+      params.push_back(scratchBinding(0, partialFloats * 4, "partials"));
+    } else {
+      for (auto &[decl, b] : epi.params) {
+        decls.push_back(decl);
+        params.push_back(b);
+      }
+      if (argmax) {
+        decls.push_back("unsigned long long *__restrict__ candidates");
+        params.push_back(candidates);
+      }
+    }
+    os << llvm::join(decls, ", ") << ") {\n";
+    os << R"(  __shared__ __align__(16) s_t xs[T * KC];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int colBase = blockIdx.x * CPB + warp * CPW;
+  const int kBegin = blockIdx.y * KS;
+  const int kEnd = kBegin + KS < K ? kBegin + KS : K;
+  // Columns past NC read the last row (no branch in the loop) and are dropped.
+  const w_t *rows[CPW * RPC];
+#pragma unroll
+  for (int c = 0; c < CPW; ++c)
+#pragma unroll
+    for (int j = 0; j < RPC; ++j)
+      rows[c * RPC + j] = w + (size_t)wf_row(colBase + c < NC ? colBase + c : NC - 1, j) * K;
+  float acc[CPW * RPC][T];
+#pragma unroll
+  for (int r = 0; r < CPW * RPC; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = 0.0f;
+)";
+    if (norm)
+      os << R"(  __shared__ float red[WARPS][T];
+  float ss[T]; // this thread's share of each token's sum of squares
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+    ss[t] = 0.0f;
+)";
+    if (argmax && !split)
+      os << R"(  __shared__ unsigned long long s_best[T];
+  if (threadIdx.x < T)
+    s_best[threadIdx.x] = 0ull;
+)";
+    os << R"(
+  for (int k0 = kBegin; k0 < kEnd; k0 += KC) {
+    const int len = kEnd - k0 < KC ? kEnd - k0 : KC;
+    __syncthreads(); // the previous chunk is consumed
+    // Stage this chunk of every token's input)" << (norm ? " times the norm weight" : "")
+       << R"(.
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      for (int i = threadIdx.x * VEC; i < len; i += THREADS * VEC) {
+        const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(x + (size_t)t * K + k0 + i);
+)";
+    if (norm)
+      os << "        const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + k0 + i);\n";
+    os << R"(        wf_pack<s_t, VEC> sv;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          float f = wf_f32(xv.v[e]);
+)";
+    if (norm)
+      os << "          ss[t] += f * f;\n          f *= wf_f32(nv.v[e]);\n";
+    os << R"(          sv.v[e] = wf_to<s_t>(f);
+        }
+        wf_store<s_t, VEC>(xs + t * KC + i, sv);
+      }
+    }
+    __syncthreads();
+    // Each lane streams 16 bytes of each of the warp's rows per step and
+    // applies them to every token.
+#pragma unroll 2
+    for (int k = lane * VEC; k < len; k += 32 * VEC) {
+      float wf[CPW * RPC][VEC];
+#pragma unroll
+      for (int r = 0; r < CPW * RPC; ++r) {
+        const wf_pack<w_t, VEC> wv = wf_stream<w_t, VEC>(rows[r] + k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          wf[r][e] = wf_f32(wv.v[e]);
+      }
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const wf_pack<s_t, VEC> sv = wf_load<s_t, VEC>(xs + t * KC + k);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = wf_f32(sv.v[e]);
+#pragma unroll
+          for (int r = 0; r < CPW * RPC; ++r)
+            acc[r][t] += wf[r][e] * xf;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < CPW * RPC; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = wf_warp_sum(acc[r][t]);
+)";
+    if (norm)
+      os << R"(#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const float s = wf_warp_sum(ss[t]);
+    if (lane == 0)
+      red[warp][t] = s;
+  }
+  __syncthreads();
+  float sumsq[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    sumsq[t] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < WARPS; ++q)
+      sumsq[t] += red[q][t];
+  }
+)";
+    if (split) {
+      os << R"(
+  // Partial sums of this K split: [SPLITS][T][NW], then (with a norm) the
+  // partial sums of squares [SPLITS][T]. Every lane holds every sum; lane
+  // (c * T + t) % 32 stores item (c, t).
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) {
+    const int col = colBase + c;
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      if (lane == ((c * T + t) & 31) && col < NC)
+#pragma unroll
+        for (int j = 0; j < RPC; ++j)
+          partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = acc[c * RPC + j][t];
+  }
+)";
+      if (norm)
+        os << R"(#pragma unroll
+  for (int t = 0; t < T; ++t)
+    if (blockIdx.x == 0 && threadIdx.x == t)
+      partials[(size_t)SPLITS * T * NW + blockIdx.y * T + t] = sumsq[t];
+)";
+    } else {
+      if (norm)
+        os << R"(  float inv[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t)
+    inv[t] = 1.0f / sqrtf(sumsq[t] / K + EPS);
+)";
+      os << R"(
+  // Every lane holds every sum; lane (c * T + t) % 32 finishes item (c, t).
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) {
+    const int col = colBase + c;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      if (lane != ((c * T + t) & 31) || col >= NC)
+        continue;
+      float v[RPC];
+#pragma unroll
+      for (int j = 0; j < RPC; ++j)
+        v[j] = acc[c * RPC + j][t])" << (norm ? " * inv[t]" : "") << R"(;
+)";
+      epilogueBlock(os, "    ");
+      os << "    }\n  }\n";
+      if (argmax)
+        os << R"(  __syncthreads();
+  // One candidate per token per block; a second kernel picks the best.
+  if (threadIdx.x < T)
+    candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
+)";
+    }
+    os << "}\n";
+    steps.push_back(kernelStep(finishKernel(
+        region, base + (split ? "_splitk" : "_gemv"), std::move(src),
+        {int(g.gx), int(g.splits), 1}, {kGemvThreads, 1, 1}, std::move(params))));
+  }
+
+  // --- Split K: sum the partials, then the epilogue.
+  if (split) {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// " << region.getKind() << ": sums the " << g.splits
+       << " K-split partials of the GEMV" << (norm ? ", applies 1/rms" : "")
+       << " and runs the epilogue.\n"
+       << kPrelude;
+    emitGemvConstants(os, p, g);
+    os << epi.typedefs;
+    std::vector<std::string> decls = {"const float *__restrict__ partials"};
+    std::vector<ParamBinding> params = {scratchBinding(0, partialFloats * 4, "partials")};
+    for (auto &[decl, b] : epi.params) {
+      decls.push_back(decl);
+      params.push_back(b);
+    }
+    if (argmax) {
+      decls.push_back("unsigned long long *__restrict__ candidates");
+      params.push_back(candidates);
+    }
+    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n";
+    if (argmax)
+      os << R"(  __shared__ unsigned long long s_best[T];
+  if (threadIdx.x < T)
+    s_best[threadIdx.x] = 0ull;
+  __syncthreads();
+)";
+    os << R"(  for (int i = threadIdx.x; i < T * CPB; i += THREADS) {
+    const int t = i / CPB, col = blockIdx.x * CPB + i % CPB;
+    if (col >= NC)
+      continue;
+    float v[RPC];
+#pragma unroll
+    for (int j = 0; j < RPC; ++j) {
+      const int row = wf_row(col, j);
+      float s = 0.0f;
+#pragma unroll
+      for (int q = 0; q < SPLITS; ++q)
+        s += partials[((size_t)q * T + t) * NW + row];
+      v[j] = s;
+    }
+)";
+    if (norm)
+      os << R"(    float sumsq = 0.0f;
+#pragma unroll
+    for (int q = 0; q < SPLITS; ++q)
+      sumsq += partials[(size_t)SPLITS * T * NW + q * T + t];
+    const float inv = 1.0f / sqrtf(sumsq / K + EPS);
+#pragma unroll
+    for (int j = 0; j < RPC; ++j)
+      v[j] *= inv;
+)";
+    epilogueBlock(os, "    ");
+    os << "  }\n";
+    if (argmax)
+      os << R"(  __syncthreads();
+  if (threadIdx.x < T)
+    candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
+)";
+    os << "}\n";
+    steps.push_back(kernelStep(finishKernel(region, base + "_reduce", std::move(src),
+                                            {int(g.gx), 1, 1}, {kGemvThreads, 1, 1},
+                                            std::move(params))));
+  }
+
+  // --- Argmax: the best of the per-block candidates.
+  if (argmax) {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// Argmax over the per-block candidates of a logits GEMV (lowest index among "
+        "equal logits).\n"
+       << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+       << "constexpr int BLOCKS = " << g.gx << "; // candidates per token\n"
+       << "constexpr int THREADS = 256;\n";
+    std::vector<ParamBinding> params = {candidates};
+    std::string ids = "ids";
+    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+       << kNameMarker << "(const unsigned long long *__restrict__ candidates";
+    for (size_t c = 0; c < p.idResults.size(); ++c) {
+      std::string n = c ? "ids_" + std::to_string(c) : "ids";
+      os << ", int *__restrict__ " << n;
+      params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c], n));
+    }
+    os << R"() {
+  __shared__ unsigned long long red[THREADS / 32];
+  const int t = blockIdx.x;
+  unsigned long long best = 0ull;
+  for (int i = threadIdx.x; i < BLOCKS; i += THREADS)
+    best = wf_max64(best, candidates[(size_t)i * T + t]);
+  best = wf_warp_max(best);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 1; q < THREADS / 32; ++q)
+      best = wf_max64(best, red[q]);
+)";
+    for (size_t c = 0; c < p.idResults.size(); ++c)
+      os << "    " << (c ? "ids_" + std::to_string(c) : std::string("ids"))
+         << "[t] = wf_key_index(best);\n";
+    os << "  }\n}\n";
+    steps.push_back(kernelStep(finishKernel(
+        region, "weft_argmax_candidates_t" + std::to_string(p.tokens) + "_b" +
+                    std::to_string(g.gx),
+        std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1}, std::move(params))));
+  }
+  return steps;
+}
+
+//===----------------------------------------------------------------------===//
+// Token selection kernels over f32 logits rows
+//===----------------------------------------------------------------------===//
+
+// Where a selection kernel reads the logits: a region result or scratch 2.
+ParamBinding logitsBinding(const Projection &p) {
+  if (!p.outResults.empty())
+    return binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "logits");
+  return scratchBinding(2, uint64_t(p.tokens * p.nw * 4), "logits");
+}
+
+void addIdParams(llvm::raw_ostream &os, const Projection &p, std::vector<ParamBinding> &params) {
+  for (size_t c = 0; c < p.idResults.size(); ++c) {
+    std::string n = c ? "ids_" + std::to_string(c) : "ids";
+    os << ", int *__restrict__ " << n;
+    params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c], n));
+  }
+}
+
+std::string storeIds(const Projection &p, llvm::StringRef value, llvm::StringRef indent) {
+  std::string s;
+  for (size_t c = 0; c < p.idResults.size(); ++c)
+    s += (indent + (c ? "ids_" + std::to_string(c) : std::string("ids")) + "[t] = " + value +
+          ";\n")
+             .str();
+  return s;
+}
+
+EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// Argmax of each logits row, one block per token (lowest index among equal "
+        "logits).\n"
+     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+     << "constexpr int V = " << p.nw << ";\n"
+     << "constexpr int THREADS = 256;\n";
+  std::vector<ParamBinding> params = {logitsBinding(p)};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker << "(const float *__restrict__ logits";
+  addIdParams(os, p, params);
+  os << R"() {
+  __shared__ unsigned long long red[THREADS / 32];
+  const int t = blockIdx.x;
+  const float *row = logits + (size_t)t * V;
+  unsigned long long best = 0ull;
+  for (int j = threadIdx.x; j < V; j += THREADS)
+    best = wf_max64(best, wf_key(row[j], j));
+  best = wf_warp_max(best);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 1; q < THREADS / 32; ++q)
+      best = wf_max64(best, red[q]);
+)" << storeIds(p, "wf_key_index(best)", "    ")
+     << "  }\n}\n";
+  return kernelStep(finishKernel(region,
+                                 "weft_argmax_rows_t" + std::to_string(p.tokens) + "_v" +
+                                     std::to_string(p.nw),
+                                 std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
+                                 std::move(params)));
+}
+
+// weft.sample, one block per token. Candidates are the tokens within
+// CUT/temperature of the best logit (the rest carry under e^-40 of its
+// probability each, below f32 resolution of any sum); they are kept in
+// shared memory when they fit, else re-read from the row. Every decision —
+// the k-th candidate, the top-p boundary, the sampled token — is a search
+// in the total order of wf_key (logit desc, index asc) by radix selection:
+// 8 bits a pass over histograms of counts or probability mass.
+const char *kSampleBody = R"(
+struct wf_sample_shared {
+  unsigned long long keys[CAP];
+  float probs[CAP];
+  unsigned count[REPLICAS][257]; // padded: replicas of one bin sit in different banks
+  float mass[REPLICAS][257];
+  unsigned long long red64[WARPS];
+  float redf[WARPS];
+  int n;
+  int digit;
+  unsigned binCount;
+  float targetLeft;
+  unsigned rankLeft;
+  unsigned long long found;
+};
+
+__device__ __forceinline__ float wf_block_sum(float v, wf_sample_shared &sm) {
+  v = wf_warp_sum(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0)
+    sm.redf[threadIdx.x >> 5] = v;
+  __syncthreads();
+  return wf_warp_sum(sm.redf[threadIdx.x & 31]);
+}
+
+__device__ __forceinline__ unsigned long long wf_block_max(unsigned long long v,
+                                                           wf_sample_shared &sm) {
+  v = wf_warp_max(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0)
+    sm.red64[threadIdx.x >> 5] = v;
+  __syncthreads();
+  return wf_warp_max(sm.red64[threadIdx.x & 31]);
+}
+
+// Calls f(key, probability) for each candidate this thread owns.
+template <typename F>
+__device__ __forceinline__ void wf_each(const wf_sample_shared &sm, bool inShared,
+                                        const float *row, float top, float invT, F f) {
+  if (inShared) {
+    for (int i = threadIdx.x; i < sm.n; i += THREADS)
+      f(sm.keys[i], sm.probs[i]);
+  } else {
+    for (int j = threadIdx.x; j < V; j += THREADS) {
+      const float v = row[j];
+      const float z = (v - top) * invT;
+      if (z >= -CUT)
+        f(wf_key(v, j), expf(z));
+    }
+  }
+}
+
+enum { WF_RANK = 0, WF_MASS_REACHES = 1, WF_MASS_EXCEEDS = 2 };
+
+// The key of the candidate (key >= lower) where the running total in key
+// order first passes the target: for WF_RANK the candidate of rank `rank`
+// (0 = best); for WF_MASS_REACHES the first whose cumulative mass is >=
+// `target`; for WF_MASS_EXCEEDS the first whose cumulative mass is >
+// `target`. If rounding leaves the target beyond the total, the last one.
+__device__ unsigned long long wf_select(wf_sample_shared &sm, bool inShared, const float *row,
+                                        float top, float invT, unsigned long long lower,
+                                        int mode, unsigned rank, float target) {
+  unsigned long long prefix = 0ull, mask = 0ull;
+  const int lane = threadIdx.x & 31, rep = lane % REPLICAS;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < REPLICAS * 257; i += THREADS) {
+      (&sm.count[0][0])[i] = 0u;
+      (&sm.mass[0][0])[i] = 0.0f;
+    }
+    __syncthreads();
+    wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
+      if (key >= lower && (key & mask) == prefix) {
+        const int d = (int)((key >> shift) & 255ull);
+        atomicAdd(&sm.count[rep][d], 1u);
+        if (mode != WF_RANK)
+          atomicAdd(&sm.mass[rep][d], p);
+      }
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l owns bins 255 - 8l down to 248 - 8l: lanes in key order.
+      unsigned c8[8];
+      float m8[8];
+      unsigned cs = 0u;
+      float ms = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int d = 255 - 8 * lane - q;
+        unsigned c = 0u;
+        float m = 0.0f;
+#pragma unroll
+        for (int r = 0; r < REPLICAS; ++r) {
+          c += sm.count[r][d];
+          m += sm.mass[r][d];
+        }
+        c8[q] = c;
+        m8[q] = m;
+        cs += c;
+        ms += m;
+      }
+      unsigned ci = cs;
+      float mi = ms;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const unsigned cu = __shfl_up_sync(0xffffffffu, ci, o);
+        const float mu = __shfl_up_sync(0xffffffffu, mi, o);
+        if (lane >= o) {
+          ci += cu;
+          mi += mu;
+        }
+      }
+      const bool hit = cs > 0u && (mode == WF_RANK ? ci > rank
+                                   : mode == WF_MASS_REACHES ? mi >= target
+                                                             : mi > target);
+      const unsigned hits = __ballot_sync(0xffffffffu, hit);
+      const unsigned nonEmpty = __ballot_sync(0xffffffffu, cs > 0u);
+      const int owner = hits ? __ffs(hits) - 1 : (nonEmpty ? 31 - __clz(nonEmpty) : 0);
+      if (lane == owner) {
+        unsigned cBefore = ci - cs;
+        float mBefore = mi - ms;
+        int pick = -1, last = 0;
+        for (int q = 0; q < 8; ++q) {
+          if (c8[q] == 0u)
+            continue;
+          last = q;
+          const bool reached = mode == WF_RANK ? cBefore + c8[q] > rank
+                               : mode == WF_MASS_REACHES ? mBefore + m8[q] >= target
+                                                         : mBefore + m8[q] > target;
+          if (hits && reached) {
+            pick = q;
+            break;
+          }
+          cBefore += c8[q];
+          mBefore += m8[q];
+        }
+        if (pick < 0) { // beyond the total: the last candidate
+          pick = last;
+          sm.targetLeft = wf_inf();
+          sm.rankLeft = c8[last] - 1u;
+        } else {
+          sm.targetLeft = target - mBefore;
+          sm.rankLeft = mode == WF_RANK ? rank - cBefore : 0u;
+        }
+        sm.digit = 255 - 8 * lane - pick;
+        sm.binCount = c8[pick];
+      }
+    }
+    __syncthreads();
+    prefix |= (unsigned long long)sm.digit << shift;
+    mask |= 255ull << shift;
+    rank = sm.rankLeft;
+    target = sm.targetLeft;
+    const unsigned binCount = sm.binCount;
+    __syncthreads();
+    if (binCount == 1u) { // one candidate left: fetch its key
+      wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float) {
+        if (key >= lower && (key & mask) == prefix)
+          sm.found = key;
+      });
+      __syncthreads();
+      const unsigned long long key = sm.found;
+      __syncthreads();
+      return key;
+    }
+  }
+  return prefix;
+}
+
+__device__ float wf_mass_from(wf_sample_shared &sm, bool inShared, const float *row, float top,
+                              float invT, unsigned long long lower) {
+  float s = 0.0f;
+  wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
+    if (key >= lower)
+      s += p;
+  });
+  return wf_block_sum(s, sm);
+}
+)";
+
+EmittedStep emitSample(FusionOp region, const Projection &p) {
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// weft.sample (temperature, top-k, top-p, uniform) of each logits row, one block "
+        "per token.\n"
+     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+     << "constexpr int V = " << p.nw << ";\n"
+     << "constexpr int THREADS = 1024;\n"
+     << "constexpr int WARPS = THREADS / 32;\n"
+     << "constexpr int CAP = 2048;       // candidates kept in shared memory\n"
+     << "constexpr int REPLICAS = 8;     // histogram copies (fewer same-address atomics)\n"
+     << "constexpr float CUT = 40.0f;    // candidates: (logit - max) / temperature >= -CUT\n"
+     << kSampleBody;
+  std::vector<ParamBinding> params = {
+      logitsBinding(p),
+      binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
+      binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
+      binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
+      binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker
+     << "(const float *__restrict__ logits, const float *__restrict__ temperature, "
+        "const int *__restrict__ top_k, const float *__restrict__ top_p, "
+        "const float *__restrict__ uniform";
+  addIdParams(os, p, params);
+  os << R"() {
+  __shared__ wf_sample_shared sm;
+  const int t = blockIdx.x;
+  const float *row = logits + (size_t)t * V;
+  unsigned long long best = 0ull;
+  for (int j = threadIdx.x; j < V; j += THREADS)
+    best = wf_max64(best, wf_key(row[j], j));
+  best = wf_block_max(best, sm);
+  const float temp = temperature[t];
+  const float top = wf_key_value(best);
+  // Temperature 0 (or an unusable row) selects greedily.
+  if (!(temp > 0.0f) || !(top > -wf_inf()) || top != top) {
+    if (threadIdx.x == 0) {
+)" << storeIds(p, "wf_key_index(best)", "      ")
+     << R"(    }
+    return;
+  }
+  const float invT = 1.0f / temp;
+
+  // Gather the candidates; warp-aggregated slots keep the counter cold.
+  if (threadIdx.x == 0)
+    sm.n = 0;
+  __syncthreads();
+  for (int j0 = 0; j0 < V; j0 += THREADS) {
+    const int j = j0 + threadIdx.x;
+    const float v = j < V ? row[j] : -wf_inf();
+    const float z = (v - top) * invT;
+    const bool in = j < V && z >= -CUT;
+    const unsigned ballot = __ballot_sync(0xffffffffu, in);
+    int base = 0;
+    if ((threadIdx.x & 31) == 0 && ballot)
+      base = atomicAdd(&sm.n, __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    const int slot = base + __popc(ballot & ((1u << (threadIdx.x & 31)) - 1u));
+    if (in && slot < CAP) {
+      sm.keys[slot] = wf_key(v, j);
+      sm.probs[slot] = expf(z);
+    }
+  }
+  __syncthreads();
+  const int n = sm.n;
+  const bool inShared = n <= CAP;
+
+  // Top-k: keys at or above the k-th candidate's.
+  unsigned long long lower = 0ull;
+  const int k = top_k[t];
+  if (k > 0 && k < n)
+    lower = wf_select(sm, inShared, row, top, invT, 0ull, WF_RANK, (unsigned)(k - 1), 0.0f);
+  const float total = wf_mass_from(sm, inShared, row, top, invT, lower);
+  // Top-p: the shortest prefix whose mass reaches top_p of the total.
+  float kept = total;
+  const float p = top_p[t];
+  if (p < 1.0f) {
+    lower = wf_select(sm, inShared, row, top, invT, lower, WF_MASS_REACHES, 0u, p * total);
+    kept = wf_mass_from(sm, inShared, row, top, invT, lower);
+  }
+  // The token whose cumulative probability first exceeds uniform.
+  const unsigned long long chosen =
+      wf_select(sm, inShared, row, top, invT, lower, WF_MASS_EXCEEDS, 0u, uniform[t] * kept);
+  if (threadIdx.x == 0) {
+)" << storeIds(p, "wf_key_index(chosen)", "    ")
+     << "  }\n}\n";
+  return kernelStep(finishKernel(region,
+                                 "weft_sample_t" + std::to_string(p.tokens) + "_v" +
+                                     std::to_string(p.nw),
+                                 std::move(src), {int(p.tokens), 1, 1}, {1024, 1, 1},
+                                 std::move(params)));
+}
+
+//===----------------------------------------------------------------------===//
+// Prefill projections: RMSNorm kernel, cuBLASLt GEMM, copy-out kernels
+//===----------------------------------------------------------------------===//
+
+EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding out) {
+  int64_t vec = vectorWidth(std::max({bytesOf(p.xType), bytesOf(p.normType),
+                                      bytesOf(p.normOutType)}),
+                            {p.k});
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// RMSNorm of each token row (one block per token), rounded as Hugging Face does.\n"
+     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+     << "constexpr int K = " << p.k << ";\n"
+     << "constexpr int VEC = " << vec << ";\n"
+     << "constexpr int THREADS = 256;\n"
+     << "constexpr float EPS = " << floatLiteral(p.eps) << ";\n"
+     << "typedef " << cudaType(p.xType) << " x_t;\n"
+     << "typedef " << cudaType(p.normType) << " norm_t;\n"
+     << "typedef " << cudaType(p.normOutType) << " y_t;\n";
+  std::vector<ParamBinding> params = {
+      binding(ParamBinding::Kind::RegionInput, p.xIn, "x"),
+      binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"), out};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker
+     << R"((const x_t *__restrict__ x, const norm_t *__restrict__ norm_w, y_t *__restrict__ y) {
+  __shared__ float red[THREADS / 32];
+  const x_t *row = x + (size_t)blockIdx.x * K;
+  float ss = 0.0f;
+  for (int i = threadIdx.x * VEC; i < K; i += THREADS * VEC) {
+    const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(row + i);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float f = wf_f32(xv.v[e]);
+      ss += f * f;
+    }
+  }
+  ss = wf_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < THREADS / 32; ++q)
+    ss += red[q];
+  const float inv = 1.0f / sqrtf(ss / K + EPS);
+  y_t *out = y + (size_t)blockIdx.x * K;
+  for (int i = threadIdx.x * VEC; i < K; i += THREADS * VEC) {
+    const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(row + i);
+    const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + i);
+    wf_pack<y_t, VEC> yv;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      yv.v[e] = wf_to<y_t>(wf_f32(nv.v[e]) * wf_round<x_t>(wf_f32(xv.v[e]) * inv));
+    wf_store<y_t, VEC>(out + i, yv);
+  }
+}
+)";
+  return kernelStep(finishKernel(region,
+                                 "weft_rms_norm_t" + std::to_string(p.tokens) + "_k" +
+                                     std::to_string(p.k),
+                                 std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
+                                 std::move(params)));
+}
+
+// Copies the GEMM output [T, NW] into the split results (prefill).
+EmittedStep emitSplitCopy(FusionOp region, const Projection &p, ParamBinding in) {
+  llvm::SmallVector<int64_t> extents = {p.nw};
+  int64_t widest = bytesOf(p.linType);
+  for (const Segment &s : p.segments) {
+    extents.push_back(s.size);
+    widest = std::max(widest, bytesOf(s.type));
+  }
+  int64_t vec = vectorWidth(widest, extents);
+  int64_t perRow = p.nw / vec;
+  int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/false, false, -1);
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// Copies a projection's columns into its " << p.segments.size()
+     << " split results.\n"
+     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+     << "constexpr int NW = " << p.nw << ";\n"
+     << "constexpr int VEC = " << vec << ";\n"
+     << "constexpr int THREADS = " << threads << ";\n"
+     << "typedef " << cudaType(p.linType) << " lin_t;\n"
+     << epi.typedefs;
+  std::vector<std::string> decls = {"const lin_t *__restrict__ y"};
+  std::vector<ParamBinding> params = {in};
+  for (auto &[decl, b] : epi.params) {
+    decls.push_back(decl);
+    params.push_back(b);
+  }
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker << "(" << llvm::join(decls, ", ") << R"() {
+  const int t = blockIdx.y;
+  const int c = (blockIdx.x * THREADS + threadIdx.x) * VEC;
+  if (c >= NW)
+    return;
+  const wf_pack<lin_t, VEC> yv = wf_load<lin_t, VEC>(y + (size_t)t * NW + c);
+)";
+  // VEC divides every split size, so one vector never straddles two splits.
+  bool first = true;
+  for (auto [i, s] : llvm::enumerate(p.segments)) {
+    bool last = i + 1 == p.segments.size();
+    os << "  " << (first ? "" : "else ");
+    if (!last)
+      os << "if (c < " << s.offset + s.size << ") ";
+    os << "{\n";
+    std::string type = "out" + std::to_string(i) + "_t";
+    if (!s.results.empty()) {
+      os << "    wf_pack<" << type << ", VEC> o;\n"
+         << "#pragma unroll\n    for (int e = 0; e < VEC; ++e)\n"
+         << "      o.v[e] = wf_to<" << type << ">(wf_f32(yv.v[e]));\n";
+      for (size_t c = 0; c < s.results.size(); ++c) {
+        std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
+        os << "    wf_store<" << type << ", VEC>(" << n << " + (size_t)t * " << s.size
+           << " + (c - " << s.offset << "), o);\n";
+      }
+    }
+    os << "  }\n";
+    first = false;
+  }
+  os << "}\n";
+  return kernelStep(finishKernel(region,
+                                 "weft_split_t" + std::to_string(p.tokens) + "_n" +
+                                     std::to_string(p.nw),
+                                 std::move(src),
+                                 {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
+                                 {threads, 1, 1}, std::move(params)));
+}
+
+// silu(gate) * up from the GEMM output [T, NW] (prefill).
+EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in) {
+  int64_t vec = vectorWidth(std::max(bytesOf(p.linType), bytesOf(p.outType)),
+                            {p.width, p.gateOffset, p.upOffset, p.nw});
+  int64_t perRow = p.width / vec;
+  int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// silu(gate) * up over a projection's output.\n"
+     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
+     << "constexpr int NW = " << p.nw << ";\n"
+     << "constexpr int I = " << p.width << ";  // output width\n"
+     << "constexpr int GATE = " << p.gateOffset << ", UP = " << p.upOffset << ";\n"
+     << "constexpr int VEC = " << vec << ";\n"
+     << "constexpr int THREADS = " << threads << ";\n"
+     << "typedef " << cudaType(p.linType) << " lin_t;\n"
+     << "typedef " << cudaType(p.outType) << " out_t;\n";
+  std::vector<ParamBinding> params = {in};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker << "(const lin_t *__restrict__ y";
+  for (size_t c = 0; c < p.outResults.size(); ++c) {
+    std::string n = c ? "out_" + std::to_string(c) : "out";
+    os << ", out_t *__restrict__ " << n;
+    params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults[c], n));
+  }
+  os << R"() {
+  const int t = blockIdx.y;
+  const int c = (blockIdx.x * THREADS + threadIdx.x) * VEC;
+  if (c >= I)
+    return;
+  const wf_pack<lin_t, VEC> g = wf_load<lin_t, VEC>(y + (size_t)t * NW + GATE + c);
+  const wf_pack<lin_t, VEC> u = wf_load<lin_t, VEC>(y + (size_t)t * NW + UP + c);
+  wf_pack<out_t, VEC> o;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float gate = wf_f32(g.v[e]);
+    const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));
+    o.v[e] = wf_to<out_t>(act * wf_f32(u.v[e]));
+  }
+)";
+  for (size_t c = 0; c < p.outResults.size(); ++c)
+    os << "  wf_store<out_t, VEC>(" << (c ? "out_" + std::to_string(c) : std::string("out"))
+       << " + (size_t)t * I + c, o);\n";
+  os << "}\n";
+  return kernelStep(finishKernel(region,
+                                 "weft_swiglu_t" + std::to_string(p.tokens) + "_i" +
+                                     std::to_string(p.width),
+                                 std::move(src),
+                                 {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
+                                 {threads, 1, 1}, std::move(params)));
+}
+
+llvm::Expected<std::vector<EmittedStep>> emitPrefillProjection(FusionOp region,
+                                                               const Projection &p) {
+  std::vector<EmittedStep> steps;
+  // Scratch ids: 0 normalized input, 1 GEMM output, 2 logits not yielded.
+  ParamBinding a = binding(ParamBinding::Kind::RegionInput, p.xIn, "x");
+  ElementType aType = p.xType;
+  if (p.normIn >= 0) {
+    a = scratchBinding(0, uint64_t(p.tokens * p.k * bytesOf(p.normOutType)), "normalized");
+    aType = p.normOutType;
+    steps.push_back(emitRmsNormRows(region, p, a));
+  }
+  GemmStep gemm;
+  gemm.m = p.tokens;
+  gemm.n = p.nw;
+  gemm.k = p.k;
+  gemm.a = a;
+  gemm.aType = aType;
+  gemm.b = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w");
+  gemm.bType = p.weightType;
+  gemm.cType = p.isLogits ? ElementType::F32 : p.linType;
+  if (p.biasIn >= 0) {
+    gemm.bias = binding(ParamBinding::Kind::RegionInput, p.biasIn, "bias");
+    gemm.biasType = p.biasType;
+  }
+  ParamBinding gemmOut =
+      scratchBinding(1, uint64_t(p.tokens * p.nw * bytesOf(gemm.cType)), "projection");
+  std::vector<EmittedStep> after;
+  switch (p.epilogue) {
+  case Epilogue::Plain:
+  case Epilogue::Residual:
+    if (p.outResults.size() != 1)
+      return regionError(region, "a prefill projection must be yielded exactly once");
+    if (p.outType != p.linType)
+      return regionError(region, "prefill GEMM output and result dtypes differ");
+    gemm.c = binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "out");
+    if (p.epilogue == Epilogue::Residual) {
+      if (p.residualType != p.outType)
+        return regionError(region, "the residual's dtype differs from the result's");
+      gemm.residual = binding(ParamBinding::Kind::RegionInput, p.residualIn, "residual");
+    }
+    break;
+  case Epilogue::Split:
+    gemm.c = gemmOut;
+    after.push_back(emitSplitCopy(region, p, gemmOut));
+    break;
+  case Epilogue::Swiglu:
+    gemm.c = gemmOut;
+    after.push_back(emitSwigluRows(region, p, gemmOut));
+    break;
+  case Epilogue::Logits:
+    gemm.c = logitsBinding(p);
+    if (p.outResults.size() > 1)
+      return regionError(region, "logits yielded more than once");
+    if (p.select == Projection::Select::Argmax)
+      after.push_back(emitArgmaxRows(region, p));
+    else if (p.select == Projection::Select::Sample)
+      after.push_back(emitSample(region, p));
+    break;
+  }
+  EmittedStep g;
+  g.gemm = std::move(gemm);
+  steps.push_back(std::move(g));
+  for (EmittedStep &s : after)
+    steps.push_back(std::move(s));
+  return steps;
+}
+
+llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
+                                                        const EmitOptions &o) {
+  if (p.tokens > kMaxGemvTokens)
+    return emitPrefillProjection(region, p);
+  std::vector<EmittedStep> steps = emitGemv(region, p, o);
+  if (p.select == Projection::Select::Sample)
+    steps.push_back(emitSample(region, p));
+  return steps;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, EmbeddingOp emb) {
+  auto table = matrixShape(emb.getTable());
+  auto out = matrixShape(emb.getResult());
+  auto tableType = elementTypeOf(emb.getTable().getType());
+  auto outType = elementTypeOf(emb.getResult().getType());
+  if (!table || !out)
+    return regionError(region, "embedding shapes must be static");
+  if (!tableType || !outType)
+    return regionError(region, "embedding table and result must be f16, bf16 or f32");
+  int64_t tableIn = inputIndex(region, emb.getTable()), idsIn = inputIndex(region, emb.getIds());
+  if (tableIn < 0 || idsIn < 0)
+    return regionError(region, "embedding operands must be region inputs");
+  auto yielded = yieldedResults(region);
+  auto it = yielded.find(emb.getResult());
+  if (it == yielded.end())
+    return regionError(region, "the embedding is not a region result");
+  int64_t tokens = out->first, hidden = table->second, vocab = table->first;
+  int64_t vec = vectorWidth(std::max(bytesOf(*tableType), bytesOf(*outType)), {hidden});
+  int64_t perRow = hidden / vec;
+  int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// Embedding: gathers the table rows of the token ids (ids outside the vocabulary "
+        "give zeros).\n"
+     << kPrelude << "\nconstexpr int T = " << tokens << ";\n"
+     << "constexpr int H = " << hidden << ";\n"
+     << "constexpr int V = " << vocab << ";\n"
+     << "constexpr int VEC = " << vec << ";\n"
+     << "constexpr int THREADS = " << threads << ";\n"
+     << "typedef " << cudaType(*tableType) << " table_t;\n"
+     << "typedef " << cudaType(*outType) << " out_t;\n";
+  std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, tableIn, "table"),
+                                      binding(ParamBinding::Kind::RegionInput, idsIn, "ids")};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker << "(const table_t *__restrict__ table, const int *__restrict__ ids";
+  for (size_t c = 0; c < it->second.size(); ++c) {
+    std::string n = c ? "out_" + std::to_string(c) : "out";
+    os << ", out_t *__restrict__ " << n;
+    params.push_back(binding(ParamBinding::Kind::RegionResult, it->second[c], n));
+  }
+  os << R"() {
+  const int t = blockIdx.y;
+  const int h = (blockIdx.x * THREADS + threadIdx.x) * VEC;
+  if (h >= H)
+    return;
+  const int id = ids[t];
+  wf_pack<out_t, VEC> o;
+  if (id >= 0 && id < V) {
+    const wf_pack<table_t, VEC> r = wf_load<table_t, VEC>(table + (size_t)id * H + h);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      o.v[e] = wf_to<out_t>(wf_f32(r.v[e]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      o.v[e] = wf_to<out_t>(0.0f);
+  }
+)";
+  for (size_t c = 0; c < it->second.size(); ++c)
+    os << "  wf_store<out_t, VEC>(" << (c ? "out_" + std::to_string(c) : std::string("out"))
+       << " + (size_t)t * H + h, o);\n";
+  os << "}\n";
+  std::vector<EmittedStep> steps;
+  steps.push_back(kernelStep(finishKernel(
+      region, "weft_embedding_t" + std::to_string(tokens) + "_h" + std::to_string(hidden),
+      std::move(src), {int(ceilDiv(perRow, threads)), int(tokens), 1}, {threads, 1, 1},
+      std::move(params))));
+  return steps;
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE + KV-cache write
+//===----------------------------------------------------------------------===//
+
+constexpr double kPi = 3.14159265358979323846;
+
+// inv_freq of a rope op (see weft.rope), in double, at compile time.
+llvm::Expected<std::vector<double>> ropeFrequencies(FusionOp region, RopeOp op) {
+  int64_t dim = op.getHeadDim();
+  double theta = op.getTheta().convertToDouble();
+  std::vector<double> inv(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i)
+    inv[size_t(i)] = std::pow(theta, -double(2 * i) / double(dim));
+  llvm::StringRef type = op.getRopeType();
+  if (type == "default")
+    return inv;
+  if (!op.getFactor())
+    return regionError(region, "rope_type '" + type + "' needs 'factor'");
+  double factor = op.getFactor()->convertToDouble();
+  if (type == "linear") {
+    for (double &f : inv)
+      f /= factor;
+    return inv;
+  }
+  if (type != "llama3")
+    return regionError(region, "unsupported rope_type '" + type + "'");
+  if (!op.getLowFreqFactor() || !op.getHighFreqFactor() ||
+      !op.getOriginalMaxPositionEmbeddings())
+    return regionError(region, "rope_type 'llama3' needs low_freq_factor, high_freq_factor "
+                               "and original_max_position_embeddings");
+  double low = op.getLowFreqFactor()->convertToDouble();
+  double high = op.getHighFreqFactor()->convertToDouble();
+  double original = double(*op.getOriginalMaxPositionEmbeddings());
+  // Long wavelengths are slowed by `factor`, short ones kept, and the band
+  // between blends the two.
+  for (double &f : inv) {
+    double wavelength = 2.0 * kPi / f;
+    if (wavelength > original / low) {
+      f /= factor;
+    } else if (wavelength >= original / high) {
+      double smooth = (original / wavelength - low) / (high - low);
+      f = (1.0 - smooth) * f / factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+// One group of heads the kernel handles: rotated (table >= 0) or copied,
+// to results and/or one of the caches.
+struct HeadGroup {
+  int64_t inputParam = 0; // index into the kernel's input list
+  int64_t heads = 0;
+  int64_t table = -1;
+  int64_t positionsParam = -1; // rope positions
+  llvm::SmallVector<int64_t, 1> results;
+  int cache = 0; // 0 none, 1 K, 2 V
+  ElementType inType, resultType;
+};
+
+llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
+                                                         const EmitOptions &o) {
+  mlir::Block &body = region.getBody().front();
+  auto yielded = yieldedResults(region);
+  llvm::SmallVector<RopeOp> ropes;
+  KvWriteOp write;
+  for (Operation &op : body.without_terminator()) {
+    if (auto r = llvm::dyn_cast<RopeOp>(op))
+      ropes.push_back(r);
+    else if (auto w = llvm::dyn_cast<KvWriteOp>(op)) {
+      if (write)
+        return regionError(region, "more than one kv_write");
+      write = w;
+    } else {
+      return regionError(region, "unsupported op '" + op.getName().getStringRef() +
+                                     "' in a rope/kv_write region");
+    }
+  }
+  // Inputs of the kernel (region operands), deduplicated, in first-use order.
+  llvm::SmallVector<int64_t> inputs;
+  auto useInput = [&](Value v) -> int64_t {
+    int64_t i = inputIndex(region, v);
+    if (i < 0)
+      return -1;
+    auto it = llvm::find(inputs, i);
+    if (it != inputs.end())
+      return it - inputs.begin();
+    inputs.push_back(i);
+    return int64_t(inputs.size()) - 1;
+  };
+  int64_t tokens = -1, headDim = -1;
+  std::vector<std::vector<double>> tables;
+  std::vector<HeadGroup> groups;
+  ElementType cacheType = ElementType::BF16;
+  int64_t kvHeads = 0;
+  if (write) {
+    auto cache = write.getCache().getType();
+    auto ct = elementTypeOf(cache.getDtype());
+    if (!ct)
+      return regionError(region, "the KV cache must be f16, bf16 or f32");
+    cacheType = *ct;
+    kvHeads = cache.getKvHeads();
+    headDim = cache.getHeadDim();
+  }
+  for (RopeOp r : ropes) {
+    auto shape = matrixShape(r.getInput());
+    auto it = elementTypeOf(r.getInput().getType()), rt = elementTypeOf(r.getResult().getType());
+    if (!shape || !it || !rt)
+      return regionError(region, "rope operands must be static f16/bf16/f32 matrices");
+    int64_t dim = r.getHeadDim();
+    if (headDim >= 0 && dim != headDim)
+      return regionError(region, "rope head_dim differs from the cache's or another rope's");
+    if (dim % 2 || shape->second % dim)
+      return regionError(region, "rope width is not a multiple of an even head_dim");
+    headDim = dim;
+    if (tokens >= 0 && shape->first != tokens)
+      return regionError(region, "token counts differ");
+    tokens = shape->first;
+    llvm::Expected<std::vector<double>> inv = ropeFrequencies(region, r);
+    if (!inv)
+      return inv.takeError();
+    int64_t table = llvm::find(tables, *inv) - tables.begin();
+    if (table == int64_t(tables.size()))
+      tables.push_back(*inv);
+    HeadGroup g;
+    g.inputParam = useInput(r.getInput());
+    g.positionsParam = useInput(r.getPositions());
+    if (g.inputParam < 0 || g.positionsParam < 0)
+      return regionError(region, "rope operands must be region inputs");
+    g.heads = shape->second / dim;
+    g.table = table;
+    g.inType = *it;
+    g.resultType = *rt;
+    auto y = yielded.find(r.getResult());
+    if (y != yielded.end())
+      g.results = y->second;
+    for (Operation *u : r.getResult().getUsers()) {
+      if (llvm::isa<YieldOp>(u))
+        continue;
+      if (u != write.getOperation() || write.getKey() != r.getResult() ||
+          write.getValue() == r.getResult())
+        return regionError(region, "a rotated tensor may only be yielded or written as keys");
+      g.cache = 1;
+      if (g.heads != kvHeads)
+        return regionError(region, "rotated keys do not match the cache's kv_heads");
+    }
+    groups.push_back(std::move(g));
+  }
+  int64_t positionsParam = -1, slotsParam = -1;
+  if (write) {
+    // Keys not rotated here and the values are copied.
+    for (auto [value, cacheKind] : {std::pair(write.getKey(), 1), std::pair(write.getValue(), 2)}) {
+      if (value.getDefiningOp<RopeOp>())
+        continue;
+      auto shape = matrixShape(value);
+      auto et = elementTypeOf(value.getType());
+      if (!shape || !et || shape->second != kvHeads * headDim)
+        return regionError(region, "kv_write operands must be [tokens, kv_heads * head_dim]");
+      if (tokens >= 0 && shape->first != tokens)
+        return regionError(region, "token counts differ");
+      tokens = shape->first;
+      HeadGroup g;
+      g.inputParam = useInput(value);
+      if (g.inputParam < 0)
+        return regionError(region, "kv_write operands must be region inputs");
+      g.heads = kvHeads;
+      g.cache = cacheKind;
+      g.inType = g.resultType = *et;
+      groups.push_back(std::move(g));
+    }
+    positionsParam = useInput(write.getPositions());
+    slotsParam = useInput(write.getSlots());
+    if (positionsParam < 0 || slotsParam < 0)
+      return regionError(region, "kv_write positions and slots must be region inputs");
+  }
+  if (groups.empty() || tokens < 1 || headDim < 2)
+    return regionError(region, "nothing to rotate or write");
+
+  int64_t half = headDim / 2;
+  int64_t headsPerBlock = half <= 128 ? std::max<int64_t>(1, 128 / half) : 1;
+  int64_t threads = headsPerBlock * half;
+  if (threads > 1024)
+    return regionError(region, "head_dim " + llvm::Twine(headDim) + " is too large");
+  int64_t totalHeads = 0;
+  for (const HeadGroup &g : groups)
+    totalHeads += g.heads;
+
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// Rotary embedding (rotate half) of each head; rotated keys and the values go to "
+        "the paged KV cache.\n"
+     << kPrelude << "\nconstexpr int T = " << tokens << ";\n"
+     << "constexpr int D = " << headDim << ";        // head_dim\n"
+     << "constexpr int HALF = D / 2;\n"
+     << "constexpr int HEADS_PER_BLOCK = " << headsPerBlock << ";\n"
+     << "constexpr int HEADS = " << totalHeads << ";   // heads of all groups\n"
+     << "constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
+  if (write)
+    os << "constexpr int KV_HEADS = " << kvHeads << ";\n"
+       << "constexpr int BLOCK_TOKENS = " << o.blockTokens << ";\n"
+       << "constexpr int MAX_BLOCKS = " << o.maxBlocksPerSequence
+       << "; // block table row length\n"
+       << "typedef " << cudaType(cacheType) << " cache_t;\n";
+  for (auto [i, g] : llvm::enumerate(groups))
+    os << "typedef " << cudaType(g.inType) << " in" << i << "_t;\n"
+       << "typedef " << cudaType(g.resultType) << " res" << i << "_t;\n";
+  // The frequencies, computed in double by the compiler.
+  for (auto [i, table] : llvm::enumerate(tables)) {
+    os << "__constant__ double wf_inv_freq" << i << "[HALF] = {";
+    for (auto [j, f] : llvm::enumerate(table))
+      os << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
+    os << "};\n";
+  }
+  os << R"(
+// cos and sin of position * inv_freq. The angle is reduced modulo 2*pi in
+// double first: in f32, large positions would lose the phase.
+__device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, float &s) {
+  double a = (double)pos * inv;
+  a -= 6.283185307179586 * floor(a * 0.15915494309189535);
+  sincosf((float)a, &s, &c);
+}
+)";
+
+  std::vector<ParamBinding> params;
+  std::vector<std::string> decls;
+  // Input parameters in first-use order: the tensors of the head groups
+  // (x<group>, keys, values) and the int32 positions and slots.
+  for (auto [i, in] : llvm::enumerate(inputs)) {
+    std::string type = "int", name;
+    for (auto [gi, g] : llvm::enumerate(groups))
+      if (g.inputParam == int64_t(i) && name.empty()) {
+        type = "in" + std::to_string(gi) + "_t";
+        name = g.cache == 1 ? "keys" : g.cache == 2 ? "values" : "x" + std::to_string(gi);
+      }
+    if (name.empty())
+      name = int64_t(i) == slotsParam ? "slots" : "positions";
+    if (llvm::any_of(params, [&](const ParamBinding &b) { return b.name == name; }))
+      name += std::to_string(i);
+    decls.push_back("const " + type + " *__restrict__ " + name);
+    params.push_back(binding(ParamBinding::Kind::RegionInput, in, name));
+  }
+  auto inputName = [&](int64_t param) { return params[size_t(param)].name; };
+  if (write) {
+    int64_t layer = int64_t(write.getLayer());
+    decls.push_back("cache_t *__restrict__ k_cache");
+    params.push_back(binding(ParamBinding::Kind::KCache, layer, "k_cache"));
+    decls.push_back("cache_t *__restrict__ v_cache");
+    params.push_back(binding(ParamBinding::Kind::VCache, layer, "v_cache"));
+    decls.push_back("const int *__restrict__ block_tables");
+    params.push_back(binding(ParamBinding::Kind::BlockTables, 0, "block_tables"));
+  }
+  for (auto [gi, g] : llvm::enumerate(groups))
+    for (auto [c, r] : llvm::enumerate(g.results)) {
+      std::string n = "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "");
+      decls.push_back("res" + std::to_string(gi) + "_t *__restrict__ " + n);
+      params.push_back(binding(ParamBinding::Kind::RegionResult, r, n));
+    }
+
+  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+     << kNameMarker << "(" << llvm::join(decls, ", ") << R"() {
+  const int t = blockIdx.y;
+  const int head = blockIdx.x * HEADS_PER_BLOCK + threadIdx.x / HALF;
+  const int i = threadIdx.x % HALF;
+  if (head >= HEADS)
+    return;
+)";
+  if (write)
+    os << "  const int pos = " << inputName(positionsParam) << "[t], seq = "
+       << inputName(slotsParam) << R"([t];
+  // Page of the token: block_tables[seq][pos / BLOCK_TOKENS]; tokens with a
+  // negative position or slot (padding) write nothing.
+  const int page = pos >= 0 && seq >= 0 ? block_tables[(size_t)seq * MAX_BLOCKS + pos / BLOCK_TOKENS] : -1;
+  const size_t cacheRow = ((size_t)(page < 0 ? 0 : page) * BLOCK_TOKENS + (pos < 0 ? 0 : pos) % BLOCK_TOKENS) * KV_HEADS;
+)";
+  int64_t start = 0;
+  for (auto [gi, g] : llvm::enumerate(groups)) {
+    bool last = gi + 1 == groups.size();
+    os << "  " << (gi ? "else " : "");
+    if (!last)
+      os << "if (head < " << start + g.heads << ") ";
+    os << "{\n    const int h = head - " << start << ";\n"
+       << "    const in" << gi << "_t *src = " << inputName(g.inputParam) << " + (size_t)t * "
+       << g.heads * headDim << " + h * D;\n"
+       << "    float a = wf_f32(src[i]), b = wf_f32(src[i + HALF]);\n";
+    std::string res = "res" + std::to_string(gi) + "_t";
+    if (g.table >= 0)
+      os << "    float c, s;\n"
+         << "    wf_rope_angle(" << inputName(g.positionsParam) << "[t], wf_inv_freq" << g.table
+         << "[i], c, s);\n"
+         << "    const float ra = wf_round<" << res << ">(a * c - b * s);\n"
+         << "    const float rb = wf_round<" << res << ">(b * c + a * s);\n"
+         << "    a = ra;\n    b = rb;\n";
+    for (size_t c = 0; c < g.results.size(); ++c) {
+      std::string n = "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "");
+      os << "    " << n << "[(size_t)t * " << g.heads * headDim << " + h * D + i] = wf_to<"
+         << res << ">(a);\n"
+         << "    " << n << "[(size_t)t * " << g.heads * headDim << " + h * D + i + HALF] = wf_to<"
+         << res << ">(b);\n";
+    }
+    if (g.cache) {
+      const char *cache = g.cache == 1 ? "k_cache" : "v_cache";
+      os << "    if (page >= 0) {\n"
+         << "      " << cache << "[(cacheRow + h) * D + i] = wf_to<cache_t>(a);\n"
+         << "      " << cache << "[(cacheRow + h) * D + i + HALF] = wf_to<cache_t>(b);\n"
+         << "    }\n";
+    }
+    os << "  }\n";
+    start += g.heads;
+  }
+  os << "}\n";
+  std::vector<EmittedStep> steps;
+  steps.push_back(kernelStep(finishKernel(
+      region,
+      "weft_rope_kv_write_t" + std::to_string(tokens) + "_h" + std::to_string(totalHeads) +
+          "_d" + std::to_string(headDim),
+      std::move(src), {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1},
+      {int(threads), 1, 1}, std::move(params))));
+  return steps;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitOptions &options) {
+  if (region.getBody().empty())
+    return regionError(region, "empty region");
+  mlir::Block &body = region.getBody().front();
+  if (options.blockTokens < 1 || options.maxBlocksPerSequence < 1 || options.maxSequences < 1)
+    return regionError(region, "block_tokens, max_sequences and max_blocks_per_sequence must "
+                               "be positive");
+
+  // Dispatch on what the body holds, not on the kind string alone.
+  bool hasAttention = false, hasRopeOrWrite = false, hasEmbedding = false;
+  EmbeddingOp embedding;
+  size_t ops = 0;
+  for (Operation &op : body.without_terminator()) {
+    ++ops;
+    hasAttention |= llvm::isa<AttentionOp>(op);
+    hasRopeOrWrite |= llvm::isa<RopeOp, KvWriteOp>(op);
+    if (auto e = llvm::dyn_cast<EmbeddingOp>(op)) {
+      hasEmbedding = true;
+      embedding = e;
+    }
+  }
+  if (hasAttention) {
+#ifdef WEFT_HAVE_ATTENTION_EMITTER
+    return emitAttentionRegion(region, options);
+#else
+    return regionError(region, "attention kernels are not part of this build");
+#endif
+  }
+  if (hasEmbedding) {
+    if (ops != 1)
+      return regionError(region, "an embedding region must hold only the embedding");
+    return emitEmbedding(region, embedding);
+  }
+  if (hasRopeOrWrite)
+    return emitRopeKvWrite(region, options);
+  llvm::Expected<std::optional<Projection>> projection = analyzeProjection(region);
+  if (!projection)
+    return projection.takeError();
+  if (*projection)
+    return emitProjection(region, **projection, options);
+  return regionError(region, "no CUDA kernel for this combination of ops");
+}
+
+} // namespace weft::cuda

@@ -1,0 +1,100 @@
+// CUDA C++ emission for weft.fusion regions: each region kind becomes one or
+// more kernels whose every model dimension is a compile-time constant.
+#ifndef WEFT_TARGETS_CUDA_KERNELEMITTER_H_
+#define WEFT_TARGETS_CUDA_KERNELEMITTER_H_
+
+#include "dialects/Weft/IR/WeftOps.h"
+
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <optional>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::cuda {
+
+// What one kernel parameter is bound to. The plan lowering resolves each
+// binding to a device pointer or scalar; the kernel's C++ parameter list is
+// exactly `params`, in order: pointers for everything but Scalar, which is
+// a 64-bit integer.
+struct ParamBinding {
+  enum class Kind {
+    RegionInput,  // index: operand of the weft.fusion (activation, weight,
+                  // token vector); the lowering knows which it is
+    RegionResult, // index: result of the weft.fusion
+    KCache,       // index: the layer; its paged K cache:
+                  // [blocks, block_tokens, kv_heads, head_dim]
+    VCache,       // index: the layer; its paged V cache, same layout
+    BlockTables,  // int32 [max_sequences, max_blocks_per_sequence]
+    Scratch,      // index: scratch buffer id within the region; `bytes` big.
+                  // Contents do not persist between launches: a kernel
+                  // never relies on what an earlier run left there
+    Scalar,       // value
+  };
+  Kind kind;
+  int64_t index = 0;
+  uint64_t bytes = 0; // Scratch: size in bytes (zero-initialized if zeroInit)
+  bool zeroInit = false;
+  int64_t value = 0;  // Scalar
+  std::string name;   // the C++ parameter name, for docs and FileCheck
+};
+
+struct EmittedKernel {
+  std::string name;       // extern "C" entry point, unique per source
+  std::string regionKind; // the region's kind
+  std::string source;     // a complete CUDA C++ translation unit (no includes
+                          // beyond cuda_fp16.h / cuda_bf16.h)
+  std::array<int, 3> grid{1, 1, 1};
+  std::array<int, 3> block{1, 1, 1};
+  int sharedBytes = 0;
+  std::vector<ParamBinding> params;
+};
+
+// Element types of GEMM operands (weights keep their own type; logits are
+// f32 while activations are f16/bf16).
+enum class ElementType { F16, BF16, F32 };
+const char *elementTypeName(ElementType type); // "f16", "bf16", "f32"
+
+// out[m, n] = A[m, k] · B[n, k]ᵀ (+ bias[n]) (+ residual[m, n]), row-major,
+// f32 accumulation, run by cuBLASLt: the large-M projections of prefill.
+// `c` is the output (`residual`, when present, has cType and c's shape).
+struct GemmStep {
+  int64_t m = 0, n = 0, k = 0;
+  ParamBinding a, b, c;
+  std::optional<ParamBinding> bias, residual;
+  ElementType aType = ElementType::BF16, bType = ElementType::BF16,
+              cType = ElementType::BF16, biasType = ElementType::BF16;
+};
+
+// One step of a region: a generated kernel or a library GEMM. Steps of one
+// region share its Scratch buffers (by index), e.g. the normalized
+// activation between an RMSNorm kernel and the GEMM that reads it.
+struct EmittedStep {
+  std::optional<EmittedKernel> kernel;
+  std::optional<GemmStep> gemm;
+};
+
+struct EmitOptions {
+  int64_t blockTokens = 16;          // KV cache page size
+  int64_t maxSequences = 1;          // rows of the block table
+  int64_t maxBlocksPerSequence = 256;
+  int64_t smCount = 132;             // for grid sizing (split-K, splits)
+  int computeCapability = 90;        // the architecture code is emitted for
+};
+
+// The steps that run `region` (a weft.fusion whose token dimension is
+// static, i.e. after weft-specialize), in order. Fails with a message naming
+// the region kind when the kind or a shape is unsupported. Deterministic:
+// the same region and options give the same sources.
+llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
+                                                   const EmitOptions &options);
+
+// Token counts above this run projections through cuBLASLt instead of a
+// generated GEMV-style kernel.
+inline constexpr int64_t kMaxGemvTokens = 16;
+
+} // namespace weft::cuda
+
+#endif // WEFT_TARGETS_CUDA_KERNELEMITTER_H_

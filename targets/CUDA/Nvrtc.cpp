@@ -1,0 +1,369 @@
+// NVRTC compilation of emitted kernels and the on-disk kernel cache.
+#include "targets/CUDA/Nvrtc.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <nvrtc.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#ifndef WEFT_CUDA_INCLUDE_DIR
+#error "WEFT_CUDA_INCLUDE_DIR must name the CUDA toolkit's include directory"
+#endif
+
+namespace weft::cuda {
+namespace {
+
+constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
+constexpr llvm::StringLiteral kEntrySuffix = ".weftk";
+
+llvm::Error kernelError(llvm::StringRef name, llvm::StringRef arch, const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 ("kernel " + name + " (" + arch + "): " + what).str());
+}
+
+// The first lines of an NVRTC log as one line: "a | b | c ...".
+std::string logExcerpt(llvm::StringRef log) {
+  constexpr size_t kMaxLines = 8, kMaxChars = 600;
+  llvm::SmallVector<llvm::StringRef> lines;
+  log.split(lines, '\n');
+  std::string out;
+  size_t taken = 0;
+  bool more = false;
+  for (llvm::StringRef line : lines) {
+    line = line.trim();
+    if (line.empty())
+      continue;
+    if (taken == kMaxLines) {
+      more = true;
+      break;
+    }
+    if (!out.empty())
+      out += " | ";
+    out += line.str();
+    ++taken;
+  }
+  if (out.size() > kMaxChars) {
+    out.resize(kMaxChars);
+    more = true;
+  }
+  if (more)
+    out += " ...";
+  return out.empty() ? std::string("(empty log)") : out;
+}
+
+// Little-endian writers/readers for the cache entry.
+void put64(std::string &s, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    s += char((v >> (8 * i)) & 0xff);
+}
+void putBytes(std::string &s, llvm::StringRef bytes) {
+  put64(s, bytes.size());
+  s += bytes.str();
+}
+
+struct Reader {
+  llvm::StringRef data;
+  bool ok = true;
+  uint64_t get64() {
+    if (data.size() < 8) {
+      ok = false;
+      return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= uint64_t(uint8_t(data[i])) << (8 * i);
+    data = data.drop_front(8);
+    return v;
+  }
+  llvm::StringRef getBytes() {
+    uint64_t n = get64();
+    if (!ok || n > data.size()) {
+      ok = false;
+      return {};
+    }
+    llvm::StringRef r = data.take_front(n);
+    data = data.drop_front(n);
+    return r;
+  }
+};
+
+bool validArch(llvm::StringRef arch) {
+  unsigned cc = 0;
+  return arch.consume_front("sm_") && !arch.empty() && !arch.getAsInteger(10, cc) && cc >= 50;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KernelCache
+//===----------------------------------------------------------------------===//
+
+KernelCache::KernelCache(std::string directory) : directory_(std::move(directory)) {}
+
+std::string KernelCache::defaultDirectory() {
+  llvm::SmallString<256> path;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg &&
+                                                         llvm::sys::path::is_absolute(xdg)) {
+    path = xdg;
+  } else if (const char *home = std::getenv("HOME"); home && *home) {
+    path = home;
+    llvm::sys::path::append(path, ".cache");
+  } else {
+    llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/false, path);
+  }
+  llvm::sys::path::append(path, "weft", "kernels");
+  return std::string(path);
+}
+
+std::string KernelCache::entryPath(uint64_t key) const {
+  llvm::SmallString<256> path(directory_);
+  std::string file;
+  llvm::raw_string_ostream os(file);
+  os << llvm::format_hex_no_prefix(key, 16) << kEntrySuffix;
+  os.flush();
+  llvm::sys::path::append(path, file);
+  return std::string(path);
+}
+
+std::optional<CompiledKernel> KernelCache::lookup(uint64_t key, llvm::StringRef name) const {
+  auto buffer = llvm::MemoryBuffer::getFile(entryPath(key), /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return std::nullopt;
+  llvm::StringRef data = (*buffer)->getBuffer();
+  // Layout: magic, fields, then an xxh3 of everything before it.
+  if (data.size() < sizeof(kMagic) + 8 ||
+      std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)
+    return std::nullopt;
+  llvm::StringRef body = data.drop_back(8);
+  Reader tail{data.take_back(8)};
+  if (tail.get64() != llvm::xxh3_64bits(body))
+    return std::nullopt;
+  Reader r{body.drop_front(sizeof(kMagic))};
+  CompiledKernel k;
+  uint64_t storedKey = r.get64();
+  k.sourceHash = r.get64();
+  k.name = r.getBytes().str();
+  k.arch = r.getBytes().str();
+  llvm::StringRef cubin = r.getBytes();
+  k.ptx = r.getBytes().str();
+  if (!r.ok || !r.data.empty() || storedKey != key || k.name != name || cubin.empty())
+    return std::nullopt;
+  k.cubin.assign(cubin.bytes_begin(), cubin.bytes_end());
+  k.fromCache = true;
+  return k;
+}
+
+llvm::Error KernelCache::store(uint64_t key, const CompiledKernel &kernel) const {
+  if (std::error_code ec = llvm::sys::fs::create_directories(directory_))
+    return llvm::createStringError(ec, "kernel cache %s: %s", directory_.c_str(),
+                                   ec.message().c_str());
+  std::string data(kMagic, sizeof(kMagic));
+  put64(data, key);
+  put64(data, kernel.sourceHash);
+  putBytes(data, kernel.name);
+  putBytes(data, kernel.arch);
+  putBytes(data, llvm::StringRef(reinterpret_cast<const char *>(kernel.cubin.data()),
+                                 kernel.cubin.size()));
+  putBytes(data, kernel.ptx);
+  put64(data, llvm::xxh3_64bits(llvm::StringRef(data)));
+
+  // A unique temporary beside the entry, renamed over it: readers see the
+  // old entry, no entry or the whole new one.
+  std::string path = entryPath(key);
+  llvm::SmallString<256> temp;
+  int fd = -1;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%%%%%", fd, temp))
+    return llvm::createStringError(ec, "kernel cache %s: %s", path.c_str(),
+                                   ec.message().c_str());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(data.data(), data.size());
+    os.close();
+    if (os.has_error()) {
+      std::error_code ec = os.error();
+      os.clear_error();
+      llvm::sys::fs::remove(temp);
+      return llvm::createStringError(ec, "kernel cache %s: %s", temp.c_str(),
+                                     ec.message().c_str());
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return llvm::createStringError(ec, "kernel cache %s: %s", path.c_str(),
+                                   ec.message().c_str());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error KernelCache::clear() const {
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (llvm::sys::fs::directory_iterator it(directory_, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef file = llvm::sys::path::filename(it->path());
+    if (file.ends_with(kEntrySuffix) || file.contains(std::string(kEntrySuffix) + ".tmp-"))
+      doomed.push_back(it->path());
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return llvm::createStringError(ec, "kernel cache %s: %s", directory_.c_str(),
+                                   ec.message().c_str());
+  for (const std::string &f : doomed)
+    if (std::error_code rec = llvm::sys::fs::remove(f))
+      return llvm::createStringError(rec, "kernel cache %s: %s", f.c_str(),
+                                     rec.message().c_str());
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Compilation
+//===----------------------------------------------------------------------===//
+
+std::string nvrtcVersionString() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+    return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<std::string> nvrtcOptions(llvm::StringRef arch) {
+  return {"-arch=" + arch.str(), "--std=c++17", "-default-device",
+          std::string("-I") + WEFT_CUDA_INCLUDE_DIR};
+}
+
+uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch) {
+  std::string material = kernel.source;
+  material += '\0';
+  material += arch.str();
+  material += '\0';
+  material += nvrtcVersionString();
+  for (const std::string &o : nvrtcOptions(arch)) {
+    material += '\0';
+    material += o;
+  }
+  return llvm::xxh3_64bits(llvm::StringRef(material));
+}
+
+llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::StringRef arch,
+                                             KernelCache *cache) {
+  if (!validArch(arch))
+    return kernelError(kernel.name, arch, "not an architecture of the form sm_86");
+  uint64_t key = kernelCacheKey(kernel, arch);
+  if (cache)
+    if (std::optional<CompiledKernel> hit = cache->lookup(key, kernel.name))
+      return std::move(*hit);
+
+  nvrtcProgram program = nullptr;
+  std::string file = kernel.name + ".cu";
+  if (nvrtcResult r = nvrtcCreateProgram(&program, kernel.source.c_str(), file.c_str(), 0,
+                                         nullptr, nullptr);
+      r != NVRTC_SUCCESS)
+    return kernelError(kernel.name, arch,
+                       llvm::Twine("NVRTC could not create the program: ") +
+                           nvrtcGetErrorString(r));
+  // Destroys the program on every path out.
+  auto destroy = llvm::make_scope_exit([&] { nvrtcDestroyProgram(&program); });
+
+  std::vector<std::string> options = nvrtcOptions(arch);
+  std::vector<const char *> argv;
+  for (const std::string &o : options)
+    argv.push_back(o.c_str());
+  nvrtcResult compiled = nvrtcCompileProgram(program, int(argv.size()), argv.data());
+  size_t logSize = 0;
+  std::string log;
+  if (nvrtcGetProgramLogSize(program, &logSize) == NVRTC_SUCCESS && logSize > 1) {
+    log.resize(logSize);
+    if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS)
+      log.clear();
+    while (!log.empty() && log.back() == '\0')
+      log.pop_back();
+  }
+  if (compiled != NVRTC_SUCCESS)
+    return kernelError(kernel.name, arch, "NVRTC compilation failed: " + logExcerpt(log));
+
+  CompiledKernel k;
+  k.name = kernel.name;
+  k.arch = arch.str();
+  k.sourceHash = llvm::xxh3_64bits(llvm::StringRef(kernel.source));
+  size_t cubinSize = 0, ptxSize = 0;
+  if (nvrtcGetCUBINSize(program, &cubinSize) != NVRTC_SUCCESS || cubinSize == 0)
+    return kernelError(kernel.name, arch, "NVRTC produced no CUBIN");
+  k.cubin.resize(cubinSize);
+  if (nvrtcGetCUBIN(program, reinterpret_cast<char *>(k.cubin.data())) != NVRTC_SUCCESS)
+    return kernelError(kernel.name, arch, "NVRTC could not return the CUBIN");
+  if (nvrtcGetPTXSize(program, &ptxSize) == NVRTC_SUCCESS && ptxSize > 0) {
+    k.ptx.resize(ptxSize);
+    if (nvrtcGetPTX(program, k.ptx.data()) != NVRTC_SUCCESS)
+      return kernelError(kernel.name, arch, "NVRTC could not return the PTX");
+    while (!k.ptx.empty() && k.ptx.back() == '\0')
+      k.ptx.pop_back();
+  }
+  if (cache)
+    llvm::consumeError(cache->store(key, k)); // a cold cache next time, nothing worse
+  return k;
+}
+
+llvm::Expected<std::vector<CompiledKernel>>
+compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
+               KernelCache *cache, unsigned threads) {
+  // One compilation per distinct source.
+  std::vector<size_t> uniqueOf(kernels.size());
+  std::vector<size_t> unique; // indices into `kernels`
+  std::map<std::pair<uint64_t, llvm::StringRef>, size_t> seen;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    llvm::StringRef source = kernels[i].source;
+    auto key = std::make_pair(llvm::xxh3_64bits(source), source);
+    auto [it, inserted] = seen.try_emplace(key, unique.size());
+    if (inserted)
+      unique.push_back(i);
+    uniqueOf[i] = it->second;
+  }
+
+  std::vector<std::optional<CompiledKernel>> results(unique.size());
+  std::vector<std::string> errors(unique.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t u = next++; u < unique.size(); u = next++) {
+      llvm::Expected<CompiledKernel> k = compileKernel(kernels[unique[u]], arch, cache);
+      if (k)
+        results[u] = std::move(*k);
+      else
+        errors[u] = llvm::toString(k.takeError());
+    }
+  };
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = unsigned(std::min<size_t>(threads, unique.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+
+  std::vector<CompiledKernel> out;
+  out.reserve(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    size_t u = uniqueOf[i];
+    if (!results[u])
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), errors[u]);
+    out.push_back(*results[u]);
+  }
+  return out;
+}
+
+} // namespace weft::cuda

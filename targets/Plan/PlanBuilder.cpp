@@ -1,0 +1,802 @@
+// Lowering of specialized modules to the FlatBuffers plan.
+#include "targets/Plan/PlanBuilder.h"
+
+#include "dialects/Dist/IR/DistDialect.h"
+#include "dialects/Weft/IR/WeftOps.h"
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/plan_generated.h"
+#include "targets/CUDA/KernelEmitter.h"
+#include "targets/CUDA/Nvrtc.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace weft::plan {
+namespace {
+
+llvm::Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+fb::DType dtypeOf(Type t) {
+  if (t.isF16()) return fb::DType::F16;
+  if (t.isBF16()) return fb::DType::BF16;
+  if (t.isF32()) return fb::DType::F32;
+  if (t.isInteger(64)) return fb::DType::I64;
+  if (t.isInteger(8)) return fb::DType::I8;
+  return fb::DType::I32;
+}
+
+fb::DType dtypeOf(io::DType t) {
+  switch (t) {
+  case io::DType::F16: return fb::DType::F16;
+  case io::DType::BF16: return fb::DType::BF16;
+  case io::DType::F32: return fb::DType::F32;
+  case io::DType::I8: return fb::DType::I8;
+  case io::DType::I32: return fb::DType::I32;
+  case io::DType::I64: return fb::DType::I64;
+  case io::DType::F8_E4M3: return fb::DType::FP8_E4M3;
+  default: return fb::DType::F32;
+  }
+}
+
+uint64_t bytesOf(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  uint64_t n = uint64_t(t.getNumElements());
+  return n * std::max<uint64_t>(1, t.getElementTypeBitWidth() / 8);
+}
+
+constexpr uint64_t kAlignment = 256;
+uint64_t alignUp(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
+
+struct ArgRef {
+  fb::ArgKind kind = fb::ArgKind::Scalar;
+  int32_t index = 0; // for Buffer: a bucket-wide buffer id until written
+  uint64_t offset = 0;
+  int64_t value = 0;
+};
+
+struct BufferRec {
+  int device = 0;
+  uint64_t bytes = 0;
+  int first = 0, last = 0; // live steps, inclusive
+  uint64_t offset = 0;
+  int local = 0;           // index within the device's buffer list
+};
+
+struct StepRec {
+  enum Kind { Launch, Gemm, Copy, AllReduce } kind = Launch;
+  int device = 0;
+  std::string region;
+  int kernel = 0;
+  std::array<int, 3> grid{}, block{};
+  int shared = 0;
+  std::vector<ArgRef> args;
+  int64_t m = 0, n = 0, k = 0;
+  ArgRef a, b, c;
+  std::optional<ArgRef> bias, residual;
+  fb::DType dtype = fb::DType::F16;
+  int source = 0, target = 0;
+  ArgRef from, to;
+  uint64_t bytes = 0;
+  std::vector<int> devices;
+  uint64_t count = 0;
+};
+
+struct BucketRec {
+  std::string name;
+  bool prefill = false;
+  int64_t tokens = 0;
+  std::vector<BufferRec> buffers;
+  std::vector<StepRec> steps;
+};
+
+struct WeightRec {
+  std::string name;
+  fb::DType dtype = fb::DType::F16;
+  std::vector<int64_t> shape;
+  bool concat = false;
+  int concatAxis = 0;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sources; // name, shape
+  int shardAxis = -1, shardParts = 1;
+  std::set<int> devices;
+};
+
+class Lowering {
+public:
+  Lowering(const ModelSource &source, const target::Topology &topology,
+           const partition::PartitionOptions &popts, const PlanBuildOptions &options)
+      : source(source), topology(topology), popts(popts), options(options) {
+    maxBlocksPerSequence =
+        (popts.context + options.blockTokens - 1) / options.blockTokens;
+  }
+
+  llvm::Error lowerFunction(func::FuncOp fn) {
+    BucketRec bucket;
+    bucket.name = fn.getSymName().str();
+    bucket.prefill = llvm::StringRef(bucket.name).starts_with("prefill");
+    if (auto t = fn->getAttrOfType<IntegerAttr>("weft.tokens"))
+      bucket.tokens = t.getInt();
+    current = &bucket;
+    locations.clear();
+    outputs.clear();
+
+    // What the function returns goes to the runtime's output buffers.
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      outputs[v] = i == 0 ? fb::InputKind::Logits : fb::InputKind::NextTokens;
+
+    for (Operation &op : fn.getBody().front()) {
+      if (auto region = dyn_cast<FusionOp>(op)) {
+        if (llvm::Error e = lowerRegion(region))
+          return e;
+      } else if (auto transfer = dyn_cast<dist::TransferOp>(op)) {
+        if (llvm::Error e = lowerTransfer(transfer))
+          return e;
+      } else if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+        if (llvm::Error e = lowerAllReduce(reduce))
+          return e;
+      } else if (isa<WeightOp, WeightConcatOp, func::ReturnOp>(op)) {
+        continue;
+      } else {
+        return makeError("@" + bucket.name + ": cannot lower '" +
+                         op.getName().getStringRef() + "' to a plan step");
+      }
+    }
+    assignOffsets(bucket);
+    buckets.push_back(std::move(bucket));
+    return llvm::Error::success();
+  }
+
+  llvm::Error lowerRegion(FusionOp region) {
+    std::string what = llvm::formatv("@{0}: region {1} ({2})", current->name,
+                                     regionCounter++, region.getKind());
+    int device = 0;
+    if (auto placement = region->getAttrOfType<dist::PlacementAttr>("dist.placement")) {
+      ArrayRef<int64_t> devices = placement.getDevices().asArrayRef();
+      if (devices.size() > 1)
+        return makeError(what + ": tensor-parallel regions are not lowered to plans yet");
+      device = int(devices[0]);
+    }
+    if (device >= int(topology.devices.size()))
+      return makeError(what + ": placed on device " + llvm::Twine(device) +
+                       " of a topology with " + llvm::Twine(topology.devices.size()));
+    cuda::EmitOptions eo = emitOptions(device);
+    llvm::Expected<std::vector<cuda::EmittedStep>> steps = cuda::emitRegion(region, eo);
+    if (!steps)
+      return makeError(what + ": " + llvm::toString(steps.takeError()));
+    std::map<int64_t, int> scratch; // region scratch id -> buffer
+    for (cuda::EmittedStep &es : *steps) {
+      StepRec step;
+      step.device = device;
+      step.region = region.getKind().str();
+      int index = int(current->steps.size());
+      auto resolve = [&](const cuda::ParamBinding &p) -> llvm::Expected<ArgRef> {
+        return bind(region, p, device, index, scratch, what);
+      };
+      if (es.kernel) {
+        // Identical sources share one kernel, but each launch binds its own
+        // parameters (the layer of a cache, say), so keep this one's.
+        step.kind = StepRec::Launch;
+        std::vector<cuda::ParamBinding> params = es.kernel->params;
+        step.grid = es.kernel->grid;
+        step.block = es.kernel->block;
+        step.shared = es.kernel->sharedBytes;
+        step.kernel = kernelIndex(std::move(*es.kernel), device);
+        for (const cuda::ParamBinding &p : params) {
+          llvm::Expected<ArgRef> a = resolve(p);
+          if (!a)
+            return a.takeError();
+          step.args.push_back(*a);
+        }
+      } else if (es.gemm) {
+        step.kind = StepRec::Gemm;
+        const cuda::GemmStep &g = *es.gemm;
+        step.m = g.m;
+        step.n = g.n;
+        step.k = g.k;
+        step.dtype = dtypeOf(source.config.dtype);
+        for (auto [slot, binding] :
+             {std::pair(&step.a, &g.a), std::pair(&step.b, &g.b), std::pair(&step.c, &g.c)}) {
+          llvm::Expected<ArgRef> a = resolve(*binding);
+          if (!a)
+            return a.takeError();
+          *slot = *a;
+        }
+        if (g.bias) {
+          llvm::Expected<ArgRef> a = resolve(*g.bias);
+          if (!a)
+            return a.takeError();
+          step.bias = *a;
+        }
+        if (g.residual) {
+          llvm::Expected<ArgRef> a = resolve(*g.residual);
+          if (!a)
+            return a.takeError();
+          step.residual = *a;
+        }
+      } else {
+        return makeError(what + ": the emitter returned an empty step");
+      }
+      current->steps.push_back(std::move(step));
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Expected<ArgRef> bind(FusionOp region, const cuda::ParamBinding &p, int device,
+                              int step, std::map<int64_t, int> &scratch,
+                              const std::string &what) {
+    ArgRef a;
+    switch (p.kind) {
+    case cuda::ParamBinding::Kind::RegionInput: {
+      if (p.index < 0 || p.index >= int64_t(region.getInputs().size()))
+        return makeError(what + ": parameter '" + p.name + "' binds input " +
+                         llvm::Twine(p.index) + " of " +
+                         llvm::Twine(region.getInputs().size()));
+      return bindValue(region.getInputs()[size_t(p.index)], device, step, what);
+    }
+    case cuda::ParamBinding::Kind::RegionResult: {
+      if (p.index < 0 || p.index >= int64_t(region.getNumResults()))
+        return makeError(what + ": parameter '" + p.name + "' binds result " +
+                         llvm::Twine(p.index));
+      Value v = region.getResult(unsigned(p.index));
+      auto out = outputs.find(v);
+      if (out != outputs.end()) {
+        a.kind = fb::ArgKind::Input;
+        a.index = int32_t(out->second);
+        return a;
+      }
+      auto it = locations.find(v);
+      if (it == locations.end())
+        it = locations.try_emplace(v, newBuffer(device, bytesOf(v.getType()), step)).first;
+      touch(it->second, step);
+      a.kind = fb::ArgKind::Buffer;
+      a.index = it->second;
+      return a;
+    }
+    case cuda::ParamBinding::Kind::KCache:
+    case cuda::ParamBinding::Kind::VCache:
+      a.kind = p.kind == cuda::ParamBinding::Kind::KCache ? fb::ArgKind::KCache
+                                                          : fb::ArgKind::VCache;
+      a.index = int32_t(p.index);
+      return a;
+    case cuda::ParamBinding::Kind::BlockTables:
+      a.kind = fb::ArgKind::Input;
+      a.index = int32_t(fb::InputKind::BlockTables);
+      return a;
+    case cuda::ParamBinding::Kind::Scratch: {
+      auto it = scratch.find(p.index);
+      if (it == scratch.end())
+        it = scratch.emplace(p.index, newBuffer(device, p.bytes, step)).first;
+      touch(it->second, step);
+      a.kind = fb::ArgKind::Buffer;
+      a.index = it->second;
+      return a;
+    }
+    case cuda::ParamBinding::Kind::Scalar:
+      a.kind = fb::ArgKind::Scalar;
+      a.value = p.value;
+      return a;
+    }
+    return makeError(what + ": unknown parameter binding");
+  }
+
+  llvm::Expected<ArgRef> bindValue(Value v, int device, int step, const std::string &what) {
+    ArgRef a;
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+      static const fb::InputKind kArgs[] = {
+          fb::InputKind::TokenIds, fb::InputKind::Positions, fb::InputKind::Slots,
+          fb::InputKind::TokenIds /*cache: never bound*/, fb::InputKind::Temperature,
+          fb::InputKind::TopK, fb::InputKind::TopP, fb::InputKind::Uniform};
+      unsigned i = arg.getArgNumber();
+      if (i == 3 || i >= std::size(kArgs))
+        return makeError(what + ": function argument " + llvm::Twine(i) +
+                         " cannot be bound to a kernel parameter");
+      a.kind = fb::ArgKind::Input;
+      a.index = int32_t(kArgs[i]);
+      return a;
+    }
+    Operation *def = v.getDefiningOp();
+    if (isa<WeightOp, WeightConcatOp>(def)) {
+      a.kind = fb::ArgKind::Weight;
+      a.index = weightIndex(def, device);
+      return a;
+    }
+    auto it = locations.find(v);
+    if (it == locations.end())
+      return makeError(what + ": an input is not computed on any device before use");
+    if (current->buffers[size_t(it->second)].device != device)
+      return makeError(what + llvm::formatv(": an input lives on device {0}, not {1} "
+                                            "(missing dist.transfer)",
+                                            current->buffers[size_t(it->second)].device,
+                                            device));
+    touch(it->second, step);
+    a.kind = fb::ArgKind::Buffer;
+    a.index = it->second;
+    return a;
+  }
+
+  llvm::Error lowerTransfer(dist::TransferOp op) {
+    std::string what = "@" + current->name + ": dist.transfer";
+    int step = int(current->steps.size());
+    auto it = locations.find(op.getInput());
+    if (it == locations.end())
+      return makeError(what + ": its input is not computed before it");
+    StepRec s;
+    s.kind = StepRec::Copy;
+    s.source = int(op.getSource());
+    s.target = int(op.getTarget());
+    s.device = s.source;
+    s.region = "transfer";
+    s.bytes = bytesOf(op.getType());
+    touch(it->second, step);
+    s.from.kind = fb::ArgKind::Buffer;
+    s.from.index = it->second;
+    int dst = newBuffer(s.target, s.bytes, step);
+    locations[op.getResult()] = dst;
+    s.to.kind = fb::ArgKind::Buffer;
+    s.to.index = dst;
+    current->steps.push_back(std::move(s));
+    return llvm::Error::success();
+  }
+
+  llvm::Error lowerAllReduce(dist::AllReduceOp op) {
+    std::string what = "@" + current->name + ": dist.all_reduce";
+    auto it = locations.find(op.getInput());
+    if (it == locations.end())
+      return makeError(what + ": its input is not computed before it");
+    int step = int(current->steps.size());
+    StepRec s;
+    s.kind = StepRec::AllReduce;
+    s.device = current->buffers[size_t(it->second)].device;
+    s.region = "all_reduce";
+    for (int64_t d : op.getDevices())
+      s.devices.push_back(int(d));
+    auto type = llvm::cast<RankedTensorType>(op.getType());
+    s.count = uint64_t(type.getNumElements());
+    s.dtype = dtypeOf(type.getElementType());
+    touch(it->second, step);
+    s.from.kind = fb::ArgKind::Buffer;
+    s.from.index = it->second;
+    locations[op.getResult()] = it->second; // in place
+    current->steps.push_back(std::move(s));
+    return llvm::Error::success();
+  }
+
+  int newBuffer(int device, uint64_t bytes, int step) {
+    BufferRec b;
+    b.device = device;
+    b.bytes = std::max<uint64_t>(bytes, 1);
+    b.first = b.last = step;
+    current->buffers.push_back(b);
+    return int(current->buffers.size()) - 1;
+  }
+
+  void touch(int buffer, int step) {
+    BufferRec &b = current->buffers[size_t(buffer)];
+    b.first = std::min(b.first, step);
+    b.last = std::max(b.last, step);
+  }
+
+  // First fit by decreasing size among buffers whose lifetimes overlap.
+  static void assignOffsets(BucketRec &bucket) {
+    std::map<int, std::vector<size_t>> byDevice;
+    for (size_t i = 0; i < bucket.buffers.size(); ++i)
+      byDevice[bucket.buffers[i].device].push_back(i);
+    for (auto &[device, ids] : byDevice) {
+      std::vector<size_t> order = ids;
+      llvm::stable_sort(order, [&](size_t x, size_t y) {
+        return bucket.buffers[x].bytes > bucket.buffers[y].bytes;
+      });
+      std::vector<size_t> placed;
+      for (size_t id : order) {
+        BufferRec &b = bucket.buffers[id];
+        std::vector<std::pair<uint64_t, uint64_t>> busy;
+        for (size_t other : placed) {
+          const BufferRec &o = bucket.buffers[other];
+          if (o.first <= b.last && b.first <= o.last)
+            busy.push_back({o.offset, o.offset + alignUp(o.bytes)});
+        }
+        llvm::sort(busy);
+        uint64_t offset = 0;
+        for (auto [lo, hi] : busy) {
+          if (offset + alignUp(b.bytes) <= lo)
+            break;
+          offset = std::max(offset, hi);
+        }
+        b.offset = offset;
+        placed.push_back(id);
+      }
+      for (size_t i = 0; i < ids.size(); ++i)
+        bucket.buffers[ids[i]].local = int(i);
+    }
+  }
+
+  int kernelIndex(cuda::EmittedKernel kernel, int device) {
+    std::string arch = archOf(device);
+    auto it = kernelByName.find(kernel.name);
+    if (it != kernelByName.end()) {
+      kernelArchs[size_t(it->second)].insert(arch);
+      return it->second;
+    }
+    int index = int(kernels.size());
+    kernelByName[kernel.name] = index;
+    kernels.push_back(std::move(kernel));
+    kernelArchs.push_back({arch});
+    return index;
+  }
+
+  int weightIndex(Operation *def, int device) {
+    std::string key;
+    WeightRec rec;
+    auto type = llvm::cast<RankedTensorType>(def->getResult(0).getType());
+    rec.dtype = dtypeOf(type.getElementType());
+    rec.shape.assign(type.getShape().begin(), type.getShape().end());
+    auto addSource = [&](WeightOp w) {
+      auto t = w.getType();
+      rec.sources.push_back({w.getName().str(),
+                             std::vector<int64_t>(t.getShape().begin(), t.getShape().end())});
+      if (auto shard = w->getAttrOfType<dist::ShardAttr>("dist.shard")) {
+        rec.shardAxis = int(shard.getAxis());
+        rec.shardParts = int(shard.getParts());
+      }
+    };
+    if (auto w = dyn_cast<WeightOp>(def)) {
+      addSource(w);
+      key = rec.name = w.getName().str();
+    } else {
+      auto c = cast<WeightConcatOp>(def);
+      rec.concat = true;
+      rec.concatAxis = int(c.getAxis());
+      for (Value v : c.getInputs())
+        if (auto w = v.getDefiningOp<WeightOp>()) {
+          addSource(w);
+          key += (key.empty() ? "" : "+") + w.getName().str();
+        }
+      rec.name = key;
+    }
+    auto it = weightByKey.find(key);
+    if (it == weightByKey.end()) {
+      it = weightByKey.emplace(key, int(weights.size())).first;
+      weights.push_back(rec);
+    }
+    weights[size_t(it->second)].devices.insert(device);
+    return it->second;
+  }
+
+  std::string archOf(int device) const {
+    if (options.archOverride)
+      return *options.archOverride;
+    return topology.devices[size_t(device)].smArch();
+  }
+
+  cuda::EmitOptions emitOptions(int device) const {
+    cuda::EmitOptions eo;
+    eo.blockTokens = options.blockTokens;
+    eo.maxSequences = popts.batch;
+    eo.maxBlocksPerSequence = maxBlocksPerSequence;
+    eo.smCount = topology.devices[size_t(device)].smCount;
+    std::string arch = archOf(device);
+    int cc = 0;
+    llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);
+    eo.computeCapability = cc ? cc : topology.devices[size_t(device)].computeCapability;
+    return eo;
+  }
+
+  const ModelSource &source;
+  const target::Topology &topology;
+  const partition::PartitionOptions &popts;
+  const PlanBuildOptions &options;
+  int64_t maxBlocksPerSequence = 0;
+
+  BucketRec *current = nullptr;
+  unsigned regionCounter = 0;
+  llvm::DenseMap<Value, int> locations;
+  llvm::DenseMap<Value, fb::InputKind> outputs;
+  std::vector<BucketRec> buckets;
+  std::vector<cuda::EmittedKernel> kernels;
+  std::vector<std::set<std::string>> kernelArchs;
+  std::map<std::string, int> kernelByName;
+  std::vector<WeightRec> weights;
+  std::map<std::string, int> weightByKey;
+};
+
+} // namespace
+
+namespace {
+
+// Everything about the source checkpoint the loader checks against.
+struct SourceFiles {
+  std::vector<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> files; // name, header, size, fnv
+  std::map<std::string, int> fileOfTensor;
+};
+
+llvm::Expected<SourceFiles> describeSources(const ModelSource &source) {
+  SourceFiles out;
+  if (!source.checkpoint)
+    return out;
+  const Checkpoint &ck = *source.checkpoint;
+  for (size_t i = 0; i < ck.files.size(); ++i) {
+    const io::SafetensorsHeader &h = ck.files[i];
+    auto buffer = llvm::MemoryBuffer::getFileSlice(h.path, h.headerSize, 8);
+    if (!buffer)
+      return makeError(h.path + ": cannot read the header again: " +
+                       buffer.getError().message());
+    llvm::StringRef bytes = (*buffer)->getBuffer();
+    out.files.emplace_back(llvm::sys::path::filename(h.path).str(), h.headerSize,
+                           h.fileSize, fnv1a64(bytes.data(), bytes.size()));
+  }
+  for (const auto &[name, tensor] : ck.tensors)
+    out.fileOfTensor[name] = int(tensor.file);
+  return out;
+}
+
+std::string readOptional(const ModelSource &source, llvm::StringRef name) {
+  if (!source.checkpoint)
+    return "";
+  llvm::SmallString<256> path(source.checkpoint->dir);
+  llvm::sys::path::append(path, name);
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  return buffer ? (*buffer)->getBuffer().str() : std::string();
+}
+
+} // namespace
+
+llvm::Expected<std::vector<uint8_t>>
+buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &topology,
+          const partition::PartitionResult &partition,
+          const partition::PartitionOptions &popts, const PlanBuildOptions &options,
+          PlanStats *stats) {
+  const ModelConfig &config = source.config;
+  Lowering lowering(source, topology, popts, options);
+  SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+  for (size_t i = 0; i < fns.size(); ++i) {
+    if (options.progress)
+      options.progress("lowering buckets", i, fns.size());
+    if (llvm::Error e = lowering.lowerFunction(fns[i]))
+      return std::move(e);
+  }
+  if (options.progress)
+    options.progress("lowering buckets", fns.size(), fns.size());
+
+  // Compile every unique kernel for every architecture that runs it, one
+  // architecture at a time, kernels in parallel.
+  std::vector<std::vector<cuda::CompiledKernel>> binaries(lowering.kernels.size());
+  std::map<std::string, std::vector<size_t>> byArch;
+  for (size_t k = 0; k < lowering.kernels.size(); ++k)
+    for (const std::string &arch : lowering.kernelArchs[k])
+      byArch[arch].push_back(k);
+  size_t total = 0, done = 0, cached = 0;
+  for (const auto &[arch, ids] : byArch)
+    total += ids.size();
+  for (const auto &[arch, ids] : byArch) {
+    if (options.progress)
+      options.progress("compiling kernels for " + arch, done, total);
+    std::vector<cuda::EmittedKernel> batch;
+    for (size_t k : ids)
+      batch.push_back(lowering.kernels[k]);
+    llvm::Expected<std::vector<cuda::CompiledKernel>> compiled =
+        cuda::compileKernels(batch, arch, options.kernelCache);
+    if (!compiled)
+      return compiled.takeError();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      cached += (*compiled)[i].fromCache;
+      binaries[ids[i]].push_back(std::move((*compiled)[i]));
+    }
+    done += ids.size();
+    if (options.progress)
+      options.progress("compiling kernels for " + arch, done, total);
+  }
+
+  llvm::Expected<SourceFiles> sources = describeSources(source);
+  if (!sources)
+    return sources.takeError();
+
+  flatbuffers::FlatBufferBuilder b(1 << 20);
+  auto str = [&](llvm::StringRef s) { return b.CreateString(s.data(), s.size()); };
+
+  // Model.
+  std::vector<int32_t> eos(config.eosTokenIds.begin(), config.eosTokenIds.end());
+  auto model = fb::CreateModelInfo(
+      b, str(config.name), str(config.architecture), dtypeOf(config.dtype),
+      int32_t(config.hiddenSize), int32_t(config.intermediateSize),
+      int32_t(config.numLayers), int32_t(config.numHeads), int32_t(config.numKvHeads),
+      int32_t(config.headDim), int32_t(config.vocabSize),
+      int32_t(config.maxPositionEmbeddings), config.rmsNormEps,
+      config.bosTokenId ? int32_t(*config.bosTokenId) : -1, b.CreateVector(eos));
+
+  // Topology.
+  std::vector<flatbuffers::Offset<fb::Device>> devices;
+  for (size_t i = 0; i < topology.devices.size(); ++i) {
+    const target::DeviceProfile &d = topology.devices[i];
+    devices.push_back(fb::CreateDevice(
+        b, str(d.name), d.computeCapability, d.memoryBytes,
+        d.memoryCapBytes.value_or(0), d.memoryBandwidth, d.smCount,
+        str(lowering.archOf(int(i)))));
+  }
+  std::vector<flatbuffers::Offset<fb::Link>> links;
+  for (const target::LinkProfile &l : topology.links)
+    links.push_back(fb::CreateLink(b, l.a, l.b, str(target::linkKindName(l.kind)),
+                                   l.bandwidth, l.latency));
+  auto topo = fb::CreateTopology(b, str(topology.name), b.CreateVector(devices),
+                                 b.CreateVector(links), topology.host.ramBytes);
+
+  // Partition and predictions.
+  auto prediction = [&](const partition::Candidate &c) {
+    return fb::CreatePrediction(b, str(c.description), c.fits, c.latencySeconds * 1e3,
+                                c.tokensPerSecondBatch1, c.tokensPerSecond,
+                                int32_t(c.microBatches));
+  };
+  std::vector<flatbuffers::Offset<fb::Stage>> stages;
+  for (const partition::Stage &s : partition.best.stages) {
+    std::vector<int32_t> devs(s.devices.begin(), s.devices.end());
+    stages.push_back(fb::CreateStage(b, b.CreateVector(devs), int32_t(s.firstLayer),
+                                     int32_t(s.endLayer), int32_t(s.offloadedLayers)));
+  }
+  std::vector<flatbuffers::Offset<fb::Prediction>> runners;
+  for (const partition::Candidate &c : partition.runnersUp)
+    runners.push_back(prediction(c));
+  auto chosen = prediction(partition.best);
+  flatbuffers::Offset<fb::Prediction> memorySplit;
+  if (partition.memoryProportional)
+    memorySplit = prediction(*partition.memoryProportional);
+  auto part = fb::CreatePartition(
+      b, str(popts.objective == partition::Objective::Latency ? "latency" : "throughput"),
+      int32_t(popts.batch), int32_t(popts.context),
+      str(partition::weightDTypeName(popts.weights.dtype)), b.CreateVector(stages), chosen,
+      b.CreateVector(runners), memorySplit);
+
+  // Manifest.
+  std::vector<flatbuffers::Offset<fb::SourceFile>> files;
+  for (const auto &[name, header, size, fnv] : sources->files)
+    files.push_back(fb::CreateSourceFile(b, str(name), header, size, fnv));
+  std::vector<flatbuffers::Offset<fb::Weight>> weights;
+  for (const WeightRec &w : lowering.weights) {
+    std::vector<flatbuffers::Offset<fb::SourceTensor>> parts;
+    for (const auto &[name, shape] : w.sources) {
+      auto f = sources->fileOfTensor.find(name);
+      parts.push_back(fb::CreateSourceTensor(
+          b, str(name), f == sources->fileOfTensor.end() ? -1 : f->second, w.dtype,
+          b.CreateVector(shape)));
+    }
+    std::vector<int32_t> devs(w.devices.begin(), w.devices.end());
+    weights.push_back(fb::CreateWeight(
+        b, str(w.name), w.dtype, b.CreateVector(w.shape),
+        w.concat ? fb::Transform::Concat : fb::Transform::None, w.concatAxis,
+        b.CreateVector(parts), w.shardAxis, w.shardParts, b.CreateVector(devs)));
+  }
+  auto manifest = fb::CreateManifest(b, b.CreateVector(files), b.CreateVector(weights));
+
+  // Kernels.
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  for (size_t k = 0; k < lowering.kernels.size(); ++k) {
+    std::vector<flatbuffers::Offset<fb::KernelBinary>> bins;
+    for (const cuda::CompiledKernel &c : binaries[k])
+      bins.push_back(fb::CreateKernelBinary(b, str(c.arch), b.CreateVector(c.cubin),
+                                            str(c.ptx)));
+    kernels.push_back(fb::CreateKernel(b, str(lowering.kernels[k].name),
+                                       str(lowering.kernels[k].regionKind),
+                                       binaries[k].empty() ? 0 : binaries[k][0].sourceHash,
+                                       b.CreateVector(bins)));
+  }
+
+  // Buckets.
+  size_t stepCount = 0;
+  std::vector<uint64_t> peak(topology.devices.size(), 0);
+  std::vector<flatbuffers::Offset<fb::Bucket>> buckets;
+  for (const BucketRec &bucket : lowering.buckets) {
+    auto arg = [&](const ArgRef &a) {
+      int32_t index = a.index;
+      uint64_t offset = a.offset;
+      if (a.kind == fb::ArgKind::Buffer)
+        index = bucket.buffers[size_t(a.index)].local;
+      return fb::CreateArg(b, a.kind, index, offset, a.value);
+    };
+    std::vector<flatbuffers::Offset<fb::Step>> steps;
+    for (const StepRec &s : bucket.steps) {
+      flatbuffers::Offset<void> op;
+      fb::Op type = fb::Op::NONE;
+      switch (s.kind) {
+      case StepRec::Launch: {
+        std::vector<flatbuffers::Offset<fb::Arg>> args;
+        for (const ArgRef &a : s.args)
+          args.push_back(arg(a));
+        std::vector<int32_t> grid(s.grid.begin(), s.grid.end()),
+            block(s.block.begin(), s.block.end());
+        op = fb::CreateLaunch(b, s.kernel, b.CreateVector(grid), b.CreateVector(block),
+                              s.shared, b.CreateVector(args))
+                 .Union();
+        type = fb::Op::Launch;
+        break;
+      }
+      case StepRec::Gemm: {
+        auto A = arg(s.a), B = arg(s.b), C = arg(s.c);
+        flatbuffers::Offset<fb::Arg> bias, residual;
+        if (s.bias)
+          bias = arg(*s.bias);
+        if (s.residual)
+          residual = arg(*s.residual);
+        op = fb::CreateGemm(b, s.m, s.n, s.k, A, B, C, bias, residual, s.dtype).Union();
+        type = fb::Op::Gemm;
+        break;
+      }
+      case StepRec::Copy: {
+        auto from = arg(s.from), to = arg(s.to);
+        op = fb::CreateCopy(b, s.source, s.target, from, to, s.bytes).Union();
+        type = fb::Op::Copy;
+        break;
+      }
+      case StepRec::AllReduce: {
+        auto buffer = arg(s.from);
+        std::vector<int32_t> devs(s.devices.begin(), s.devices.end());
+        op = fb::CreateAllReduce(b, b.CreateVector(devs), buffer, s.count, s.dtype).Union();
+        type = fb::Op::AllReduce;
+        break;
+      }
+      }
+      steps.push_back(fb::CreateStep(b, s.device, str(s.region), type, op));
+    }
+    stepCount += steps.size();
+    std::map<int, std::vector<flatbuffers::Offset<fb::Buffer>>> perDevice;
+    std::map<int, uint64_t> arena;
+    std::vector<const BufferRec *> ordered(bucket.buffers.size());
+    for (const BufferRec &r : bucket.buffers)
+      ordered[size_t(r.local)] = nullptr;
+    std::map<int, std::vector<const BufferRec *>> byDevice;
+    for (const BufferRec &r : bucket.buffers)
+      byDevice[r.device].push_back(&r);
+    std::vector<flatbuffers::Offset<fb::DeviceBuffers>> deviceBuffers;
+    for (auto &[device, recs] : byDevice) {
+      std::vector<const BufferRec *> sorted(recs.size());
+      uint64_t top = 0;
+      for (const BufferRec *r : recs) {
+        sorted[size_t(r->local)] = r;
+        top = std::max(top, r->offset + alignUp(r->bytes));
+      }
+      std::vector<flatbuffers::Offset<fb::Buffer>> bufs;
+      for (const BufferRec *r : sorted)
+        bufs.push_back(fb::CreateBuffer(b, r->offset, r->bytes));
+      deviceBuffers.push_back(fb::CreateDeviceBuffers(b, device, top, b.CreateVector(bufs)));
+      peak[size_t(device)] = std::max(peak[size_t(device)], top);
+    }
+    buckets.push_back(fb::CreateBucket(b, str(bucket.name), bucket.prefill,
+                                       int32_t(bucket.tokens), b.CreateVector(deviceBuffers),
+                                       b.CreateVector(steps)));
+  }
+
+  // KV cache: what the partition reserved on each device that holds layers.
+  std::vector<int64_t> blocks(topology.devices.size(), 0);
+  for (const partition::Stage &s : partition.best.stages)
+    for (int d : s.devices)
+      blocks[size_t(d)] = popts.batch * lowering.maxBlocksPerSequence;
+  auto kv = fb::CreateKvCacheSpec(b, int32_t(options.blockTokens), dtypeOf(config.dtype),
+                                  int32_t(config.numKvHeads), int32_t(config.headDim),
+                                  int32_t(popts.batch), int32_t(lowering.maxBlocksPerSequence),
+                                  b.CreateVector(blocks));
+
+  std::string tokenizer = readOptional(source, "tokenizer.json");
+  std::string generation = readOptional(source, "generation_config.json");
+  auto plan = fb::CreatePlan(b, kPlanFormatVersion, str("weft-compile 0.1"), model, topo,
+                             part, manifest, b.CreateVector(kernels),
+                             b.CreateVector(buckets), kv, str(tokenizer), str(generation));
+  fb::FinishPlanBuffer(b, plan);
+
+  if (stats) {
+    stats->kernels = lowering.kernels.size();
+    stats->binaries = total;
+    stats->cachedBinaries = cached;
+    stats->steps = stepCount;
+    stats->peakArenaBytes = peak;
+  }
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+} // namespace weft::plan

@@ -1,0 +1,50 @@
+// Lowers a fused, partitioned and specialized module to a plan file: buffer
+// assignment with liveness-based reuse, kernel launches, cuBLASLt GEMMs,
+// transfers and collectives per bucket, the weight manifest, and the
+// compiled kernels of every architecture in the topology.
+#ifndef WEFT_TARGETS_PLAN_PLANBUILDER_H_
+#define WEFT_TARGETS_PLAN_PLANBUILDER_H_
+
+#include "compiler/Import/Checkpoint.h"
+#include "compiler/Partition/Partitioner.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
+#include <optional>
+
+namespace weft::cuda {
+class KernelCache;
+}
+
+namespace weft::plan {
+
+struct PlanBuildOptions {
+  // Emit code for this architecture ("sm_90") instead of each device's own,
+  // e.g. to run a 3090+3060 partition on an H200 for testing.
+  std::optional<std::string> archOverride;
+  cuda::KernelCache *kernelCache = nullptr; // null: no cache
+  int64_t blockTokens = 16;                 // KV cache page size
+  // Called as work progresses: (phase, done, total).
+  std::function<void(llvm::StringRef, size_t, size_t)> progress;
+};
+
+// Summary figures of a built plan, for reports and tests.
+struct PlanStats {
+  size_t kernels = 0;        // unique kernels
+  size_t binaries = 0;       // kernels x architectures
+  size_t cachedBinaries = 0; // served by the kernel cache
+  size_t steps = 0;
+  std::vector<uint64_t> peakArenaBytes; // per device, over all buckets
+};
+
+llvm::Expected<std::vector<uint8_t>>
+buildPlan(mlir::ModuleOp module, const ModelSource &source,
+          const target::Topology &topology,
+          const partition::PartitionResult &partition,
+          const partition::PartitionOptions &partitionOptions,
+          const PlanBuildOptions &options, PlanStats *stats = nullptr);
+
+} // namespace weft::plan
+
+#endif // WEFT_TARGETS_PLAN_PLANBUILDER_H_
