@@ -16,4 +16,6 @@ path = os.pathsep.join(config.weft_tool_dirs + [config.llvm_tools_dir,
                                                 config.environment.get("PATH", os.environ["PATH"])])
 config.environment["PATH"] = path
 config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "fixtures")))
+# One kernel cache for the whole suite, so plans share compiled kernels.
+config.substitutions.append(("%kernel_cache", os.path.join(config.weft_obj_root, "test", "kernel-cache")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

@@ -136,6 +136,8 @@ llvm::Expected<AttentionShape> readShape(FusionOp region) {
     return fail("the KV cache dtype differs from the query dtype");
   if (cache.getKvHeads() != s.kvHeads || cache.getHeadDim() != s.headDim)
     return fail("the KV cache shape differs from the attention's");
+  if (s.headDim > 512)
+    return fail("head_dim " + llvm::Twine(s.headDim) + " is above the supported 512");
   if ((s.headDim * elementBytes(s.elem)) % 4 != 0)
     return fail("head_dim " + llvm::Twine(s.headDim) +
                 " is too odd for vector loads (head_dim * element size must be "
@@ -234,6 +236,7 @@ ParamBinding binding(ParamBinding::Kind kind, int64_t index, const char *name) {
 //===----------------------------------------------------------------------===//
 
 constexpr int kDecodeThreads = 128;
+constexpr int64_t kMaxSharedBytes = 48 * 1024; // without the opt-in attribute
 #ifndef WEFT_ATTN_DECODE_BLOCKS_PER_SM
 #define WEFT_ATTN_DECODE_BLOCKS_PER_SM 4
 #endif
@@ -285,6 +288,11 @@ void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
      << "constexpr int kUnroll = " << p.unroll << ";\n"
      << "constexpr int kWarps = " << p.warps << ";\n"
      << "constexpr int kThreads = kWarps * 32;\n"
+     << "constexpr int kTile = kWarps * kRowsPerWarp * kUnroll; // positions per stage\n"
+     << "constexpr int kStages = " << p.stages << ";\n"
+     << "constexpr int kStageElems = 2 * kTile * kHeadDim; // K rows, then V rows\n"
+     << "constexpr int kCopies = kTile * kChunks; // vector copies per stage and tensor\n"
+     << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
      << "constexpr int kPartialValues = kTokens * kHeads * kSplits * kHeadDim;\n"
      << "constexpr float kNoScore = " << kNoScore << "; // below any real score\n\n";
 }
@@ -319,6 +327,38 @@ std::string loadWordsHelper(int64_t words) {
          "  w[0] = v.x; w[1] = v.y;\n";
   else
     s += "  w[0] = __ldg(reinterpret_cast<const unsigned *>(p));\n";
+  return s + "}\n";
+}
+
+// cp.async of one vector (zero-filled when `fill` is false) and the
+// matching shared-memory load.
+std::string decodeCopyHelpers(int64_t vecBytes) {
+  std::string n = std::to_string(vecBytes);
+  std::string s =
+      "static __device__ __forceinline__ void copyAsync(elem_t *dst, const elem_t *src, "
+      "bool fill) {\n"
+      "  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);\n"
+      "  asm volatile(\"cp.async." +
+      std::string(vecBytes == 16 ? "cg" : "ca") + ".shared.global [%0], [%1], " + n +
+      ", %2;\\n\" ::\"r\"(d), \"l\"(src),\n"
+      "               \"r\"(fill ? " + n + " : 0) : \"memory\");\n"
+      "}\n"
+      "static __device__ __forceinline__ void copyAsyncCommit() {\n"
+      "  asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n"
+      "}\n"
+      "template <int N> static __device__ __forceinline__ void copyAsyncWait() {\n"
+      "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+      "}\n"
+      "static __device__ __forceinline__ void loadShared(const elem_t *p, unsigned "
+      "(&w)[kWords]) {\n";
+  if (vecBytes == 16)
+    s += "  const uint4 v = *reinterpret_cast<const uint4 *>(p);\n"
+         "  w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;\n";
+  else if (vecBytes == 8)
+    s += "  const uint2 v = *reinterpret_cast<const uint2 *>(p);\n"
+         "  w[0] = v.x; w[1] = v.y;\n";
+  else
+    s += "  w[0] = *reinterpret_cast<const unsigned *>(p);\n";
   return s + "}\n";
 }
 
@@ -412,35 +452,69 @@ const char *kDecodeKernelBody = R"(
         acc[g][c][e] = 0.0f;
   }
 
+  // K/V rows stream through shared memory, kStages tiles of kTile positions
+  // in flight (cp.async: no registers held), so the loads of later tiles
+  // overlap the arithmetic on this one.
   const int *table = block_tables + (size_t)slot * kMaxBlocks;
   const size_t headOffset = (size_t)kvh * kHeadDim;
-  // A warp covers kRowsPerWarp * kUnroll consecutive positions per
-  // iteration; the trip count is uniform across the warp so the shuffles
-  // below always see all 32 lanes.
-  constexpr int kWarpSpan = kRowsPerWarp * kUnroll;
-  for (int base = begin + warp * kWarpSpan; base < end; base += kWarps * kWarpSpan) {
+  elem_t *stages = reinterpret_cast<elem_t *>(smemVec);
+  const int tiles = (end - begin + kTile - 1) / kTile;
+  auto loadTile = [&](int i) {
+    elem_t *sK = stages + (i % kStages) * kStageElems;
+    elem_t *sV = sK + kTile * kHeadDim;
+    const int first = begin + i * kTile;
+#pragma unroll
+    for (int n = 0; n < kCopiesPerThread; ++n) {
+      const int idx = threadIdx.x + n * kThreads;
+      if (kCopies % kThreads != 0 && idx >= kCopies)
+        break;
+      const int r = idx / kChunks, c = idx % kChunks;
+      const int p = first + r;
+      const bool ok = p < end; // past the end: zeros, never NaN garbage
+      size_t offset = 0;
+      if (ok) {
+        const int page = __ldg(table + p / kBlockTokens);
+        offset = ((size_t)page * kBlockTokens + p % kBlockTokens) * kRowStride + headOffset +
+                 c * kVec;
+      }
+      copyAsync(sK + r * kHeadDim + c * kVec, k_cache + offset, ok);
+      copyAsync(sV + r * kHeadDim + c * kVec, v_cache + offset, ok);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles)
+      loadTile(i);
+    copyAsyncCommit(); // empty groups keep the count uniform
+  }
+
+  // Warp w, row r of it takes tile rows (w * kRowsPerWarp + r) * kUnroll + u.
+  // The trip count is block-uniform, so every shuffle sees all 32 lanes.
+  for (int i = 0; i < tiles; ++i) {
+    copyAsyncWait<kStages - 2>();
+    __syncthreads(); // tile i landed; everyone is done with tile i - 1
+    if (i + kStages - 1 < tiles)
+      loadTile(i + kStages - 1);
+    copyAsyncCommit();
+    const elem_t *sK = stages + (i % kStages) * kStageElems;
+    const elem_t *sV = sK + kTile * kHeadDim;
+    const int first = begin + i * kTile;
     unsigned kw[kUnroll][kChunksPerLane][kWords], vw[kUnroll][kChunksPerLane][kWords];
     bool live[kUnroll];
-    // All loads first: 2 * kUnroll * kChunksPerLane vectors in flight per lane.
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int p = base + row * kUnroll + u;
-      live[u] = p < end;
-      size_t offset = 0;
-      if (live[u]) {
-        const int page = __ldg(table + p / kBlockTokens);
-        offset = ((size_t)page * kBlockTokens + p % kBlockTokens) * kRowStride + headOffset;
-      }
+      const int r = (warp * kRowsPerWarp + row) * kUnroll + u;
+      live[u] = first + r < end;
 #pragma unroll
       for (int c = 0; c < kChunksPerLane; ++c) {
         const int chunk = sub + c * kLanesPerRow;
-        if (live[u] && (kChunksExact || chunk < kChunks)) {
-          loadWords(k_cache + offset + chunk * kVec, kw[u][c]);
-          loadWords(v_cache + offset + chunk * kVec, vw[u][c]);
+        if (kChunksExact || chunk < kChunks) {
+          loadShared(sK + r * kHeadDim + chunk * kVec, kw[u][c]);
+          loadShared(sV + r * kHeadDim + chunk * kVec, vw[u][c]);
         } else {
 #pragma unroll
-          for (int i = 0; i < kWords; ++i)
-            kw[u][c][i] = vw[u][c][i] = 0u;
+          for (int w = 0; w < kWords; ++w)
+            kw[u][c][w] = vw[u][c][w] = 0u;
         }
       }
     }
@@ -515,6 +589,9 @@ const char *kDecodeKernelBody = R"(
       }
     }
   }
+
+  copyAsyncWait<0>();
+  __syncthreads(); // sAcc below reuses the stages
 
   // Merge the rows of the warp (lanes kLanesPerRow apart hold the same
   // columns of different rows).
@@ -638,6 +715,8 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
       planAttentionSplits(s.tokens, s.heads, s.kvHeads, s.headDim,
                           elementBytes(s.elem), maxSpan, o.smCount);
   std::string base = kernelBaseName(s, "decode") + "_s" + std::to_string(p.splits);
+  int64_t stageBytes = 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * s.headDim *
+                       elementBytes(s.elem);
 
   std::string common;
   {
@@ -656,7 +735,8 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
     os << "// Weft attention, decode: flash-decoding over the paged KV cache"
        << (p.splits > 1 ? " (split pass)" : "") << ".\n"
        << common << "\n"
-       << loadWordsHelper(p.vec * elementBytes(s.elem) / 4) << unpackHelper(s.elem)
+       << loadWordsHelper(p.vec * elementBytes(s.elem) / 4)
+       << decodeCopyHelpers(p.vec * elementBytes(s.elem)) << unpackHelper(s.elem)
        << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) " << split.name
        << "(\n    const elem_t *__restrict__ query, const int *__restrict__ positions,\n"
           "    const int *__restrict__ slots, const elem_t *__restrict__ k_cache,\n"
@@ -667,8 +747,9 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   }
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
   split.block = {int(p.warps * 32), 1, 1};
-  split.sharedBytes =
-      int(p.warps * p.headsPerBlock * (s.headDim + 2) * int64_t(sizeof(float)));
+  split.sharedBytes = int(std::max(p.stages * stageBytes,
+                                   p.warps * p.headsPerBlock * (s.headDim + 2) *
+                                       int64_t(sizeof(float))));
   split.params = {
       binding(ParamBinding::Kind::RegionInput, s.queryInput, "query"),
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
@@ -1126,6 +1207,13 @@ AttentionSplitPlan planAttentionSplits(int64_t tokens, int64_t numHeads,
   p.headsPerBlock = (group + p.headBlocks - 1) / p.headBlocks;
   p.unroll = p.headsPerBlock * perLane <= 32 ? 4 : 2;
   p.warps = kDecodeThreads / 32;
+  // Shared memory: as many stages of K/V rows as fit 48 KiB (2 to 4).
+  auto stageBytes = [&] {
+    return 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * headDim * elementBytes;
+  };
+  while (p.unroll > 1 && 2 * stageBytes() > kMaxSharedBytes)
+    p.unroll /= 2;
+  p.stages = std::clamp<int64_t>(kMaxSharedBytes / stageBytes(), 2, 4);
   int64_t perIteration = p.warps * (32 / p.lanesPerRow) * p.unroll;
   p.granule = std::max<int64_t>(64, perIteration);
   // One long sequence alone must fill the GPU (a batch's lengths differ, and
@@ -1152,6 +1240,9 @@ emitAttentionRegion(FusionOp region, const EmitOptions &options) {
       options.maxSequences < 1)
     return fail("block_tokens, max_blocks_per_sequence and max_sequences must "
                 "be positive");
+  if (options.computeCapability < 80)
+    return fail("the attention kernels need sm_80 or newer (cp.async, bf16 mma), "
+                "not sm_" + llvm::Twine(options.computeCapability));
   int64_t maxContext = options.blockTokens * options.maxBlocksPerSequence;
   if (maxContext > (int64_t(1) << 30))
     return fail("the cache's per-sequence capacity does not fit 32-bit positions");

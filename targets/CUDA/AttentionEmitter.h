@@ -40,6 +40,7 @@ struct AttentionSplitPlan {
   int64_t chunksPerLane = 1; // vectors of a row each of those lanes loads
   int64_t unroll = 4;        // positions per row per loop iteration
   int64_t warps = 4;
+  int64_t stages = 3;        // K/V tiles in flight (cp.async)
 };
 
 // `maxSpan`: the most positions one token attends to (the cache's per

@@ -117,7 +117,8 @@ void usePlan(const fb::Plan &plan) {
       } else if (const fb::AllReduce *r = step.op_as_AllReduce()) {
         require(r->buffer() && count(r->devices()) > 0);
         for (int32_t d : *r->devices())
-          useArg(plan, bucket, *r->buffer(), d);
+          require(d >= 0 && d < devices);
+        useArg(plan, bucket, *r->buffer(), step.device());
       } else {
         __builtin_trap(); // accepted a step without a known op
       }

@@ -756,8 +756,11 @@ const Rejection kRejections[] = {
      "buckets[1].steps[2].op.buffer",
      "buffer 1 on device 0 holds 4096 bytes from offset 0: expected at least 8192"},
     {"AllReduceBufferOutOfRange",
-     [](fb::PlanT &p) { p.buckets[1]->devices[0]->buffers.pop_back(); },
-     "buckets[1].steps[2].op.buffer", "buffer index 1 out of range (device 0 has 1 buffer)"},
+     [](fb::PlanT &p) { allReduce(p).buffer->index = 2; },
+     "buckets[1].steps[2].op.buffer", "buffer index 2 out of range (device 0 has 2 buffers)"},
+    {"AllReduceBufferOffset", [](fb::PlanT &p) { allReduce(p).buffer->offset = 3000; },
+     "buckets[1].steps[2].op.buffer",
+     "buffer 1 on device 0 holds 1096 bytes from offset 3000: expected at least 2048"},
     {"AllReduceZeroCount", [](fb::PlanT &p) { allReduce(p).count = 0; },
      "buckets[1].steps[2].op.count", "0: expected a positive element count"},
 };

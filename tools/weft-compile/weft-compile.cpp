@@ -63,7 +63,8 @@ cl::list<int64_t> prefillChunks("prefill-chunks",
                                 cl::CommaSeparated, cl::cat(category));
 cl::opt<int64_t> contextLength("context",
                                cl::desc("Maximum tokens per sequence (KV cache "
-                                        "sizing; attention context of the reports)"),
+                                        "sizing; attention context of the reports); "
+                                        "default 4096 or the model's limit"),
                                cl::init(4096), cl::cat(category));
 cl::opt<std::string> topologySpec(
     "topology",
@@ -148,6 +149,10 @@ int main(int argc, char **argv) {
     llvm::raw_string_ostream os(importSummary);
     weft::printGraphSummary(*module, source->config, os);
   }
+  // Unless given, the context is 4096 tokens or the model's limit if smaller.
+  int64_t maxContext = contextLength.getNumOccurrences()
+                        ? int64_t(contextLength)
+                        : std::min<int64_t>(contextLength, source->config.maxPositionEmbeddings);
   bool writePlan = llvm::StringRef(outputFile).ends_with(".weft");
   if (writePlan && topologySpec.empty())
     return fail("writing a plan (" + outputFile + ") needs --topology");
@@ -173,7 +178,7 @@ int main(int argc, char **argv) {
     for (int64_t n : prefillChunks)
       if (n < 1)
         return fail("--prefill-chunks: sizes must be positive");
-    if (contextLength < 1)
+    if (maxContext < 1)
       return fail("--context must be at least 1");
     weft::CompileOptions compile;
     compile.maxBatch = maxBatch;
@@ -195,7 +200,7 @@ int main(int argc, char **argv) {
       topology = std::move(*topo);
       llvm::Expected<weft::partition::PartitionOptions> options =
           weft::partition::makePartitionOptions(source->config, objective, batch,
-                                                contextLength, weightDType);
+                                                maxContext, weightDType);
       if (!options)
         return fail(llvm::toString(options.takeError()));
       partitionOptions = *options;
@@ -307,7 +312,7 @@ int main(int argc, char **argv) {
     std::string report;
     llvm::raw_string_ostream reportOs(report);
     weft::CostContext costs;
-    costs.contextLength = contextLength;
+    costs.contextLength = maxContext;
     weft::printFusionReport(*module, costs, reportOs);
     for (llvm::StringRef line : llvm::split(llvm::StringRef(report).rtrim(), '\n'))
       out->os() << "// " << line << "\n";
