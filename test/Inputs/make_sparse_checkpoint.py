@@ -5,7 +5,7 @@ The safetensors header is complete and valid, the file has its full size
 (16 GB for Llama 3.1 8B in bf16) but occupies almost no disk, so tests can
 check that importing reads only headers.
 
-    make_sparse_checkpoint.py OUT_DIR [--shards N]
+    make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N]
 """
 import argparse
 import json
@@ -64,7 +64,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     args = ap.parse_args()
+    CONFIG["num_hidden_layers"] = args.layers
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(CONFIG, f)

@@ -314,6 +314,16 @@ TEST(PlanReader, RejectsTooSmall) {
                            dir.file("empty.weft") + ": plan is 0 bytes: expected at least 8"));
 }
 
+// A sparse file: the size is rejected before anything is read.
+TEST(PlanReader, RejectsTooLarge) {
+  TempDir dir;
+  const std::string path = dir.file("huge.weft");
+  writeFile(path, "");
+  std::filesystem::resize_file(path, uint64_t(1) << 31);
+  EXPECT_TRUE(oneLineError(PlanFile::open(path),
+                           path + ": plan is 2147483648 bytes: expected less than 2 GiB"));
+}
+
 TEST(PlanReader, RejectsWrongIdentifier) {
   std::vector<uint8_t> bytes = tinyBytes();
   std::memcpy(bytes.data() + 4, "ABCD", 4);
