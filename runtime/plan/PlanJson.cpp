@@ -245,6 +245,7 @@ Json gemmJson(const fb::Gemm &g) {
   j["bias"] = table(g.bias(), argJson);
   j["residual"] = table(g.residual(), argJson);
   j["dtype"] = dtypeJson(g.dtype());
+  j["c_dtype"] = dtypeJson(g.c_dtype());
   return j;
 }
 

@@ -730,11 +730,14 @@ private:
     WEFT_RETURN_IF_ERROR(positive("n", g.n()));
     WEFT_RETURN_IF_ERROR(positive("k", g.k()));
     WEFT_RETURN_IF_ERROR(dtype("dtype", g.dtype()));
-    // A is [m, k], C and the residual [m, n], the bias [n], all in dtype;
-    // B may be quantized, so only its index and device are checked.
-    uint64_t aBytes = 0, cBytes = 0, biasBytes = 0;
+    WEFT_RETURN_IF_ERROR(dtype("c_dtype", g.c_dtype()));
+    // A is [m, k], the residual [m, n], the bias [n], all in dtype; C is
+    // [m, n] in c_dtype; B may be quantized, so only its index and device
+    // are checked.
+    uint64_t aBytes = 0, cBytes = 0, residualBytes = 0, biasBytes = 0;
     WEFT_RETURN_IF_ERROR(gemmBytes("A", g.dtype(), g.m(), g.k(), aBytes));
-    WEFT_RETURN_IF_ERROR(gemmBytes("C", g.dtype(), g.m(), g.n(), cBytes));
+    WEFT_RETURN_IF_ERROR(gemmBytes("C", g.c_dtype(), g.m(), g.n(), cBytes));
+    WEFT_RETURN_IF_ERROR(gemmBytes("residual", g.dtype(), g.m(), g.n(), residualBytes));
     WEFT_RETURN_IF_ERROR(gemmBytes("bias", g.dtype(), 1, g.n(), biasBytes));
     struct Operand {
       const char *name;
@@ -745,7 +748,7 @@ private:
                     {"b", g.b(), true, 0},
                     {"c", g.c(), true, cBytes},
                     {"bias", g.bias(), false, biasBytes},
-                    {"residual", g.residual(), false, cBytes}};
+                    {"residual", g.residual(), false, residualBytes}};
     for (const Operand &op : operands) {
       if (!op.arg && op.required)
         return missing(op.name, "an Arg");

@@ -84,6 +84,7 @@ struct StepRec {
   ArgRef a, b, c;
   std::optional<ArgRef> bias, residual;
   fb::DType dtype = fb::DType::F16;
+  fb::DType cDtype = fb::DType::F16;
   int source = 0, target = 0;
   ArgRef from, to;
   uint64_t bytes = 0;
@@ -204,6 +205,12 @@ public:
         step.n = g.n;
         step.k = g.k;
         step.dtype = dtypeOf(source.config.dtype);
+        // The output may be wider than the inputs (f32 logits).
+        step.cDtype = step.dtype;
+        if (g.c.kind == cuda::ParamBinding::Kind::RegionResult)
+          step.cDtype = dtypeOf(llvm::cast<RankedTensorType>(
+                                    region.getResult(unsigned(g.c.index)).getType())
+                                    .getElementType());
         for (auto [slot, binding] :
              {std::pair(&step.a, &g.a), std::pair(&step.b, &g.b), std::pair(&step.c, &g.c)}) {
           llvm::Expected<ArgRef> a = resolve(*binding);
@@ -724,7 +731,8 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
           bias = arg(*s.bias);
         if (s.residual)
           residual = arg(*s.residual);
-        op = fb::CreateGemm(b, s.m, s.n, s.k, A, B, C, bias, residual, s.dtype).Union();
+        op = fb::CreateGemm(b, s.m, s.n, s.k, A, B, C, bias, residual, s.dtype, s.cDtype)
+                 .Union();
         type = fb::Op::Gemm;
         break;
       }

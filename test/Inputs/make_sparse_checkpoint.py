@@ -5,13 +5,14 @@ The safetensors header is complete and valid, the file has its full size
 (16 GB for Llama 3.1 8B in bf16) but occupies almost no disk, so tests can
 check that importing reads only headers.
 
-    make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N]
+    make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N] [--dtype float16]
 """
 import argparse
 import json
 import os
 import struct
 
+DTYPE = "bfloat16"
 CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama",
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
@@ -20,7 +21,7 @@ CONFIG = {
     "rope_theta": 500000.0,
     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-    "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": DTYPE,
 }
 
 
@@ -50,7 +51,8 @@ def write_file(path, items):
         n = 2
         for s in shape:
             n *= s
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
+        header[name] = {"dtype": {"bfloat16": "BF16", "float16": "F16"}[CONFIG["torch_dtype"]],
+                        "shape": shape, "data_offsets": [offset, offset + n]}
         offset += n
     blob = json.dumps(header).encode()
     with open(path, "wb") as f:
@@ -65,8 +67,10 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
+    ap.add_argument("--dtype", choices=["bfloat16", "float16"], default=DTYPE)
     args = ap.parse_args()
     CONFIG["num_hidden_layers"] = args.layers
+    CONFIG["torch_dtype"] = args.dtype
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(CONFIG, f)

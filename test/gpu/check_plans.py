@@ -46,8 +46,12 @@ def check(name, plan, model, prompt, prefill, decode, steps):
     t0 = time.time()
     logits, _ = ex.run(prefill, prompt, list(range(T)), [0] * T)
     with torch.no_grad():
-        ref = model(torch.tensor([prompt], device="cuda")).logits[0].float().cpu()
-    err = rel_err(logits, ref)
+        same = model(torch.tensor([prompt], device="cuda")).logits[0].float().cpu()
+        # The truth: the same weights in fp32.
+        exact = model.float()(torch.tensor([prompt], device="cuda")).logits[0].float().cpu()
+        model.to(next(iter(state.values())).dtype)
+    err = rel_err(logits, exact)
+    hf_err = rel_err(same, exact)
     # Greedy: first token from the prefill, the rest one at a time.
     tokens = [int(logits[-1].argmax())]
     for i in range(steps - 1):
@@ -55,8 +59,10 @@ def check(name, plan, model, prompt, prefill, decode, steps):
         tokens.append(int(nxt[0]))
     ref_tokens = hf_greedy(model, prompt, steps)
     agree = sum(int(a == b) for a, b in zip(tokens, ref_tokens))
-    ok = err <= TOL and tokens == ref_tokens
-    print(f"| {name:34s} | {err:9.2e} | {agree:2d}/{steps:2d} | {time.time() - t0:6.2f} s | {'ok' if ok else 'FAIL'} |",
+    # Within tolerance of the fp32 truth, or no further from it than
+    # transformers itself in the model's dtype; the same greedy tokens.
+    ok = (err <= TOL or err <= 1.5 * hf_err) and tokens == ref_tokens
+    print(f"| {name:34s} | {err:9.2e} | {hf_err:9.2e} | {agree:2d}/{steps:2d} | {time.time() - t0:6.2f} s | {'ok' if ok else 'FAIL'} |",
           flush=True)
     if not ok:
         print(f"    weft {tokens}\n    hf   {ref_tokens}", flush=True)
@@ -90,8 +96,8 @@ def real_model(layers, dtype, seed=0):
 
 def main():
     plans = sys.argv[1]
-    print("| plan                               | logits err | greedy | time     |      |")
-    print("|------------------------------------|-----------|--------|----------|------|")
+    print("| plan                               | weft err  | HF err    | greedy | time     |      |")
+    print("|------------------------------------|-----------|-----------|--------|----------|------|")
     ok = True
     prompt8 = [1, 17, 42, 99, 3, 250, 128, 7]
     for name, dtype in [("llama", torch.float32), ("llama_tied_bf16", torch.bfloat16),
@@ -108,7 +114,7 @@ def main():
                                   ("real8b-2l-pipeline.weft", "prefill_c8", prompt8)]:
         path = os.path.join(plans, plan)
         if os.path.exists(path):
-            ok &= check(f"{plan} {prefill}", path, real_model(2, torch.bfloat16), prompt,
+            ok &= check(f"{plan} {prefill}", path, real_model(2, torch.float16), prompt,
                         prefill, "decode_b1", 16)
     sys.exit(0 if ok else 1)
 

@@ -193,13 +193,13 @@ class PlanExecutor:
                 m, n, k = gemm.M(), gemm.N(), gemm.K()
                 a = self._view(bucket, device, gemm.A(), io, (m, k), dt)
                 w = self._view(bucket, device, gemm.B(), io, (n, k), dt)
-                c = self._view(bucket, device, gemm.C(), io, (m, n), dt)
+                c = self._view(bucket, device, gemm.C(), io, (m, n), TORCH_DTYPE[gemm.CDtype()])
                 out = a.float() @ w.float().t()
                 if gemm.Bias() is not None:
                     out += self._view(bucket, device, gemm.Bias(), io, (n,), dt).float()
                 if gemm.Residual() is not None:
                     out += self._view(bucket, device, gemm.Residual(), io, (m, n), dt).float()
-                c.copy_(out.to(dt))
+                c.copy_(out.to(c.dtype))
             elif step.OpType() == Op.Copy:
                 copy = Copy()
                 copy.Init(table.Bytes, table.Pos)

@@ -67,6 +67,7 @@ inline std::unique_ptr<pfb::StepT> gemmStep(int32_t device, const std::string &r
   gemm.c = std::move(c);
   gemm.residual = std::move(residual);
   gemm.dtype = pfb::DType::BF16;
+  gemm.c_dtype = pfb::DType::BF16;
   auto step = std::make_unique<pfb::StepT>();
   step->device = device;
   step->region = region;
