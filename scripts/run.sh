@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs Weft's main job on its built-in default:
 # compile the default model (Llama 3.1 8B) for the default topology (RTX 3090
-# + RTX 3060 over PCIe, 32 concurrent streams) and print the plan report.
+# + RTX 3060 over PCIe, 32 concurrent streams) into a plan file and print the
+# plan report. (Running plans needs the runtime, which does not exist yet.)
 #
 #   scripts/run.sh [weft-compile options...]
 set -euo pipefail
@@ -10,6 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${WEFT_BUILD_DIR:-$root/build}"
 if (($# == 0)); then
   set -- --model builtin:llama-3.1-8b --topology rtx3090+rtx3060 --batch 32 \
-    --report --svg "$build/weft-report.svg"
+    --max-batch 32 --report --svg "$build/weft-report.svg" \
+    -o "$build/llama-3.1-8b.rtx3090+rtx3060.weft"
 fi
 "$build/tools/weft-compile/weft-compile" "$@"
