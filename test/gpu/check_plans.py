@@ -38,6 +38,8 @@ def hf_greedy(model, prompt, steps):
 
 
 def check(name, plan, model, prompt, prefill, decode, steps):
+    if os.environ.get("WEFT_ONLY_RUNTIME"):
+        return True
     state = {k: v.detach() for k, v in model.state_dict().items()}
     if "lm_head.weight" not in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
@@ -61,6 +63,39 @@ def check(name, plan, model, prompt, prefill, decode, steps):
     agree = sum(int(a == b) for a, b in zip(tokens, ref_tokens))
     # Within tolerance of the fp32 truth, or no further from it than
     # transformers itself in the model's dtype; the same greedy tokens.
+    ok = (err <= TOL or err <= 1.5 * hf_err) and tokens == ref_tokens
+    print(f"| {name:34s} | {err:9.2e} | {hf_err:9.2e} | {agree:2d}/{steps:2d} | {time.time() - t0:6.2f} s | {'ok' if ok else 'FAIL'} |",
+          flush=True)
+    if not ok:
+        print(f"    weft {tokens}\n    hf   {ref_tokens}", flush=True)
+    return ok
+
+
+def check_runtime(name, plan, weights_dir, model, prompt, steps, extra=()):
+    """The C++ runtime (weft-run) on the same plan and weights."""
+    import subprocess
+    import tempfile
+    runner = os.environ.get("WEFT_RUN")
+    if not runner:
+        return True
+    with tempfile.NamedTemporaryFile(suffix=".f32") as dump:
+        cmd = [runner, plan, "--weights", weights_dir, "--prompt-ids",
+               ",".join(map(str, prompt)), "--max-tokens", str(steps),
+               "--dump-logits", dump.name, "--quiet", *extra]
+        t0 = time.time()
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"| {name:34s} | weft-run failed: {run.stderr.strip()[:200]}", flush=True)
+            return False
+        tokens = [int(t) for t in run.stdout.split("tokens:")[1].split("\n")[0].split()]
+        logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
+    state_dtype = next(model.parameters()).dtype
+    with torch.no_grad():
+        exact = model.float()(torch.tensor([prompt], device="cuda")).logits[0, -1].float().cpu()
+        same = model.to(state_dtype)(torch.tensor([prompt], device="cuda")).logits[0, -1].float().cpu()
+    err, hf_err = rel_err(logits, exact), rel_err(same, exact)
+    ref_tokens = hf_greedy(model, prompt, steps)
+    agree = sum(int(a == b) for a, b in zip(tokens, ref_tokens))
     ok = (err <= TOL or err <= 1.5 * hf_err) and tokens == ref_tokens
     print(f"| {name:34s} | {err:9.2e} | {hf_err:9.2e} | {agree:2d}/{steps:2d} | {time.time() - t0:6.2f} s | {'ok' if ok else 'FAIL'} |",
           flush=True)
@@ -105,8 +140,10 @@ def main():
                         ("llama_sharded", torch.float16)]:
         path = os.path.join(plans, name + ".weft")
         if os.path.exists(path):
-            ok &= check("fixture " + name, path, fixture_model(name, dtype), prompt8,
-                        "prefill_c8", "decode_b1", 8)
+            model = fixture_model(name, dtype)
+            ok &= check("fixture " + name, path, model, prompt8, "prefill_c8", "decode_b1", 8)
+            ok &= check_runtime("weft-run fixture " + name, path, os.path.join(FIXTURES, name),
+                                model, prompt8, 8)
     g = torch.Generator().manual_seed(1)
     prompt32 = torch.randint(0, 128256, (32,), generator=g).tolist()
     for plan, prefill, prompt in [("real8b-2l.weft", "prefill_c8", prompt8),
@@ -114,8 +151,14 @@ def main():
                                   ("real8b-2l-pipeline.weft", "prefill_c8", prompt8)]:
         path = os.path.join(plans, plan)
         if os.path.exists(path):
-            ok &= check(f"{plan} {prefill}", path, real_model(2, torch.float16), prompt,
-                        prefill, "decode_b1", 16)
+            model = real_model(2, torch.float16)
+            ok &= check(f"{plan} {prefill}", path, model, prompt, prefill, "decode_b1", 16)
+            if prefill == "prefill_c8" and os.environ.get("WEFT_RUN"):
+                import tempfile
+                with tempfile.TemporaryDirectory() as d:
+                    model.save_pretrained(d)
+                    ok &= check_runtime(f"weft-run {plan}", path, d, model, prompt, 16,
+                                        ["--skip-header-checksums"])
     sys.exit(0 if ok else 1)
 
 

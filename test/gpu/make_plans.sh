@@ -31,3 +31,12 @@ flatc --python -o "$out/pyfb" "$root/runtime/plan/plan.fbs"
 ls "$out"/*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps \
   --only-binary=:all: -d "$out" flatbuffers==24.3.25
 echo "plans in $out"
+# Runtime binary and the benchmark plan: full Llama 3.1 8B in fp16, batch 1.
+bench="$out/llama8b-fp16-checkpoint"
+python3 "$root/test/Inputs/make_sparse_checkpoint.py" "$bench" --dtype float16
+"$compile" --model "$bench" --topology h200 --max-batch 1 --prefill-chunks 32 \
+  --arch sm_90 --kernel-cache "$cache" -o "$out/llama8b-fp16.weft" >/dev/null
+rm -rf "$bench"
+if [[ -x "$build/tools/weft-run/weft-run" ]]; then
+  cp "$build/tools/weft-run/weft-run" "$out/"
+fi

@@ -1,0 +1,604 @@
+// Loading plans and weights onto GPUs, and running buckets step by step.
+#include "runtime/engine/Engine.h"
+
+#include "runtime/gpu/Cuda.h"
+#include "runtime/gpu/Gemm.h"
+#include "runtime/io/MappedFile.h"
+#include "runtime/io/Safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace weft::engine {
+
+namespace fb = ::weft::plan::fb;
+using gpu::cudaStatus;
+
+namespace {
+
+constexpr size_t kGemmWorkspace = 32u << 20;
+constexpr size_t kStagingBytes = 64u << 20;
+
+std::string devName(int d) { return "device " + std::to_string(d); }
+
+cudaDataType_t cudaType(fb::DType t) {
+  switch (t) {
+  case fb::DType::F16: return CUDA_R_16F;
+  case fb::DType::BF16: return CUDA_R_16BF;
+  case fb::DType::F32: return CUDA_R_32F;
+  default: return CUDA_R_16F;
+  }
+}
+
+io::DType ioType(fb::DType t) {
+  switch (t) {
+  case fb::DType::F16: return io::DType::F16;
+  case fb::DType::BF16: return io::DType::BF16;
+  case fb::DType::F32: return io::DType::F32;
+  case fb::DType::I8: return io::DType::I8;
+  case fb::DType::I32: return io::DType::I32;
+  case fb::DType::I64: return io::DType::I64;
+  default: return io::DType::U8;
+  }
+}
+
+uint64_t elements(const flatbuffers::Vector<int64_t> *shape) {
+  uint64_t n = 1;
+  for (int64_t d : *shape)
+    n *= uint64_t(d);
+  return n;
+}
+
+} // namespace
+
+struct Engine::Impl {
+  plan::PlanFile file;
+  const fb::Plan *p = nullptr;
+  EngineOptions options;
+  const gpu::Driver *drv = nullptr;
+  int maxTokens = 1;
+  int vocab = 0;
+  int maxSequences = 0, maxBlocks = 0, blockTokens = 0;
+  std::vector<int> prefill, decode;
+
+  struct Device {
+    int gpu = 0;
+    uint64_t capacity = 0, used = 0; // declared memory (cap), allocated
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    std::vector<CUfunction> functions;
+    void *arena = nullptr;
+    std::vector<void *> weights;
+    std::vector<void *> kCache, vCache;
+    void *blockTables = nullptr;
+    std::map<int, void *> inputs; // InputKind -> buffer
+    std::unique_ptr<gpu::GemmRunner> gemm;
+    std::vector<void *> allocations;
+  };
+  std::vector<Device> devices;
+  std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
+
+  explicit Impl(plan::PlanFile f) : file(std::move(f)) { p = &file.plan(); }
+
+  ~Impl() {
+    for (Device &d : devices) {
+      cudaSetDevice(d.gpu);
+      for (void *a : d.allocations)
+        cudaFree(a);
+      d.gemm.reset();
+      if (d.done) cudaEventDestroy(d.done);
+      if (d.stream) cudaStreamDestroy(d.stream);
+    }
+    if (drv)
+      for (auto &[key, m] : modules)
+        drv->moduleUnload(m);
+  }
+
+  void progress(const std::string &phase, uint64_t done, uint64_t total) {
+    if (options.progress)
+      options.progress(phase, done, total);
+  }
+
+  StatusOr<void *> allocate(Device &d, int index, uint64_t bytes, const std::string &what) {
+    bytes = std::max<uint64_t>(bytes, 256);
+    if (d.used + bytes > d.capacity)
+      return Status(StatusCode::kResourceExhausted,
+                    devName(index) + ": " + what + " needs " + std::to_string(bytes) +
+                        " bytes but only " + std::to_string(d.capacity - d.used) +
+                        " of its declared " + std::to_string(d.capacity) + " remain");
+    WEFT_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
+    void *ptr = nullptr;
+    WEFT_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&ptr, bytes),
+                                    devName(index) + ": allocating " + what));
+    d.used += bytes;
+    d.allocations.push_back(ptr);
+    return ptr;
+  }
+
+  Status setUpDevices() {
+    StatusOr<int> count = gpu::deviceCount();
+    if (!count.isOk())
+      return count.status();
+    StatusOr<const gpu::Driver *> d = gpu::driver();
+    if (!d.isOk())
+      return d.status();
+    drv = *d;
+    const auto *declared = p->topology()->devices();
+    size_t n = declared->size();
+    if (!options.deviceMap.empty() && options.deviceMap.size() != n)
+      return invalidArgument("--devices lists " + std::to_string(options.deviceMap.size()) +
+                             " GPUs for a plan of " + std::to_string(n) + " devices");
+    devices.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      Device &dev = devices[i];
+      dev.gpu = options.deviceMap.empty() ? (int(i) < *count ? int(i) : 0)
+                                          : options.deviceMap[i];
+      if (dev.gpu < 0 || dev.gpu >= *count)
+        return invalidArgument("--devices: GPU " + std::to_string(dev.gpu) +
+                               " does not exist (found " + std::to_string(*count) + ")");
+      const fb::Device *decl = declared->Get(uint32_t(i));
+      cudaDeviceProp prop{};
+      WEFT_CUDA(cudaGetDeviceProperties(&prop, dev.gpu), "cudaGetDeviceProperties");
+      int cc = prop.major * 10 + prop.minor;
+      std::string arch = decl->arch() ? decl->arch()->str() : "";
+      int planCc = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+      if (planCc / 10 > cc / 10 || (planCc / 10 == cc / 10 && planCc > cc))
+        return failedPrecondition(devName(int(i)) + " (" + decl->name()->str() +
+                                  "): the plan's code is for " + arch + " but GPU " +
+                                  std::to_string(dev.gpu) + " (" + prop.name + ") is sm_" +
+                                  std::to_string(cc));
+      uint64_t declaredBytes = decl->memory_cap_bytes()
+                                   ? std::min(decl->memory_bytes(), decl->memory_cap_bytes())
+                                   : decl->memory_bytes();
+      dev.capacity = std::min<uint64_t>(declaredBytes, prop.totalGlobalMem);
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
+      WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");
+      StatusOr<std::unique_ptr<gpu::GemmRunner>> g =
+          gpu::GemmRunner::create(dev.gpu, kGemmWorkspace);
+      if (!g.isOk())
+        return g.status();
+      dev.gemm = std::move(g.value());
+      dev.used += kGemmWorkspace;
+      dev.functions.assign(p->kernels()->size(), nullptr);
+    }
+    return Status::ok();
+  }
+
+  // Which devices launch each kernel, and which layers' caches each holds.
+  Status loadKernels() {
+    std::set<std::pair<int, uint32_t>> needed;
+    for (const fb::Bucket *b : *p->buckets())
+      for (const fb::Step *s : *b->steps())
+        if (const fb::Launch *l = s->op_as_Launch())
+          needed.insert({s->device(), l->kernel()});
+    size_t done = 0;
+    for (auto [device, k] : needed) {
+      progress("loading kernels", done++, needed.size());
+      Device &dev = devices[size_t(device)];
+      const fb::Kernel *kernel = p->kernels()->Get(k);
+      auto it = modules.find({dev.gpu, int(k)});
+      if (it == modules.end()) {
+        cudaDeviceProp prop{};
+        WEFT_CUDA(cudaGetDeviceProperties(&prop, dev.gpu), "cudaGetDeviceProperties");
+        std::string want = "sm_" + std::to_string(prop.major * 10 + prop.minor);
+        const fb::KernelBinary *cubin = nullptr, *ptx = nullptr;
+        for (const fb::KernelBinary *bin : *kernel->binaries()) {
+          if (bin->arch()->str() == want && bin->cubin() && bin->cubin()->size())
+            cubin = bin;
+          if (bin->ptx() && bin->ptx()->size())
+            ptx = bin;
+        }
+        std::string image;
+        const void *data = nullptr;
+        if (cubin) {
+          data = cubin->cubin()->data();
+        } else if (ptx && options.allowPtxJit) {
+          image = ptx->ptx()->str();
+          data = image.c_str();
+        } else {
+          return failedPrecondition("kernel " + kernel->name()->str() + ": no " + want +
+                                    " binary in the plan (and PTX JIT is off)");
+        }
+        WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+        WEFT_CUDA(cudaFree(nullptr), "creating the CUDA context");
+        CUmodule m;
+        WEFT_CU(drv->moduleLoadData(&m, data), "loading kernel " + kernel->name()->str());
+        it = modules.emplace(std::make_pair(dev.gpu, int(k)), m).first;
+      }
+      CUfunction fn;
+      WEFT_CU(drv->moduleGetFunction(&fn, it->second, kernel->name()->c_str()),
+              "kernel " + kernel->name()->str());
+      dev.functions[k] = fn;
+    }
+    progress("loading kernels", needed.size(), needed.size());
+    return Status::ok();
+  }
+
+  Status allocateBuffers() {
+    const fb::KvCacheSpec *kv = p->kv_cache();
+    maxSequences = kv->max_sequences();
+    maxBlocks = kv->max_blocks_per_sequence();
+    blockTokens = kv->block_tokens();
+    vocab = p->model()->vocab_size();
+    for (const fb::Bucket *b : *p->buckets())
+      maxTokens = std::max(maxTokens, b->tokens());
+    uint64_t blockBytes = 0;
+    if (!plan::dtypeBytes(kv->dtype(), uint64_t(blockTokens) * uint64_t(kv->num_kv_heads()) *
+                                           uint64_t(kv->head_dim()),
+                          blockBytes))
+      return invalidArgument("kv_cache: unsupported dtype");
+    std::vector<std::set<int>> layers(devices.size());
+    std::vector<uint64_t> arena(devices.size(), 0);
+    for (const fb::Bucket *b : *p->buckets()) {
+      for (const fb::Step *s : *b->steps())
+        if (const fb::Launch *l = s->op_as_Launch())
+          for (const fb::Arg *a : *l->args())
+            if (a->kind() == fb::ArgKind::KCache || a->kind() == fb::ArgKind::VCache)
+              layers[size_t(s->device())].insert(a->index());
+      for (const fb::DeviceBuffers *db : *b->devices())
+        arena[size_t(db->device())] = std::max(arena[size_t(db->device())], db->arena_bytes());
+    }
+    int layerCount = p->model()->num_layers();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      Device &dev = devices[i];
+      int d = int(i);
+      StatusOr<void *> a = allocate(dev, d, arena[i], "its activation arena");
+      if (!a.isOk()) return a.status();
+      dev.arena = *a;
+      // Inputs: token vectors for the largest bucket, outputs, sampling.
+      for (fb::InputKind k : {fb::InputKind::TokenIds, fb::InputKind::Positions,
+                              fb::InputKind::Slots, fb::InputKind::NextTokens,
+                              fb::InputKind::Temperature, fb::InputKind::TopK,
+                              fb::InputKind::TopP, fb::InputKind::Uniform}) {
+        StatusOr<void *> in = allocate(dev, d, uint64_t(maxTokens) * 4, "inputs");
+        if (!in.isOk()) return in.status();
+        WEFT_CUDA(cudaMemset(*in, 0, uint64_t(maxTokens) * 4), "zeroing inputs");
+        dev.inputs[int(k)] = *in;
+      }
+      StatusOr<void *> logits =
+          allocate(dev, d, uint64_t(maxTokens) * uint64_t(vocab) * 4, "logits");
+      if (!logits.isOk()) return logits.status();
+      dev.inputs[int(fb::InputKind::Logits)] = *logits;
+      // top_p = 1 means no nucleus cut; temperature 0 means greedy.
+      std::vector<float> ones(size_t(maxTokens), 1.0f);
+      WEFT_CUDA(cudaMemcpy(dev.inputs[int(fb::InputKind::TopP)], ones.data(),
+                           ones.size() * 4, cudaMemcpyHostToDevice), "top_p");
+      // Block tables: sequence s owns pages [s*maxBlocks, (s+1)*maxBlocks);
+      // the padding slot (row maxSequences) gets spare pages of its own.
+      int rows = maxSequences + 1;
+      std::vector<int32_t> table(size_t(rows) * size_t(maxBlocks));
+      for (int r = 0; r < rows; ++r)
+        for (int b = 0; b < maxBlocks; ++b)
+          table[size_t(r) * size_t(maxBlocks) + size_t(b)] = r * maxBlocks + b;
+      StatusOr<void *> bt = allocate(dev, d, table.size() * 4, "block tables");
+      if (!bt.isOk()) return bt.status();
+      dev.blockTables = *bt;
+      WEFT_CUDA(cudaMemcpy(dev.blockTables, table.data(), table.size() * 4,
+                           cudaMemcpyHostToDevice), "block tables");
+      dev.inputs[int(fb::InputKind::BlockTables)] = dev.blockTables;
+      dev.kCache.assign(size_t(layerCount), nullptr);
+      dev.vCache.assign(size_t(layerCount), nullptr);
+      uint64_t cacheBytes = uint64_t(rows) * uint64_t(maxBlocks) * blockBytes;
+      for (int layer : layers[i]) {
+        StatusOr<void *> k = allocate(dev, d, cacheBytes, "the K cache of layer " + std::to_string(layer));
+        if (!k.isOk()) return k.status();
+        StatusOr<void *> v = allocate(dev, d, cacheBytes, "the V cache of layer " + std::to_string(layer));
+        if (!v.isOk()) return v.status();
+        dev.kCache[size_t(layer)] = *k;
+        dev.vCache[size_t(layer)] = *v;
+      }
+    }
+    return Status::ok();
+  }
+
+  Status loadWeights() {
+    const fb::Manifest *m = p->manifest();
+    size_t count = m->weights()->size();
+    for (Device &d : devices)
+      d.weights.assign(count, nullptr);
+    uint64_t totalBytes = 0;
+    for (const fb::Weight *w : *m->weights()) {
+      uint64_t b = 0;
+      plan::dtypeBytes(w->dtype(), elements(w->shape()), b);
+      totalBytes += b * w->devices()->size();
+    }
+    // Source files, checked against the headers the plan was compiled for.
+    std::vector<io::SafetensorsHeader> headers;
+    std::vector<io::MappedFile> maps;
+    if (!options.randomWeights) {
+      if (options.weightsDir.empty())
+        return invalidArgument("no weights: give a checkpoint directory or --random-weights");
+      for (const fb::SourceFile *f : *m->files()) {
+        std::string path = options.weightsDir + "/" + f->file()->str();
+        StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(path);
+        if (!h.isOk())
+          return h.status();
+        StatusOr<io::MappedFile> map = io::MappedFile::open(path);
+        if (!map.isOk())
+          return map.status();
+        std::string_view bytes = map->bytes();
+        uint64_t fnv = plan::fnv1a64(bytes.data() + 8, h->headerSize);
+        if (!options.skipHeaderChecksums &&
+            (fnv != f->header_fnv1a64() || h->headerSize != f->header_size()))
+          return failedPrecondition(path + ": safetensors header differs from the one the "
+                                    "plan was compiled against (checksum); recompile the "
+                                    "plan for these weights");
+        headers.push_back(std::move(h.value()));
+        maps.push_back(std::move(map.value()));
+      }
+      if (m->files()->size() == 0)
+        return failedPrecondition("the plan was compiled from a built-in model without a "
+                                  "checkpoint: use --random-weights");
+    }
+
+    void *staging = nullptr;
+    WEFT_CUDA(cudaMallocHost(&staging, kStagingBytes), "pinned staging buffer");
+    struct FreeHost {
+      void *p;
+      ~FreeHost() { cudaFreeHost(p); }
+    } freeStaging{staging};
+    uint64_t copied = 0, state = 0x9e3779b97f4a7c15ull;
+
+    for (uint32_t wi = 0; wi < count; ++wi) {
+      const fb::Weight *w = m->weights()->Get(wi);
+      if (w->shard_parts() > 1)
+        return unimplemented("weight '" + w->name()->str() +
+                             "': tensor-parallel shards are not loaded yet");
+      uint64_t bytes = 0;
+      plan::dtypeBytes(w->dtype(), elements(w->shape()), bytes);
+      for (int32_t device : *w->devices()) {
+        Device &dev = devices[size_t(device)];
+        StatusOr<void *> dst = allocate(dev, device, bytes, "weight '" + w->name()->str() + "'");
+        if (!dst.isOk())
+          return dst.status();
+        dev.weights[wi] = *dst;
+        uint64_t offset = 0;
+        auto upload = [&](const char *src, uint64_t n) -> Status {
+          while (n) {
+            uint64_t chunk = std::min<uint64_t>(n, kStagingBytes);
+            std::memcpy(staging, src, chunk);
+            WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, chunk,
+                                 cudaMemcpyHostToDevice), "uploading weights");
+            offset += chunk;
+            src += chunk;
+            n -= chunk;
+            copied += chunk;
+            progress("loading weights", copied, totalBytes);
+          }
+          return Status::ok();
+        };
+        if (options.randomWeights) {
+          // Small values (|x| < 2^-5) in the weight's dtype: no inf/NaN.
+          std::vector<uint16_t> host(std::min<uint64_t>(bytes, kStagingBytes) / 2 + 1);
+          for (uint16_t &h : host) {
+            state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+            uint16_t sign = uint16_t(((state >> 20) & 1) << 15);
+            // 2^-7 * (1 + mantissa): exponent 120 in bf16, 8 in fp16.
+            h = w->dtype() == fb::DType::BF16 ? uint16_t(0x3C00 | (state & 0x7f) | sign)
+                                              : uint16_t(0x2000 | (state & 0x3ff) | sign);
+          }
+          uint64_t left = bytes;
+          while (left) {
+            uint64_t chunk = std::min<uint64_t>(left, host.size() * 2);
+            Status s = upload(reinterpret_cast<const char *>(host.data()), chunk);
+            if (!s.isOk())
+              return s;
+            left -= chunk;
+          }
+          continue;
+        }
+        if (w->transform() == fb::Transform::Concat && w->concat_axis() != 0)
+          return unimplemented("weight '" + w->name()->str() + "': concat along axis " +
+                               std::to_string(w->concat_axis()));
+        for (const fb::SourceTensor *src : *w->sources()) {
+          if (src->file() < 0 || size_t(src->file()) >= headers.size())
+            return invalidArgument("weight '" + w->name()->str() + "': source '" +
+                                   src->name()->str() + "' has no checkpoint file");
+          const io::SafetensorsHeader &h = headers[size_t(src->file())];
+          const io::TensorInfo *t = h.find(src->name()->str());
+          if (!t)
+            return notFound(h.path + ": tensor '" + src->name()->str() +
+                            "' that the plan needs is missing");
+          std::vector<int64_t> shape(src->shape()->begin(), src->shape()->end());
+          if (t->shape != shape || t->dtype != ioType(src->dtype()))
+            return failedPrecondition(h.path + ": tensor '" + src->name()->str() +
+                                      "' does not match the plan's manifest (dtype or shape)");
+          const char *data = maps[size_t(src->file())].bytes().data() + h.dataOffset() +
+                             t->dataBegin;
+          Status s = upload(data, t->numBytes());
+          if (!s.isOk())
+            return s;
+        }
+        if (offset != bytes)
+          return failedPrecondition("weight '" + w->name()->str() + "': sources hold " +
+                                    std::to_string(offset) + " bytes, the plan expects " +
+                                    std::to_string(bytes));
+      }
+    }
+    progress("loading weights", totalBytes, totalBytes);
+    return Status::ok();
+  }
+
+  StatusOr<uint64_t> pointer(const fb::Bucket *b, int device, const fb::Arg *a) {
+    Device &dev = devices[size_t(device)];
+    switch (a->kind()) {
+    case fb::ArgKind::Buffer: {
+      for (const fb::DeviceBuffers *db : *b->devices())
+        if (db->device() == device)
+          return uint64_t(reinterpret_cast<uintptr_t>(dev.arena)) +
+                 db->buffers()->Get(uint32_t(a->index()))->offset() + a->offset();
+      return internalError("buffer on a device without buffers");
+    }
+    case fb::ArgKind::Weight:
+      return uint64_t(reinterpret_cast<uintptr_t>(dev.weights[size_t(a->index())])) + a->offset();
+    case fb::ArgKind::KCache:
+      return uint64_t(reinterpret_cast<uintptr_t>(dev.kCache[size_t(a->index())]));
+    case fb::ArgKind::VCache:
+      return uint64_t(reinterpret_cast<uintptr_t>(dev.vCache[size_t(a->index())]));
+    case fb::ArgKind::Input:
+      return uint64_t(reinterpret_cast<uintptr_t>(dev.inputs[a->index()])) + a->offset();
+    case fb::ArgKind::Scalar:
+      return uint64_t(a->value());
+    }
+    return internalError("unknown argument kind");
+  }
+
+  Status run(int bi, const StepInputs &in, bool wantLogits, StepOutputs &out) {
+    const fb::Bucket *b = p->buckets()->Get(uint32_t(bi));
+    size_t T = size_t(b->tokens());
+    std::string where = "bucket " + b->name()->str();
+    if (in.ids.size() != T || in.positions.size() != T || in.slots.size() != T)
+      return invalidArgument(where + ": expects " + std::to_string(T) + " tokens");
+    std::set<int> used;
+    int outputDevice = -1;
+    for (const fb::Step *s : *b->steps()) {
+      used.insert(s->device());
+      if (const fb::Copy *c = s->op_as_Copy())
+        used.insert(c->target_device());
+      if (const fb::Launch *l = s->op_as_Launch())
+        for (const fb::Arg *a : *l->args())
+          if (a->kind() == fb::ArgKind::Input &&
+              a->index() == int32_t(fb::InputKind::NextTokens))
+            outputDevice = s->device();
+    }
+    for (int d : used) {
+      Device &dev = devices[size_t(d)];
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
+                               {fb::InputKind::Positions, &in.positions},
+                               {fb::InputKind::Slots, &in.slots}})
+        WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
+                                  cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
+    }
+    std::vector<uint64_t> values;
+    std::vector<void *> params;
+    for (uint32_t si = 0; si < b->steps()->size(); ++si) {
+      const fb::Step *s = b->steps()->Get(si);
+      Device &dev = devices[size_t(s->device())];
+      std::string at = where + " step " + std::to_string(si) + " (" + s->region()->str() + ")";
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      if (const fb::Launch *l = s->op_as_Launch()) {
+        values.assign(l->args()->size(), 0);
+        params.assign(l->args()->size(), nullptr);
+        for (uint32_t i = 0; i < l->args()->size(); ++i) {
+          StatusOr<uint64_t> v = pointer(b, s->device(), l->args()->Get(i));
+          if (!v.isOk()) return v.status();
+          values[i] = *v;
+          params[i] = &values[i];
+        }
+        CUfunction fn = dev.functions[l->kernel()];
+        if (l->shared_bytes() > 48 * 1024)
+          WEFT_CU(drv->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        l->shared_bytes()), at);
+        WEFT_CU(drv->launchKernel(fn, uint32_t(l->grid()->Get(0)), uint32_t(l->grid()->Get(1)),
+                                  uint32_t(l->grid()->Get(2)), uint32_t(l->block()->Get(0)),
+                                  uint32_t(l->block()->Get(1)), uint32_t(l->block()->Get(2)),
+                                  uint32_t(l->shared_bytes()),
+                                  reinterpret_cast<CUstream>(dev.stream), params.data(), nullptr),
+                at);
+      } else if (const fb::Gemm *g = s->op_as_Gemm()) {
+        gpu::GemmArgs args;
+        args.m = g->m();
+        args.n = g->n();
+        args.k = g->k();
+        auto ptr = [&](const fb::Arg *a) -> StatusOr<void *> {
+          if (!a) return static_cast<void *>(nullptr);
+          StatusOr<uint64_t> v = pointer(b, s->device(), a);
+          if (!v.isOk()) return v.status();
+          return reinterpret_cast<void *>(uintptr_t(*v));
+        };
+        StatusOr<void *> A = ptr(g->a()), B = ptr(g->b()), C = ptr(g->c()),
+                         bias = ptr(g->bias()), res = ptr(g->residual());
+        for (auto *x : {&A, &B, &C, &bias, &res})
+          if (!x->isOk()) return x->status();
+        args.a = *A;
+        args.b = *B;
+        args.c = *C;
+        args.bias = *bias;
+        args.residual = *res;
+        args.abType = cudaType(g->dtype());
+        args.cType = cudaType(g->c_dtype());
+        Status st = dev.gemm->run(args, dev.stream);
+        if (!st.isOk())
+          return Status(st.code(), at + ": " + st.message());
+      } else if (const fb::Copy *c = s->op_as_Copy()) {
+        Device &dst = devices[size_t(c->target_device())];
+        StatusOr<uint64_t> from = pointer(b, c->source_device(), c->source());
+        StatusOr<uint64_t> to = pointer(b, c->target_device(), c->target());
+        if (!from.isOk()) return from.status();
+        if (!to.isOk()) return to.status();
+        WEFT_CUDA(cudaEventRecord(dev.done, dev.stream), at);
+        WEFT_CUDA(cudaSetDevice(dst.gpu), "cudaSetDevice");
+        WEFT_CUDA(cudaStreamWaitEvent(dst.stream, dev.done, 0), at);
+        WEFT_CUDA(cudaMemcpyPeerAsync(reinterpret_cast<void *>(uintptr_t(*to)), dst.gpu,
+                                      reinterpret_cast<void *>(uintptr_t(*from)), dev.gpu,
+                                      c->bytes(), dst.stream), at);
+      } else {
+        return unimplemented(at + ": all-reduce steps need NCCL, which is not wired yet");
+      }
+    }
+    if (outputDevice < 0)
+      return internalError(where + ": no step writes the next tokens");
+    Device &od = devices[size_t(outputDevice)];
+    WEFT_CUDA(cudaSetDevice(od.gpu), "cudaSetDevice");
+    out.next.resize(T);
+    WEFT_CUDA(cudaMemcpyAsync(out.next.data(), od.inputs[int(fb::InputKind::NextTokens)], T * 4,
+                              cudaMemcpyDeviceToHost, od.stream), where + ": next tokens");
+    if (wantLogits) {
+      out.logits.resize(T * size_t(vocab));
+      WEFT_CUDA(cudaMemcpyAsync(out.logits.data(), od.inputs[int(fb::InputKind::Logits)],
+                                out.logits.size() * 4, cudaMemcpyDeviceToHost, od.stream),
+                where + ": logits");
+    }
+    for (int d : used) {
+      WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaStreamSynchronize(devices[size_t(d)].stream), where);
+    }
+    return Status::ok();
+  }
+};
+
+Engine::Engine() = default;
+Engine::~Engine() = default;
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const EngineOptions &options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->impl_ = std::make_unique<Impl>(std::move(plan));
+  Impl &impl = *e->impl_;
+  impl.options = options;
+  WEFT_RETURN_IF_ERROR(impl.setUpDevices());
+  WEFT_RETURN_IF_ERROR(impl.loadKernels());
+  WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
+  WEFT_RETURN_IF_ERROR(impl.loadWeights());
+  for (uint32_t i = 0; i < impl.p->buckets()->size(); ++i)
+    (impl.p->buckets()->Get(i)->prefill() ? impl.prefill : impl.decode).push_back(int(i));
+  auto byTokens = [&](int a, int b) { return e->bucketTokens(a) < e->bucketTokens(b); };
+  std::sort(impl.prefill.begin(), impl.prefill.end(), byTokens);
+  std::sort(impl.decode.begin(), impl.decode.end(), byTokens);
+  return e;
+}
+
+const plan::fb::Plan &Engine::plan() const { return *impl_->p; }
+
+int Engine::bucketIndex(const std::string &name) const {
+  for (uint32_t i = 0; i < impl_->p->buckets()->size(); ++i)
+    if (impl_->p->buckets()->Get(i)->name()->str() == name)
+      return int(i);
+  return -1;
+}
+
+const std::vector<int> &Engine::prefillBuckets() const { return impl_->prefill; }
+const std::vector<int> &Engine::decodeBuckets() const { return impl_->decode; }
+int Engine::bucketTokens(int b) const { return impl_->p->buckets()->Get(uint32_t(b))->tokens(); }
+int Engine::paddingSlot() const { return impl_->maxSequences; }
+
+Status Engine::run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out) {
+  if (bucket < 0 || uint32_t(bucket) >= impl_->p->buckets()->size())
+    return invalidArgument("no bucket " + std::to_string(bucket));
+  return impl_->run(bucket, in, wantLogits, out);
+}
+
+} // namespace weft::engine

@@ -1,0 +1,69 @@
+// The engine: loads a verified plan and its weights onto the GPUs and runs
+// the plan's buckets (decode batches and prefill chunks) step by step.
+#ifndef WEFT_RUNTIME_ENGINE_ENGINE_H_
+#define WEFT_RUNTIME_ENGINE_ENGINE_H_
+
+#include "runtime/base/Status.h"
+#include "runtime/plan/PlanReader.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::engine {
+
+struct EngineOptions {
+  // Physical GPU of each declared device (--devices 0,1); empty: device i
+  // on GPU i, or every declared device on GPU 0 when there is only one.
+  std::vector<int> deviceMap;
+  std::string weightsDir;     // checkpoint directory; empty with randomWeights
+  bool randomWeights = false; // fill weights with random values (benchmarks)
+  // Accept a checkpoint whose safetensors headers differ from the ones the
+  // plan was compiled against, as long as every tensor's name, dtype and
+  // shape match (weights written elsewhere with the same layout).
+  bool skipHeaderChecksums = false;
+  bool allowPtxJit = true;
+  std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
+};
+
+// What the caller gives one bucket run and gets back.
+struct StepInputs {
+  std::vector<int32_t> ids, positions, slots; // one per token of the bucket
+};
+struct StepOutputs {
+  std::vector<float> logits;     // [tokens x vocab], when requested
+  std::vector<int32_t> next;     // [tokens]
+};
+
+class Engine {
+public:
+  static StatusOr<std::unique_ptr<Engine>> create(plan::PlanFile plan,
+                                                  const EngineOptions &options);
+  ~Engine();
+
+  const plan::fb::Plan &plan() const;
+  // The bucket named `name` ("decode_b1", "prefill_c512"); -1 if none.
+  int bucketIndex(const std::string &name) const;
+  // Prefill and decode buckets, each sorted by token count.
+  const std::vector<int> &prefillBuckets() const;
+  const std::vector<int> &decodeBuckets() const;
+  int bucketTokens(int bucket) const;
+  // The slot reserved for padding tokens (writes its KV into spare pages).
+  int paddingSlot() const;
+
+  // Runs one bucket. `wantLogits` copies the logits back.
+  Status run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out);
+
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+private:
+  Engine();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace weft::engine
+
+#endif // WEFT_RUNTIME_ENGINE_ENGINE_H_

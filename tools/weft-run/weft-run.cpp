@@ -1,0 +1,132 @@
+// weft-run: loads a plan and its weights and generates tokens greedily for
+// one prompt, printing the tokens and the speed.
+#include "runtime/engine/Generate.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+int fail(const std::string &msg) {
+  std::cerr << "weft-run: error: " << msg << "\n";
+  return 1;
+}
+
+bool parseInts(const std::string &text, std::vector<int32_t> &out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char *end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < 0 || v > INT32_MAX)
+      return false;
+    out.push_back(int32_t(v));
+  }
+  return !out.empty();
+}
+
+const char *kUsage =
+    "usage: weft-run PLAN (--weights DIR | --random-weights) --prompt-ids 1,2,3\n"
+    "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
+    "                [--dump-logits FILE] [--quiet]\n";
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, dumpLogits;
+  weft::engine::EngineOptions options;
+  std::vector<int32_t> prompt;
+  int maxTokens = 32;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char *flag) -> const char * {
+      if (i + 1 >= argc) {
+        std::cerr << "weft-run: error: " << flag << " needs a value\n";
+        std::exit(1);
+      }
+      return argv[++i];
+    };
+    if (a == "--weights") options.weightsDir = value("--weights");
+    else if (a == "--random-weights") options.randomWeights = true;
+    else if (a == "--skip-header-checksums") options.skipHeaderChecksums = true;
+    else if (a == "--quiet") quiet = true;
+    else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
+    else if (a == "--prompt-ids") {
+      if (!parseInts(value("--prompt-ids"), prompt))
+        return fail("--prompt-ids: expected comma-separated token ids");
+    } else if (a == "--max-tokens") {
+      maxTokens = std::atoi(value("--max-tokens"));
+      if (maxTokens < 1)
+        return fail("--max-tokens: expected a positive number");
+    } else if (a == "--devices") {
+      std::vector<int32_t> map;
+      if (!parseInts(value("--devices"), map))
+        return fail("--devices: expected comma-separated GPU indices");
+      options.deviceMap.assign(map.begin(), map.end());
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && planPath.empty()) {
+      planPath = a;
+    } else {
+      return fail("unknown argument '" + a + "'\n" + kUsage);
+    }
+  }
+  if (planPath.empty())
+    return fail(std::string("no plan given\n") + kUsage);
+  if (prompt.empty())
+    return fail("no prompt given (--prompt-ids)");
+  if (!quiet)
+    options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
+      int pct = total ? int(100 * done / total) : 100;
+      std::fprintf(stderr, "\r%s %3d%%%s", phase.c_str(), pct, done == total ? "\n" : "");
+    };
+
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
+  if (!plan.isOk())
+    return fail(plan.status().message());
+  int vocab = plan->plan().model()->vocab_size();
+  for (int32_t id : prompt)
+    if (id >= vocab)
+      return fail("--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string(vocab));
+  std::vector<int32_t> eos;
+  if (const auto *e = plan->plan().model()->eos_token_ids())
+    eos.assign(e->begin(), e->end());
+  auto start = std::chrono::steady_clock::now();
+  weft::StatusOr<std::unique_ptr<weft::engine::Engine>> engine =
+      weft::engine::Engine::create(std::move(plan.value()), options);
+  if (!engine.isOk())
+    return fail(engine.status().message());
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  weft::StatusOr<weft::engine::Generation> gen =
+      weft::engine::generateGreedy(**engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos);
+  if (!gen.isOk())
+    return fail(gen.status().message());
+  std::cout << "tokens:";
+  for (int32_t t : gen->tokens)
+    std::cout << " " << t;
+  std::cout << "\n";
+  std::printf("loaded in %.2f s; prefill %zu tokens in %.2f ms; decode %d steps in %.2f ms "
+              "(%.1f tok/s, %.3f ms/token)\n",
+              loadSeconds, prompt.size(), gen->prefillSeconds * 1e3, gen->decodeSteps,
+              gen->decodeSeconds * 1e3,
+              gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0,
+              gen->decodeSteps ? gen->decodeSeconds * 1e3 / gen->decodeSteps : 0.0);
+  if (!dumpLogits.empty()) {
+    std::ofstream f(dumpLogits, std::ios::binary);
+    f.write(reinterpret_cast<const char *>(gen->promptLogits.data()),
+            std::streamsize(gen->promptLogits.size() * sizeof(float)));
+    if (!f)
+      return fail(dumpLogits + ": cannot write");
+  }
+  return 0;
+}
