@@ -217,7 +217,7 @@ std::string kernelBaseName(const AttentionShape &s, const char *what) {
   if (f != float(standard)) {
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
-    os << "_s" << llvm::format_hex_no_prefix(bits, 8);
+    os << "_sc" << llvm::format_hex_no_prefix(bits, 8);
   }
   os.flush();
   return name;
@@ -235,22 +235,29 @@ ParamBinding binding(ParamBinding::Kind kind, int64_t index, const char *name) {
 // Decode: split flash-decoding and the combine kernel
 //===----------------------------------------------------------------------===//
 
+void emitMmaHelpers(llvm::raw_ostream &os, ElemType elem);
+
 constexpr int kDecodeThreads = 128;
 constexpr int64_t kMaxSharedBytes = 48 * 1024; // without the opt-in attribute
-#ifndef WEFT_ATTN_DECODE_BLOCKS_PER_SM
-#define WEFT_ATTN_DECODE_BLOCKS_PER_SM 4
-#endif
-constexpr int kDecodeBlocksPerSm = WEFT_ATTN_DECODE_BLOCKS_PER_SM;
-#ifndef WEFT_ATTN_DECODE_LANE_FLOATS
-#define WEFT_ATTN_DECODE_LANE_FLOATS 64
-#endif
-constexpr int kDecodeLaneFloats = WEFT_ATTN_DECODE_LANE_FLOATS;
+// Decode grid sizing and kernel choice, tuned on an H200 with 32k-position
+// contexts (llama-3.1-8b/70b, llama-2-7b, qwen2.5-7b): about this many
+// blocks per SM for one token's splits. More splits make each block's
+// cp.async pipeline too short to pay for its fill (8 and 16 per SM were
+// slower), fewer leave SMs idle.
+constexpr int kDecodeBlocksPerSm = 4;   // SIMT kernel, 128 threads, 48 KiB
+constexpr int kDecodeTcBlocksPerSm = 4; // tensor-core kernel, 64 threads
+// The SIMT kernel holds the group's query rows and accumulators in
+// registers: at most this many floats of each per lane.
+constexpr int kDecodeLaneFloats = 64;
+constexpr bool kDecodeTensorCores = true;
+constexpr int kDecodeTcMinGroup = 4; // tensor cores for larger groups
+constexpr int kDecodeTcWarps = 2;
 constexpr double kLog2E = 1.4426950408889634;
 constexpr const char *kNoScore = "-1.0e30f";
 
-void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
-                         const AttentionSplitPlan &p, const EmitOptions &o) {
-  int64_t chunks = s.headDim / p.vec;
+// Model and cache dimensions: every kernel of a region starts with these.
+void emitModelConstants(llvm::raw_ostream &os, const AttentionShape &s,
+                        const EmitOptions &o) {
   os << "\n// Model and cache dimensions, fixed at compile time.\n"
      << "constexpr int kTokens = " << s.tokens << ";\n"
      << "constexpr int kHeads = " << s.heads << ";\n"
@@ -268,31 +275,45 @@ void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
      << "constexpr int kMaxSequences = " << o.maxSequences << ";\n"
      << "constexpr int kMaxContext = kBlockTokens * kMaxBlocks;\n"
      << "constexpr int kQueryWidth = kHeads * kHeadDim;\n"
-     << "constexpr int kRowStride = kKvHeads * kHeadDim; // one cached position\n"
-     << "constexpr int kSplits = " << p.splits << ";\n"
+     << "constexpr int kRowStride = kKvHeads * kHeadDim; // one cached position\n";
+}
+
+void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
+                         const AttentionSplitPlan &p, const EmitOptions &o) {
+  emitModelConstants(os, s, o);
+  os << "constexpr int kSplits = " << p.splits << ";\n"
      << "constexpr int kGranule = " << p.granule << ";\n"
      << "constexpr int kHeadBlocks = " << p.headBlocks << ";\n"
      << "constexpr int kHeadsPerBlock = " << p.headsPerBlock << ";\n"
      << "constexpr int kHeadsExact = " << (s.heads / s.kvHeads ==
                                              p.headBlocks * p.headsPerBlock)
      << ";\n"
-     << "constexpr int kVec = " << p.vec << "; // elements per vector load\n"
-     << "constexpr int kWords = " << p.vec * elementBytes(s.elem) / 4
-     << "; // 32-bit words per vector load\n"
-     << "constexpr int kChunks = " << chunks << "; // vectors per head row\n"
-     << "constexpr int kLanesPerRow = " << p.lanesPerRow << ";\n"
-     << "constexpr int kChunksPerLane = " << p.chunksPerLane << ";\n"
-     << "constexpr int kChunksExact = "
-     << (p.chunksPerLane * p.lanesPerRow == chunks) << ";\n"
-     << "constexpr int kRowsPerWarp = 32 / kLanesPerRow;\n"
-     << "constexpr int kUnroll = " << p.unroll << ";\n"
      << "constexpr int kWarps = " << p.warps << ";\n"
      << "constexpr int kThreads = kWarps * 32;\n"
-     << "constexpr int kTile = kWarps * kRowsPerWarp * kUnroll; // positions per stage\n"
-     << "constexpr int kStages = " << p.stages << ";\n"
-     << "constexpr int kStageElems = 2 * kTile * kHeadDim; // K rows, then V rows\n"
-     << "constexpr int kCopies = kTile * kChunks; // vector copies per stage and tensor\n"
-     << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
+     << "constexpr int kStages = " << p.stages << "; // K/V tiles in flight\n";
+  if (p.tensorCores) {
+    os << "constexpr int kKeys = " << p.keysPerTile << "; // 16 per warp\n"
+       << "constexpr int kPad = kHeadDim + 8; // row pitch: conflict-free ldmatrix\n"
+       << "constexpr int kDimChunks = kHeadDim / 8; // 16-byte pieces of a row\n"
+       << "constexpr int kStageElems = 2 * kKeys * kPad; // K rows, then V rows\n"
+       << "constexpr int kCopies = kKeys * kDimChunks;\n";
+  } else {
+    int64_t chunks = s.headDim / p.vec;
+    os << "constexpr int kVec = " << p.vec << "; // elements per vector load\n"
+       << "constexpr int kWords = " << p.vec * elementBytes(s.elem) / 4
+       << "; // 32-bit words per vector load\n"
+       << "constexpr int kChunks = " << chunks << "; // vectors per head row\n"
+       << "constexpr int kLanesPerRow = " << p.lanesPerRow << ";\n"
+       << "constexpr int kChunksPerLane = " << p.chunksPerLane << ";\n"
+       << "constexpr int kChunksExact = "
+       << (p.chunksPerLane * p.lanesPerRow == chunks) << ";\n"
+       << "constexpr int kRowsPerWarp = 32 / kLanesPerRow;\n"
+       << "constexpr int kUnroll = " << p.unroll << ";\n"
+       << "constexpr int kTile = kWarps * kRowsPerWarp * kUnroll; // positions per stage\n"
+       << "constexpr int kStageElems = 2 * kTile * kHeadDim; // K rows, then V rows\n"
+       << "constexpr int kCopies = kTile * kChunks; // vector copies per stage and tensor\n";
+  }
+  os << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
      << "constexpr int kPartialValues = kTokens * kHeads * kSplits * kHeadDim;\n"
      << "constexpr float kNoScore = " << kNoScore << "; // below any real score\n\n";
 }
@@ -379,16 +400,18 @@ std::string unpackHelper(ElemType elem) {
 const char *kDecodeKernelBody = R"(
 // One block: token blockIdx.x, the query heads [headBase, headBase +
 // kHeadsPerBlock) of KV head blockIdx.y / kHeadBlocks, positions of split
-// blockIdx.z. Each K/V row (one position of the KV head) is read by
-// kLanesPerRow lanes with vector loads, once for all the group's query heads.
-// Every row of lanes keeps its own online softmax (running max m, sum l and
-// accumulator in f32, base-2 scores); rows are merged in the warp, warps in
+// blockIdx.z. K/V rows (one position of the KV head each) arrive in shared
+// memory by 16-byte cp.async copies; each row is then read by kLanesPerRow
+// lanes with vector loads, once for all the group's query heads. Every row
+// of lanes keeps its own online softmax (running max m, sum l and
+// accumulator in f32, base-2 scores); rows merge in the warp, warps in
 // shared memory.
 {
   extern __shared__ float4 smemVec[];
-  float *sAcc = reinterpret_cast<float *>(smemVec);             // [kWarps][kHeadsPerBlock][kHeadDim]
-  float *sMax = sAcc + kWarps * kHeadsPerBlock * kHeadDim;      // [kWarps][kHeadsPerBlock]
-  float *sSum = sMax + kWarps * kHeadsPerBlock;                 // [kWarps][kHeadsPerBlock]
+  // After the key loop the stages hold the warps' partial results.
+  float *sAcc = reinterpret_cast<float *>(smemVec);        // [kWarps][kHeadsPerBlock][kHeadDim]
+  float *sMax = sAcc + kWarps * kHeadsPerBlock * kHeadDim; // [kWarps][kHeadsPerBlock]
+  float *sSum = sMax + kWarps * kHeadsPerBlock;            // [kWarps][kHeadsPerBlock]
 
   const int t = blockIdx.x;
   const int kvh = blockIdx.y / kHeadBlocks;
@@ -499,22 +522,22 @@ const char *kDecodeKernelBody = R"(
     const elem_t *sK = stages + (i % kStages) * kStageElems;
     const elem_t *sV = sK + kTile * kHeadDim;
     const int first = begin + i * kTile;
-    unsigned kw[kUnroll][kChunksPerLane][kWords], vw[kUnroll][kChunksPerLane][kWords];
+    // V is read from shared memory only when needed, to save registers.
+    const int rowBase = (warp * kRowsPerWarp + row) * kUnroll;
+    unsigned kw[kUnroll][kChunksPerLane][kWords];
     bool live[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int r = (warp * kRowsPerWarp + row) * kUnroll + u;
-      live[u] = first + r < end;
+      live[u] = first + rowBase + u < end;
 #pragma unroll
       for (int c = 0; c < kChunksPerLane; ++c) {
         const int chunk = sub + c * kLanesPerRow;
         if (kChunksExact || chunk < kChunks) {
-          loadShared(sK + r * kHeadDim + chunk * kVec, kw[u][c]);
-          loadShared(sV + r * kHeadDim + chunk * kVec, vw[u][c]);
+          loadShared(sK + (rowBase + u) * kHeadDim + chunk * kVec, kw[u][c]);
         } else {
 #pragma unroll
           for (int w = 0; w < kWords; ++w)
-            kw[u][c][w] = vw[u][c][w] = 0u;
+            kw[u][c][w] = 0u;
         }
       }
     }
@@ -575,8 +598,18 @@ const char *kDecodeKernelBody = R"(
     for (int u = 0; u < kUnroll; ++u) {
       float vf[kChunksPerLane][kVec];
 #pragma unroll
-      for (int c = 0; c < kChunksPerLane; ++c)
-        unpack(vw[u][c], vf[c]);
+      for (int c = 0; c < kChunksPerLane; ++c) {
+        const int chunk = sub + c * kLanesPerRow;
+        unsigned vw[kWords];
+        if (kChunksExact || chunk < kChunks) {
+          loadShared(sV + (rowBase + u) * kHeadDim + chunk * kVec, vw);
+        } else {
+#pragma unroll
+          for (int w = 0; w < kWords; ++w)
+            vw[w] = 0u;
+        }
+        unpack(vw, vf[c]);
+      }
 #pragma unroll
       for (int g = 0; g < kHeadsPerBlock; ++g) {
         const float p = live[u] ? exp2f(s[u][g] - m[g]) : 0.0f;
@@ -659,6 +692,233 @@ const char *kDecodeKernelBody = R"(
 }
 )";
 
+const char *kDecodeTcKernelBody = R"(
+// One block: token blockIdx.x, query heads [headBase, headBase +
+// kHeadsPerBlock) of KV head blockIdx.y / kHeadBlocks, positions of split
+// blockIdx.z. The heads are the 16 rows of mma.sync m16n8k16 (rows past the
+// group are zero), so Q·Kᵀ and P·V run on tensor cores with f32
+// accumulation while K/V tiles stream in through cp.async. Warp w takes
+// keys [16w, 16w + 16) of every tile and keeps its own online softmax (base
+// 2); the warps merge at the end. Thread (lane) holds rows lane/4 and
+// lane/4 + 8, columns 2 * (lane % 4) + {0, 1} of every 8-wide tile.
+{
+  extern __shared__ uint4 smemVec[];
+  elem_t *smem = reinterpret_cast<elem_t *>(smemVec);
+  const float kNegInf = __int_as_float(0xff800000u);
+
+  const int t = blockIdx.x;
+  const int kvh = blockIdx.y / kHeadBlocks;
+  const int headBase = kvh * kGroup + (blockIdx.y % kHeadBlocks) * kHeadsPerBlock;
+  const int headCount =
+      kHeadsExact ? kHeadsPerBlock : min(kHeadsPerBlock, (kvh + 1) * kGroup - headBase);
+  const int split = blockIdx.z;
+  const int pos = positions[t];
+  const int slot = slots[t];
+  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
+  float *partials = reinterpret_cast<float *>(outOrPartials);
+
+  if (!tokenValid(pos, slot)) {
+    // With splits the combine kernel writes the zeros.
+    if (kSplits == 1)
+      for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
+        out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = fromFloat(0.0f);
+    return;
+  }
+  const int lo = firstVisible(pos);
+  const int length = splitLength(pos + 1 - lo);
+  const int begin = lo + split * length;
+  const int end = min(pos + 1, begin + length);
+  if (begin >= end)
+    return; // a short context leaves the later splits empty
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int *table = block_tables + (size_t)slot * kMaxBlocks;
+  const size_t headOffset = (size_t)kvh * kHeadDim;
+  const int tiles = (end - begin + kKeys - 1) / kKeys;
+  auto loadTile = [&](int i) {
+    elem_t *sK = smem + (i % kStages) * kStageElems;
+    elem_t *sV = sK + kKeys * kPad;
+    const int first = begin + i * kKeys;
+#pragma unroll
+    for (int n = 0; n < kCopiesPerThread; ++n) {
+      const int idx = tid + n * kThreads;
+      if (kCopies % kThreads != 0 && idx >= kCopies)
+        break;
+      const int r = idx / kDimChunks, c = idx % kDimChunks;
+      const int p = first + r;
+      const bool ok = p < end;
+      size_t offset = 0;
+      if (ok) {
+        const int page = __ldg(table + p / kBlockTokens);
+        offset = ((size_t)page * kBlockTokens + p % kBlockTokens) * kRowStride + headOffset +
+                 c * 8;
+      }
+      copyAsync16(sK + r * kPad + c * 8, k_cache + offset, ok);
+      copyAsync16(sV + r * kPad + c * 8, v_cache + offset, ok);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles)
+      loadTile(i);
+    copyAsyncCommit(); // empty groups keep the count uniform
+  }
+
+  // Q fragments from global memory: rows are heads headBase + lane/4 (+ 8).
+  const int g0 = lane >> 2, g1 = g0 + 8;
+  const bool has0 = g0 < headCount, has1 = g1 < headCount;
+  unsigned qFrag[kHeadDim / 16][4];
+  {
+    const elem_t *qRow = query + (size_t)t * kQueryWidth + headBase * kHeadDim + (lane & 3) * 2;
+    const unsigned *qa = reinterpret_cast<const unsigned *>(qRow + (has0 ? g0 : 0) * kHeadDim);
+    const unsigned *qb = reinterpret_cast<const unsigned *>(qRow + (has1 ? g1 : 0) * kHeadDim);
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      qFrag[kk][0] = has0 ? __ldg(qa + kk * 8) : 0u;
+      qFrag[kk][1] = has1 ? __ldg(qb + kk * 8) : 0u;
+      qFrag[kk][2] = has0 ? __ldg(qa + kk * 8 + 4) : 0u;
+      qFrag[kk][3] = has1 ? __ldg(qb + kk * 8 + 4) : 0u;
+    }
+  }
+
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float rowMax[2] = {kNegInf, kNegInf};
+  float rowSum[2] = {0.0f, 0.0f}; // this thread's columns only until the end
+
+  for (int i = 0; i < tiles; ++i) {
+    copyAsyncWait<kStages - 2>();
+    __syncthreads(); // tile i landed; everyone is done with tile i - 1
+    if (i + kStages - 1 < tiles)
+      loadTile(i + kStages - 1);
+    copyAsyncCommit();
+    const int kb = begin + i * kKeys + warp * 16; // this warp's first key
+    if (kb >= end)
+      continue; // warp-uniform
+    const elem_t *sK = smem + (i % kStages) * kStageElems + warp * 16 * kPad;
+    const elem_t *sV = sK + kKeys * kPad;
+
+    float sc[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      unsigned b[4];
+      loadMatrix(b, sK + ((lane & 7) + ((lane >> 4) << 3)) * kPad + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma16816(sc[0], qFrag[kk], b[0], b[1]);
+      mma16816(sc[1], qFrag[kk], b[2], b[3]);
+    }
+
+    // Online softmax; the rescale is skipped while no row's max grows.
+    float mOld[2];
+    bool grew = false;
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      float mx = kNegInf;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = kb + n * 8 + (lane & 3) * 2 + e;
+          const float v = key < end ? sc[n][2 * ri + e] * kScaleLog2 : kNegInf;
+          sc[n][2 * ri + e] = v;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mOld[ri] = rowMax[ri];
+      rowMax[ri] = fmaxf(rowMax[ri], mx);
+      grew |= rowMax[ri] > mOld[ri];
+    }
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int ri = 0; ri < 2; ++ri) {
+        const float alpha = exp2f(mOld[ri] - rowMax[ri]); // -inf - finite: 0
+        rowSum[ri] *= alpha;
+#pragma unroll
+        for (int n = 0; n < kHeadDim / 8; ++n) {
+          o[n][2 * ri] *= alpha;
+          o[n][2 * ri + 1] *= alpha;
+        }
+      }
+    }
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          sc[n][2 * ri + e] = exp2f(sc[n][2 * ri + e] - rowMax[ri]);
+
+    unsigned a[4];
+    a[0] = packPair(sc[0][0], sc[0][1], rowSum[0]);
+    a[1] = packPair(sc[0][2], sc[0][3], rowSum[1]);
+    a[2] = packPair(sc[1][0], sc[1][1], rowSum[0]);
+    a[3] = packPair(sc[1][2], sc[1][3], rowSum[1]);
+#pragma unroll
+    for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+      unsigned b[4];
+      loadMatrixT(b, sV + ((lane & 7) + ((lane >> 3) & 1) * 8) * kPad + dp * 16 + (lane >> 4) * 8);
+      mma16816(o[2 * dp], a, b[0], b[1]);
+      mma16816(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+  copyAsyncWait<0>();
+  __syncthreads(); // the merge below reuses the stages
+
+  // Merge the warps: sO[warp][row][d], sMax/sSum[warp][row].
+  float *sO = reinterpret_cast<float *>(smemVec);
+  float *sMax = sO + kWarps * 16 * kHeadDim;
+  float *sSum = sMax + kWarps * 16;
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    float sum = rowSum[ri];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = g0 + 8 * ri;
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n) {
+      const int d = n * 8 + (lane & 3) * 2;
+      sO[(warp * 16 + row) * kHeadDim + d] = o[n][2 * ri];
+      sO[(warp * 16 + row) * kHeadDim + d + 1] = o[n][2 * ri + 1];
+    }
+    if ((lane & 3) == 0) {
+      sMax[warp * 16 + row] = rowMax[ri];
+      sSum[warp * 16 + row] = sum;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < headCount * kHeadDim; i += kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    float mAll = kNoScore;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      mAll = fmaxf(mAll, sMax[w * 16 + g]);
+    float a = 0.0f, sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = exp2f(sMax[w * 16 + g] - mAll); // a warp with no keys: 0
+      a += f * sO[(w * 16 + g) * kHeadDim + d];
+      sum += f * sSum[w * 16 + g];
+    }
+    const int h = headBase + g;
+    if (kSplits == 1) {
+      out[(size_t)t * kQueryWidth + h * kHeadDim + d] = fromFloat(sum > 0.0f ? a / sum : 0.0f);
+    } else {
+      const size_t part = ((size_t)t * kHeads + h) * kSplits + split;
+      partials[part * kHeadDim + d] = a;
+      if (d == 0) {
+        partials[kPartialValues + 2 * part] = mAll;
+        partials[kPartialValues + 2 * part + 1] = sum;
+      }
+    }
+  }
+}
+)";
+
 const char *kCombineKernelBody = R"(
 // One block per (token, query head): weighs the splits' partial results by
 // exp2(max_s - max) and normalizes by the weighted sum.
@@ -715,8 +975,15 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
       planAttentionSplits(s.tokens, s.heads, s.kvHeads, s.headDim,
                           elementBytes(s.elem), maxSpan, o.smCount);
   std::string base = kernelBaseName(s, "decode") + "_s" + std::to_string(p.splits);
-  int64_t stageBytes = 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * s.headDim *
-                       elementBytes(s.elem);
+  int64_t stageBytes, mergeBytes;
+  if (p.tensorCores) {
+    stageBytes = 2 * p.keysPerTile * (s.headDim + 8) * elementBytes(s.elem);
+    mergeBytes = p.warps * 16 * (s.headDim + 2) * int64_t(sizeof(float));
+  } else {
+    stageBytes = 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * s.headDim *
+                 elementBytes(s.elem);
+    mergeBytes = p.warps * p.headsPerBlock * (s.headDim + 2) * int64_t(sizeof(float));
+  }
 
   std::string common;
   {
@@ -733,23 +1000,25 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   {
     llvm::raw_string_ostream os(split.source);
     os << "// Weft attention, decode: flash-decoding over the paged KV cache"
+       << (p.tensorCores ? " on tensor cores" : "")
        << (p.splits > 1 ? " (split pass)" : "") << ".\n"
-       << common << "\n"
-       << loadWordsHelper(p.vec * elementBytes(s.elem) / 4)
-       << decodeCopyHelpers(p.vec * elementBytes(s.elem)) << unpackHelper(s.elem)
-       << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) " << split.name
+       << common << "\n";
+    if (p.tensorCores)
+      emitMmaHelpers(os, s.elem);
+    else
+      os << loadWordsHelper(p.vec * elementBytes(s.elem) / 4)
+         << decodeCopyHelpers(p.vec * elementBytes(s.elem)) << unpackHelper(s.elem);
+    os << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) " << split.name
        << "(\n    const elem_t *__restrict__ query, const int *__restrict__ positions,\n"
           "    const int *__restrict__ slots, const elem_t *__restrict__ k_cache,\n"
           "    const elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,\n"
           "    void *__restrict__ outOrPartials)"
-       << kDecodeKernelBody;
+       << (p.tensorCores ? kDecodeTcKernelBody : kDecodeKernelBody);
     os.flush();
   }
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
   split.block = {int(p.warps * 32), 1, 1};
-  split.sharedBytes = int(std::max(p.stages * stageBytes,
-                                   p.warps * p.headsPerBlock * (s.headDim + 2) *
-                                       int64_t(sizeof(float))));
+  split.sharedBytes = int(std::max(p.stages * stageBytes, mergeBytes));
   split.params = {
       binding(ParamBinding::Kind::RegionInput, s.queryInput, "query"),
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
@@ -803,10 +1072,8 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
 // Prefill: tensor-core flash attention
 //===----------------------------------------------------------------------===//
 
-#ifndef WEFT_ATTN_PREFILL_WARPS
-#define WEFT_ATTN_PREFILL_WARPS 4
-#endif
-constexpr int kPrefillWarps = WEFT_ATTN_PREFILL_WARPS; // 16 query rows each
+// Four warps of 16 query rows; eight (128 rows) measured no faster on H200.
+constexpr int kPrefillWarps = 4;
 constexpr int kPrefillRows = 16 * kPrefillWarps;
 constexpr int kPrefillThreads = 32 * kPrefillWarps;
 
@@ -824,7 +1091,7 @@ bool prefillTakesTensorCores(const AttentionShape &s, const EmitOptions &o) {
          o.computeCapability >= 80;
 }
 
-const char *kPrefillHelpers = R"(
+const char *kMmaHelpers = R"(
 // cp.async with zero fill: keys outside the tile's range read as zeros, so a
 // masked probability (0) never meets a NaN from stale shared memory.
 static __device__ __forceinline__ void copyAsync16(void *dst, const void *src, bool fill) {
@@ -1092,36 +1359,49 @@ const char *kPrefillKernelBody = R"(
 }
 )";
 
+void emitMmaHelpers(llvm::raw_ostream &os, ElemType elem) {
+  bool bf16 = elem == ElemType::BF16;
+  os << "#define MMA_INSTRUCTION \"mma.sync.aligned.m16n8k16.row.col.f32."
+     << (bf16 ? "bf16.bf16" : "f16.f16") << ".f32\"\n\n";
+  // Pairs of probabilities as one 32-bit mma operand; `sum` gets the
+  // rounded values, so the weights normalized by are the ones multiplied.
+  if (bf16)
+    os << "static __device__ __forceinline__ unsigned packPair(float x, float y, "
+          "float &sum) {\n"
+          "  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);\n"
+          "  sum += __low2float(v) + __high2float(v);\n"
+          "  return *reinterpret_cast<const unsigned *>(&v);\n"
+          "}\n"
+          "static __device__ __forceinline__ void storePair(elem_t *p, float x, "
+          "float y) {\n"
+          "  *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(x, y);\n"
+          "}\n";
+  else
+    os << "static __device__ __forceinline__ unsigned packPair(float x, float y, "
+          "float &sum) {\n"
+          "  const __half2 v = __floats2half2_rn(x, y);\n"
+          "  sum += __low2float(v) + __high2float(v);\n"
+          "  return *reinterpret_cast<const unsigned *>(&v);\n"
+          "}\n"
+          "static __device__ __forceinline__ void storePair(elem_t *p, float x, "
+          "float y) {\n"
+          "  *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(x, y);\n"
+          "}\n";
+  os << kMmaHelpers;
+}
+
 std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions &o) {
   int64_t keys = prefillKeyTile(s.headDim);
   EmittedKernel k;
   k.name = kernelBaseName(s, "prefill");
   k.regionKind = "attention";
-  bool bf16 = s.elem == ElemType::BF16;
   {
     llvm::raw_string_ostream os(k.source);
     os << "// Weft attention, prefill: causal flash attention on tensor cores "
           "(mma.sync m16n8k16)\n// over the paged KV cache.\n";
     emitElementHelpers(os, s.elem);
-    os << "\n// Model and cache dimensions, fixed at compile time.\n"
-       << "constexpr int kTokens = " << s.tokens << ";\n"
-       << "constexpr int kHeads = " << s.heads << ";\n"
-       << "constexpr int kKvHeads = " << s.kvHeads << ";\n"
-       << "constexpr int kGroup = " << s.heads / s.kvHeads
-       << "; // query heads per KV head\n"
-       << "constexpr int kHeadDim = " << s.headDim << ";\n"
-       << "constexpr int kWindow = " << s.window << "; // sliding window, 0: none\n"
-       << "constexpr float kScale = " << floatLiteral(s.scale) << ";\n"
-       << "constexpr float kScaleLog2 = " << floatLiteral(s.scale * kLog2E)
-       << "; // scale * log2(e): scores in base 2\n"
-       << "constexpr int kBlockTokens = " << o.blockTokens << ";\n"
-       << "constexpr int kMaxBlocks = " << o.maxBlocksPerSequence
-       << "; // block-table row length\n"
-       << "constexpr int kMaxSequences = " << o.maxSequences << ";\n"
-       << "constexpr int kMaxContext = kBlockTokens * kMaxBlocks;\n"
-       << "constexpr int kQueryWidth = kHeads * kHeadDim;\n"
-       << "constexpr int kRowStride = kKvHeads * kHeadDim; // one cached position\n"
-       << "constexpr int kRows = " << kPrefillRows << "; // query rows per block\n"
+    emitModelConstants(os, s, o);
+    os << "constexpr int kRows = " << kPrefillRows << "; // query rows per block\n"
        << "constexpr int kKeys = " << keys << "; // keys per tile\n"
        << "constexpr int kWarps = " << kPrefillWarps << ";\n"
        << "constexpr int kThreads = kWarps * 32;\n"
@@ -1129,33 +1409,9 @@ std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions 
        << "constexpr int kDimChunks = kHeadDim / 8; // 16-byte pieces of a row\n"
        << "constexpr int kStageElems = 2 * kKeys * kPad;\n"
        << "constexpr int kCopies = kKeys * kDimChunks; // 16-byte copies per tile and tensor\n"
-       << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
-       << "#define MMA_INSTRUCTION \"mma.sync.aligned.m16n8k16.row.col.f32."
-       << (bf16 ? "bf16.bf16" : "f16.f16") << ".f32\"\n\n";
-    // Pairs of probabilities as one 32-bit mma operand.
-    if (bf16)
-      os << "static __device__ __forceinline__ unsigned packPair(float x, float y, "
-            "float &sum) {\n"
-            "  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);\n"
-            "  sum += __low2float(v) + __high2float(v);\n"
-            "  return *reinterpret_cast<const unsigned *>(&v);\n"
-            "}\n"
-            "static __device__ __forceinline__ void storePair(elem_t *p, float x, "
-            "float y) {\n"
-            "  *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(x, y);\n"
-            "}\n";
-    else
-      os << "static __device__ __forceinline__ unsigned packPair(float x, float y, "
-            "float &sum) {\n"
-            "  const __half2 v = __floats2half2_rn(x, y);\n"
-            "  sum += __low2float(v) + __high2float(v);\n"
-            "  return *reinterpret_cast<const unsigned *>(&v);\n"
-            "}\n"
-            "static __device__ __forceinline__ void storePair(elem_t *p, float x, "
-            "float y) {\n"
-            "  *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(x, y);\n"
-            "}\n";
-    os << kPrefillHelpers << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) "
+       << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n";
+    emitMmaHelpers(os, s.elem);
+    os << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) "
        << k.name
        << "(\n    const elem_t *__restrict__ query, const int *__restrict__ positions,\n"
           "    const int *__restrict__ slots, const elem_t *__restrict__ k_cache,\n"
@@ -1188,6 +1444,34 @@ AttentionSplitPlan planAttentionSplits(int64_t tokens, int64_t numHeads,
                                        int64_t elementBytes, int64_t maxSpan,
                                        int64_t smCount) {
   AttentionSplitPlan p;
+  int64_t group = std::max<int64_t>(1, numHeads / std::max<int64_t>(1, kvHeads));
+  // A decode batch mixes lengths: one long sequence alone must fill the GPU,
+  // so its token count does not divide the target (splits past a short
+  // sequence's span exit at once). A larger launch on these kernels is a
+  // prefill chunk of one sequence, whose tokens share the work.
+  int64_t splitTokens = tokens > kMaxGemvTokens ? tokens : 1;
+  if (kDecodeTensorCores && group > kDecodeTcMinGroup && elementBytes == 2 &&
+      headDim % 16 == 0 && headDim <= 128) {
+    // Tensor cores: up to 16 query heads per block as the mma's rows. With
+    // small groups the SIMT kernel's deeper cp.async pipeline streams K/V
+    // faster (measured on H200: groups of 4 and 1); for bigger groups its
+    // FMAs and shuffles become the limit and the mma path wins (group 8,
+    // 32k positions of llama-3.1-70b: 48 µs against 97 µs).
+    p.tensorCores = true;
+    p.headBlocks = (group + 15) / 16;
+    p.headsPerBlock = (group + p.headBlocks - 1) / p.headBlocks;
+    p.warps = kDecodeTcWarps;
+    p.keysPerTile = 16 * p.warps;
+    int64_t stageBytes = 2 * p.keysPerTile * (headDim + 8) * elementBytes;
+    p.stages = std::clamp<int64_t>(kMaxSharedBytes / stageBytes, 2, 4);
+    p.granule = std::max<int64_t>(64, p.keysPerTile);
+    int64_t blocksPerSplit = std::max<int64_t>(1, splitTokens * kvHeads * p.headBlocks);
+    int64_t target = kDecodeTcBlocksPerSm * std::max<int64_t>(1, smCount);
+    int64_t maxSplits = std::max<int64_t>(1, (maxSpan + p.granule - 1) / p.granule);
+    p.splits = std::clamp<int64_t>((target + blocksPerSplit - 1) / blocksPerSplit, 1,
+                                   maxSplits);
+    return p;
+  }
   // The widest load (16 bytes at most) that tiles a head row.
   int64_t vecBytes = 16;
   while (vecBytes > 4 && (headDim * elementBytes) % vecBytes != 0)
@@ -1201,7 +1485,6 @@ AttentionSplitPlan planAttentionSplits(int64_t tokens, int64_t numHeads,
   // The query and the accumulator are heads * perLane floats each per lane;
   // past 64 of each they would spill, so big groups take several blocks.
   int64_t perLane = p.vec * p.chunksPerLane;
-  int64_t group = std::max<int64_t>(1, numHeads / std::max<int64_t>(1, kvHeads));
   int64_t maxHeads = std::max<int64_t>(1, kDecodeLaneFloats / perLane);
   p.headBlocks = (group + maxHeads - 1) / maxHeads;
   p.headsPerBlock = (group + p.headBlocks - 1) / p.headBlocks;
@@ -1216,12 +1499,9 @@ AttentionSplitPlan planAttentionSplits(int64_t tokens, int64_t numHeads,
   p.stages = std::clamp<int64_t>(kMaxSharedBytes / stageBytes(), 2, 4);
   int64_t perIteration = p.warps * (32 / p.lanesPerRow) * p.unroll;
   p.granule = std::max<int64_t>(64, perIteration);
-  // One long sequence alone must fill the GPU (a batch's lengths differ, and
-  // splits past a short sequence's span exit at once): about four blocks
-  // per SM for one token, but no split shorter than a granule of the
+  // About four blocks per SM, but no split shorter than a granule of the
   // longest possible span.
-  (void)tokens;
-  int64_t blocksPerSplit = std::max<int64_t>(1, kvHeads * p.headBlocks);
+  int64_t blocksPerSplit = std::max<int64_t>(1, splitTokens * kvHeads * p.headBlocks);
   int64_t target = kDecodeBlocksPerSm * std::max<int64_t>(1, smCount);
   int64_t splits = (target + blocksPerSplit - 1) / blocksPerSplit;
   int64_t maxSplits = std::max<int64_t>(1, (maxSpan + p.granule - 1) / p.granule);

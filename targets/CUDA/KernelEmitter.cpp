@@ -557,14 +557,6 @@ struct EpilogueCode {
   std::string body;
 };
 
-std::string resultParamName(const Projection &p, size_t segment, size_t copy) {
-  std::string n = "out" + std::to_string(segment);
-  if (copy)
-    n += "_" + std::to_string(copy);
-  (void)p;
-  return n;
-}
-
 // `logitsDest`: where f32 logits go when they are not a region result.
 EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxCandidates,
                                 int64_t logitsScratch) {
@@ -654,7 +646,7 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
     for (const std::string &n : names)
       body << "    " << n << "[(size_t)t * NC + col] = v[0];\n";
     if (argmaxCandidates)
-      body << "    atomicMax(&s_best[t], wf_key(v[0], col));\n";
+      body << "    key = wf_key(v[0], col);\n";
     break;
   }
   }
@@ -670,15 +662,18 @@ constexpr int kGemvWarps = kGemvThreads / 32;
 constexpr int64_t kStageBytes = 32 * 1024; // activations staged in shared memory
 
 struct GemvPlan {
+  bool mma = false; // tensor-core engine (else one FMA per weight and token)
   int64_t vec = 8, cpw = 4, rpc = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
   ElementType stageType = ElementType::BF16;
 };
 
+// Tokens above this use the tensor-core engine where it applies: with one
+// FMA per weight and token, 8-16 tokens make the GEMV compute-bound.
+constexpr int64_t kMaxSimtTokens = 4;
+
 GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   GemvPlan g;
   g.rpc = p.rowsPerColumn();
-  g.cpw = 4 / g.rpc; // four weight rows in flight per warp
-  g.cpb = kGemvWarps * g.cpw;
   g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
   // The normalized input is x * norm_weight; the 1/rms factor is applied to
   // the dot products at the end. f16 could overflow there, so stage f32.
@@ -686,14 +681,21 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
     g.stageType = p.xType == ElementType::F16 ? ElementType::F32 : p.xType;
   else
     g.stageType = p.xType;
+  g.mma = o.computeCapability >= 80 && p.tokens > kMaxSimtTokens &&
+          p.weightType != ElementType::F32 && g.stageType == p.weightType && p.k % 64 == 0 &&
+          g.vec == 8;
+  // SIMT: four weight rows in flight per warp. MMA: one 16-row tile per
+  // row kind (two for SwiGLU: gate and up).
+  g.cpw = g.mma ? 16 : 4 / g.rpc;
+  g.cpb = kGemvWarps * g.cpw;
   g.gx = ceilDiv(p.columns(), g.cpb);
   int64_t granule = 32 * g.vec;
   // One block per SM keeps enough bytes in flight; with fewer column
   // blocks than SMs, split K up to two blocks per SM, keeping each split at
-  // least 1024 wide so the stream stays efficient.
+  // least 512 wide so the stream stays efficient.
   int64_t sms = std::max<int64_t>(1, o.smCount);
   int64_t want = g.gx >= sms ? 1 : ceilDiv(2 * sms, g.gx);
-  int64_t maxSplits = std::max<int64_t>(1, p.k / 1024);
+  int64_t maxSplits = std::max<int64_t>(1, p.k / 512);
   g.splits = std::clamp<int64_t>(want, 1, maxSplits);
   g.ks = roundUp(ceilDiv(p.k, g.splits), granule);
   if (g.ks > p.k)
@@ -721,7 +723,9 @@ void emitGemvConstants(llvm::raw_ostream &os, const Projection &p, const GemvPla
      << "constexpr int CPB = WARPS * CPW;  // output columns per block\n"
      << "constexpr int SPLITS = " << g.splits << ";  // K splits (grid.y)\n"
      << "constexpr int KS = " << g.ks << ";   // K per split\n"
-     << "constexpr int KC = " << g.kc << ";   // K staged in shared memory at a time\n";
+     << "constexpr int KC = " << g.kc << ";   // K staged in shared memory at a time\n"
+     << "constexpr int XS = " << g.kc + (g.mma ? 16 : 0) << ";   // staged row stride"
+     << (g.mma ? " (padded: fewer bank conflicts)" : "") << "\n";
   if (p.normIn >= 0)
     os << "constexpr float EPS = " << floatLiteral(p.eps) << ";\n";
   os << "typedef " << cudaType(p.xType) << " x_t;\n"
@@ -739,6 +743,177 @@ void emitGemvConstants(llvm::raw_ostream &os, const Projection &p, const GemvPla
   os << "}\n";
 }
 
+// The main loop of the SIMT engine: each lane streams 16 bytes of each of
+// the warp's CPW * RPC rows per step and applies them to every token.
+const char *kSimtDecls = R"(  // Columns past NC read the last row (no branch in the loop); dropped later.
+  const w_t *rows[CPW * RPC];
+#pragma unroll
+  for (int c = 0; c < CPW; ++c)
+#pragma unroll
+    for (int j = 0; j < RPC; ++j)
+      rows[c * RPC + j] = w + (size_t)wf_row(colBase + c < NC ? colBase + c : NC - 1, j) * K;
+  float acc[CPW * RPC][T];
+#pragma unroll
+  for (int r = 0; r < CPW * RPC; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = 0.0f;
+)";
+
+const char *kSimtLoop = R"(#pragma unroll 2
+    for (int k = lane * VEC; k < len; k += 32 * VEC) {
+      float wf[CPW * RPC][VEC];
+#pragma unroll
+      for (int r = 0; r < CPW * RPC; ++r) {
+        const wf_pack<w_t, VEC> wv = wf_stream<w_t, VEC>(rows[r] + k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          wf[r][e] = wf_f32(wv.v[e]);
+      }
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const wf_pack<s_t, VEC> sv = wf_load<s_t, VEC>(xs + t * XS + k);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = wf_f32(sv.v[e]);
+#pragma unroll
+          for (int r = 0; r < CPW * RPC; ++r)
+            acc[r][t] += wf[r][e] * xf;
+        }
+      }
+    }
+)";
+
+// Every lane holds every sum after the butterfly; one lane stores each.
+const char *kSimtStore = R"(#pragma unroll
+  for (int r = 0; r < CPW * RPC; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float v = wf_warp_sum(acc[r][t]);
+      if (lane == ((r * T + t) & 31))
+        res[(warp * CPW * RPC + r) * T + t] = v;
+    }
+)";
+
+// The tensor-core engine: mma.m16n8k16 with the weights as A (16 rows x 16
+// k) and the staged tokens as B (16 k x 8 tokens). The dot products do not
+// care about the order of k, so the 16 consecutive k (two 16-byte loads,
+// 128 contiguous bytes per row and lane quad) that lane (g, q) loads of
+// rows g and g + 8 are taken as its A fragments of four k16 steps: k
+// 16q + 4s + {0..3} of step s are its columns 2q, 2q+1, 2q+8, 2q+9. The B
+// fragments are read from shared memory with the same permutation.
+const char *kMmaDecls = R"(  constexpr int MT = CPW * RPC / 16; // 16-row tiles per warp
+  constexpr int NT = (T + 7) / 8;     // 8-token tiles
+  const int g = lane >> 2, q = lane & 3;
+  const w_t *rowLo[MT], *rowHi[MT]; // rows g and g + 8 of each tile
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const int j = m / (CPW / 16), c = colBase + (m % (CPW / 16)) * 16 + g;
+    rowLo[m] = w + (size_t)wf_row(c < NC ? c : NC - 1, j) * K + 16 * q;
+    rowHi[m] = w + (size_t)wf_row(c + 8 < NC ? c + 8 : NC - 1, j) * K + 16 * q;
+  }
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[m][n][e] = 0.0f;
+)";
+
+const char *kMmaLoop = R"(#pragma unroll 2
+    for (int k = 0; k < len; k += 64) {
+      uint4 lo[MT][2], hi[MT][2];
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          lo[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowLo[m] + k0 + k + 8 * h));
+          hi[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowHi[m] + k0 + k + 8 * h));
+        }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int token = n * 8 + g;
+        uint4 b[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
+        if (token < T) {
+          b[0] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q);
+          b[1] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q + 8);
+        }
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            wf_mma(acc[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y, hi[m][h].y, b[h].x, b[h].y);
+            wf_mma(acc[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w, hi[m][h].w, b[h].z, b[h].w);
+          }
+      }
+    }
+)";
+
+// Fragment (m, n, e) holds row g (+8 for e >= 2) of tile m and token
+// n * 8 + 2q + (e & 1).
+const char *kMmaStore = R"(#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int token = n * 8 + 2 * q + (e & 1);
+        const int c = (m % (CPW / 16)) * 16 + g + (e >= 2 ? 8 : 0), j = m / (CPW / 16);
+        if (token < T)
+          res[(warp * CPW * RPC + c * RPC + j) * T + token] = acc[m][n][e];
+      }
+)";
+
+std::string mmaHelper(ElementType type) {
+  const char *ab = type == ElementType::BF16 ? "bf16.bf16" : "f16.f16";
+  return std::string(R"(
+__device__ __forceinline__ void wf_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
+                                       unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.)") +
+         ab + R"(.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+)";
+}
+
+// The loop over a block's (token, column) items, consecutive threads on
+// consecutive columns; `values` computes v[0..RPC) for (t, col) and `body`
+// stores them. With argmax, a warp's 32 items share one token (CPB is a
+// multiple of 32), so one atomic per warp folds its best (logit, index)
+// into s_best: a per-item atomic would serialize on T addresses.
+void emitEpilogueLoop(llvm::raw_ostream &os, llvm::StringRef values, llvm::StringRef body,
+                      bool argmax) {
+  if (!argmax) {
+    os << R"(  for (int i = threadIdx.x; i < T * CPB; i += THREADS) {
+    const int t = i / CPB, cl = i % CPB, col = blockIdx.x * CPB + cl;
+    if (col >= NC)
+      continue;
+    (void)cl;
+)" << values
+       << body << "  }\n";
+    return;
+  }
+  os << R"(  for (int i0 = 0; i0 < T * CPB; i0 += THREADS) {
+    const int i = i0 + threadIdx.x;
+    unsigned long long key = 0ull;
+    if (i < T * CPB) {
+      const int t = i / CPB, cl = i % CPB, col = blockIdx.x * CPB + cl;
+      (void)cl;
+      if (col < NC) {
+)" << values
+     << body << R"(      }
+    }
+    key = wf_warp_max(key);
+    if ((threadIdx.x & 31) == 0 && key != 0ull)
+      atomicMax(&s_best[(i0 + (threadIdx.x & ~31)) / CPB], key);
+  }
+)";
+}
+
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
 // runs the epilogue).
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o) {
@@ -753,28 +928,23 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
-
-  // Epilogue statement block for (t, col) with v[] ready.
-  auto epilogueBlock = [&](llvm::raw_ostream &os, const char *indent) {
-    os << indent << "{\n" << epi.body << indent << "}\n";
-    (void)indent;
-  };
   std::vector<EmittedStep> steps;
 
   // --- The GEMV kernel.
   {
     std::string src;
     llvm::raw_string_ostream os(src);
-    os << "// " << region.getKind() << ": "
-       << (norm ? "RMSNorm prologue, " : "") << "GEMV over all " << p.tokens
+    os << "// " << region.getKind() << ": " << (norm ? "RMSNorm prologue, " : "")
+       << (g.mma ? "tensor-core " : "") << "GEMV over all " << p.tokens
        << " tokens in one pass over the weights"
        << (split ? ", split K (partials summed by a second kernel)" : "") << ".\n"
        << kPrelude;
     emitGemvConstants(os, p, g);
+    if (g.mma)
+      os << mmaHelper(p.weightType);
     if (!split)
       os << epi.typedefs;
     std::vector<ParamBinding> params;
-    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n" << kNameMarker << "(";
     std::vector<std::string> decls;
     decls.push_back("const x_t *__restrict__ x");
     params.push_back(binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
@@ -797,32 +967,26 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
         params.push_back(candidates);
       }
     }
-    os << llvm::join(decls, ", ") << ") {\n";
-    os << R"(  __shared__ __align__(16) s_t xs[T * KC];
+    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n";
+    os << R"(  // The staged inputs, then (after the main loop) the warps' sums
+  // res[warp][column * RPC + j][token].
+  constexpr int XS_BYTES = T * XS * (int)sizeof(s_t);
+  constexpr int RES_BYTES = WARPS * CPW * RPC * T * (int)sizeof(float);
+  __shared__ __align__(16) unsigned char smem[XS_BYTES > RES_BYTES ? XS_BYTES : RES_BYTES];
+  s_t *xs = reinterpret_cast<s_t *>(smem);
+  float *res = reinterpret_cast<float *>(smem);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int colBase = blockIdx.x * CPB + warp * CPW;
   const int kBegin = blockIdx.y * KS;
   const int kEnd = kBegin + KS < K ? kBegin + KS : K;
-  // Columns past NC read the last row (no branch in the loop) and are dropped.
-  const w_t *rows[CPW * RPC];
-#pragma unroll
-  for (int c = 0; c < CPW; ++c)
-#pragma unroll
-    for (int j = 0; j < RPC; ++j)
-      rows[c * RPC + j] = w + (size_t)wf_row(colBase + c < NC ? colBase + c : NC - 1, j) * K;
-  float acc[CPW * RPC][T];
-#pragma unroll
-  for (int r = 0; r < CPW * RPC; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-      acc[r][t] = 0.0f;
 )";
+    os << (g.mma ? kMmaDecls : kSimtDecls);
     if (norm)
-      os << R"(  __shared__ float red[WARPS][T];
-  float ss[T]; // this thread's share of each token's sum of squares
-#pragma unroll
-  for (int t = 0; t < T; ++t)
-    ss[t] = 0.0f;
+      os << R"(  __shared__ float ssum[T]; // sums of squares over this block's K range
+  __shared__ float inv[T];
+  if (threadIdx.x < T)
+    ssum[threadIdx.x] = 0.0f;
 )";
     if (argmax && !split)
       os << R"(  __shared__ unsigned long long s_best[T];
@@ -833,122 +997,79 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   for (int k0 = kBegin; k0 < kEnd; k0 += KC) {
     const int len = kEnd - k0 < KC ? kEnd - k0 : KC;
     __syncthreads(); // the previous chunk is consumed
-    // Stage this chunk of every token's input)" << (norm ? " times the norm weight" : "")
-       << R"(.
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      for (int i = threadIdx.x * VEC; i < len; i += THREADS * VEC) {
-        const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(x + (size_t)t * K + k0 + i);
-)";
-    if (norm)
-      os << "        const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + k0 + i);\n";
-    os << R"(        wf_pack<s_t, VEC> sv;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          float f = wf_f32(xv.v[e]);
-)";
-    if (norm)
-      os << "          ss[t] += f * f;\n          f *= wf_f32(nv.v[e]);\n";
-    os << R"(          sv.v[e] = wf_to<s_t>(f);
-        }
-        wf_store<s_t, VEC>(xs + t * KC + i, sv);
-      }
-    }
-    __syncthreads();
-    // Each lane streams 16 bytes of each of the warp's rows per step and
-    // applies them to every token.
+    // Stage this chunk of every token's input)"
+       << (norm ? " times the norm weight" : "") << R"(: one flat loop
+    // over (token, vector) so that the loads of all tokens are in flight
+    // together.
+    const int vecs = len / VEC;
 #pragma unroll 2
-    for (int k = lane * VEC; k < len; k += 32 * VEC) {
-      float wf[CPW * RPC][VEC];
-#pragma unroll
-      for (int r = 0; r < CPW * RPC; ++r) {
-        const wf_pack<w_t, VEC> wv = wf_stream<w_t, VEC>(rows[r] + k0 + k);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          wf[r][e] = wf_f32(wv.v[e]);
-      }
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const wf_pack<s_t, VEC> sv = wf_load<s_t, VEC>(xs + t * KC + k);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = wf_f32(sv.v[e]);
-#pragma unroll
-          for (int r = 0; r < CPW * RPC; ++r)
-            acc[r][t] += wf[r][e] * xf;
-        }
-      }
-    }
-  }
-
-#pragma unroll
-  for (int r = 0; r < CPW * RPC; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-      acc[r][t] = wf_warp_sum(acc[r][t]);
+    for (int idx = threadIdx.x; idx < T * vecs; idx += THREADS) {
+      const int t = idx / vecs, i = (idx - t * vecs) * VEC;
+      const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(x + (size_t)t * K + k0 + i);
 )";
     if (norm)
-      os << R"(#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    const float s = wf_warp_sum(ss[t]);
-    if (lane == 0)
-      red[warp][t] = s;
+      os << R"(      const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + k0 + i);
+      float ss = 0.0f;
+)";
+    os << R"(      wf_pack<s_t, VEC> sv;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        float f = wf_f32(xv.v[e]);
+)";
+    if (norm)
+      os << "        ss += f * f;\n        f *= wf_f32(nv.v[e]);\n";
+    os << R"(        sv.v[e] = wf_to<s_t>(f);
+      }
+      wf_store<s_t, VEC>(xs + t * XS + i, sv);
+)";
+    if (norm)
+      os << R"(      // A warp covers 32 vectors of one token when the chunk is a
+      // multiple of 32 vectors (all but a ragged last chunk).
+      if (vecs % 32 == 0) {
+        ss = wf_warp_sum(ss);
+        if (lane == 0)
+          atomicAdd(&ssum[t], ss);
+      } else {
+        atomicAdd(&ssum[t], ss);
+      }
+)";
+    os << R"(    }
+    __syncthreads();
+)";
+    os << (g.mma ? kMmaLoop : kSimtLoop);
+    os << "  }\n  __syncthreads(); // xs becomes res\n";
+    os << (g.mma ? kMmaStore : kSimtStore);
+    os << "  __syncthreads();\n";
+    if (norm) {
+      os << R"(  if (threadIdx.x < T) {
+    const float s = ssum[threadIdx.x];
+)";
+      if (split)
+        os << R"(    // Partial sums of squares after the partial dot products.
+    if (blockIdx.x == 0)
+      partials[(size_t)SPLITS * T * NW + blockIdx.y * T + threadIdx.x] = s;
+  }
+)";
+      else
+        os << R"(    inv[threadIdx.x] = 1.0f / sqrtf(s / K + EPS);
   }
   __syncthreads();
-  float sumsq[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    sumsq[t] = 0.0f;
-#pragma unroll
-    for (int q = 0; q < WARPS; ++q)
-      sumsq[t] += red[q][t];
-  }
 )";
+    }
+    std::string values =
+        "    const float *r = res + ((cl / CPW) * CPW * RPC + (cl % CPW) * RPC) * T + t;\n";
     if (split) {
-      os << R"(
-  // Partial sums of this K split: [SPLITS][T][NW], then (with a norm) the
-  // partial sums of squares [SPLITS][T]. Every lane holds every sum; lane
-  // (c * T + t) % 32 stores item (c, t).
-#pragma unroll
-  for (int c = 0; c < CPW; ++c) {
-    const int col = colBase + c;
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-      if (lane == ((c * T + t) & 31) && col < NC)
-#pragma unroll
-        for (int j = 0; j < RPC; ++j)
-          partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = acc[c * RPC + j][t];
-  }
-)";
-      if (norm)
-        os << R"(#pragma unroll
-  for (int t = 0; t < T; ++t)
-    if (blockIdx.x == 0 && threadIdx.x == t)
-      partials[(size_t)SPLITS * T * NW + blockIdx.y * T + t] = sumsq[t];
-)";
+      // Partial sums of this K split: [SPLITS][T][NW].
+      emitEpilogueLoop(os, values,
+                       "#pragma unroll\n    for (int j = 0; j < RPC; ++j)\n"
+                       "      partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = "
+                       "r[j * T];\n",
+                       false);
     } else {
-      if (norm)
-        os << R"(  float inv[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t)
-    inv[t] = 1.0f / sqrtf(sumsq[t] / K + EPS);
-)";
-      os << R"(
-  // Every lane holds every sum; lane (c * T + t) % 32 finishes item (c, t).
-#pragma unroll
-  for (int c = 0; c < CPW; ++c) {
-    const int col = colBase + c;
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      if (lane != ((c * T + t) & 31) || col >= NC)
-        continue;
-      float v[RPC];
-#pragma unroll
-      for (int j = 0; j < RPC; ++j)
-        v[j] = acc[c * RPC + j][t])" << (norm ? " * inv[t]" : "") << R"(;
-)";
-      epilogueBlock(os, "    ");
-      os << "    }\n  }\n";
+      values += std::string("    float v[RPC];\n#pragma unroll\n    for (int j = 0; j < RPC; ++j)\n"
+                            "      v[j] = r[j * T]") +
+                (norm ? " * inv[t]" : "") + ";\n";
+      emitEpilogueLoop(os, values, epi.body, argmax);
       if (argmax)
         os << R"(  __syncthreads();
   // One candidate per token per block; a second kernel picks the best.
@@ -988,13 +1109,20 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
       os << R"(  __shared__ unsigned long long s_best[T];
   if (threadIdx.x < T)
     s_best[threadIdx.x] = 0ull;
-  __syncthreads();
 )";
-    os << R"(  for (int i = threadIdx.x; i < T * CPB; i += THREADS) {
-    const int t = i / CPB, col = blockIdx.x * CPB + i % CPB;
-    if (col >= NC)
-      continue;
-    float v[RPC];
+    if (norm)
+      os << R"(  __shared__ float inv[T];
+  if (threadIdx.x < T) {
+    float sumsq = 0.0f;
+#pragma unroll
+    for (int q = 0; q < SPLITS; ++q)
+      sumsq += partials[(size_t)SPLITS * T * NW + q * T + threadIdx.x];
+    inv[threadIdx.x] = 1.0f / sqrtf(sumsq / K + EPS);
+  }
+)";
+    if (argmax || norm)
+      os << "  __syncthreads();\n";
+    std::string values = std::string(R"(    float v[RPC];
 #pragma unroll
     for (int j = 0; j < RPC; ++j) {
       const int row = wf_row(col, j);
@@ -1002,21 +1130,8 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
 #pragma unroll
       for (int q = 0; q < SPLITS; ++q)
         s += partials[((size_t)q * T + t) * NW + row];
-      v[j] = s;
-    }
-)";
-    if (norm)
-      os << R"(    float sumsq = 0.0f;
-#pragma unroll
-    for (int q = 0; q < SPLITS; ++q)
-      sumsq += partials[(size_t)SPLITS * T * NW + q * T + t];
-    const float inv = 1.0f / sqrtf(sumsq / K + EPS);
-#pragma unroll
-    for (int j = 0; j < RPC; ++j)
-      v[j] *= inv;
-)";
-    epilogueBlock(os, "    ");
-    os << "  }\n";
+      v[j] = s)") + (norm ? " * inv[t]" : "") + ";\n    }\n";
+    emitEpilogueLoop(os, values, epi.body, argmax);
     if (argmax)
       os << R"(  __syncthreads();
   if (threadIdx.x < T)

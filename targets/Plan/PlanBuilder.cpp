@@ -35,6 +35,15 @@ fb::DType dtypeOf(Type t) {
   return fb::DType::I32;
 }
 
+fb::DType dtypeOf(cuda::ElementType t) {
+  switch (t) {
+  case cuda::ElementType::F16: return fb::DType::F16;
+  case cuda::ElementType::BF16: return fb::DType::BF16;
+  case cuda::ElementType::F32: return fb::DType::F32;
+  }
+  return fb::DType::F32;
+}
+
 fb::DType dtypeOf(io::DType t) {
   switch (t) {
   case io::DType::F16: return fb::DType::F16;
@@ -204,13 +213,8 @@ public:
         step.m = g.m;
         step.n = g.n;
         step.k = g.k;
-        step.dtype = dtypeOf(source.config.dtype);
-        // The output may be wider than the inputs (f32 logits).
-        step.cDtype = step.dtype;
-        if (g.c.kind == cuda::ParamBinding::Kind::RegionResult)
-          step.cDtype = dtypeOf(llvm::cast<RankedTensorType>(
-                                    region.getResult(unsigned(g.c.index)).getType())
-                                    .getElementType());
+        step.dtype = dtypeOf(g.aType);
+        step.cDtype = dtypeOf(g.cType); // f32 for logits
         for (auto [slot, binding] :
              {std::pair(&step.a, &g.a), std::pair(&step.b, &g.b), std::pair(&step.c, &g.c)}) {
           llvm::Expected<ArgRef> a = resolve(*binding);

@@ -1,0 +1,43 @@
+// Embedding: a gather of table rows, 16-byte vectors, one grid row per token.
+// RUN: weft-emit-cuda %s | FileCheck %s
+
+// CHECK-LABEL: // @embed region 0 "embedding": 1 step
+// CHECK-NEXT: // step 0: kernel [[NAME:weft_embedding_t3_h4096_[0-9a-f]+]]
+// CHECK-NEXT: //   grid (2, 3, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   param 0 table: RegionInput 0
+// CHECK-NEXT: //   param 1 ids: RegionInput 1
+// CHECK-NEXT: //   param 2 out: RegionResult 0
+// CHECK: constexpr int T = 3;
+// CHECK: constexpr int H = 4096;
+// CHECK: constexpr int V = 32000;
+// CHECK: constexpr int VEC = 8;
+// CHECK: typedef __half table_t;
+// CHECK: typedef __half out_t;
+// CHECK: extern "C" __global__ void __launch_bounds__(THREADS)
+// CHECK-NEXT: [[NAME]](const table_t *__restrict__ table, const int *__restrict__ ids, out_t *__restrict__ out)
+// CHECK: if (id >= 0 && id < V) {
+func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<3x4096xf16> {
+  %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 4096 : i64, tokens = 3 : i64, vocab = 32000 : i64}}
+      : (tensor<32000x4096xf16>, tensor<3xi32>) -> tensor<3x4096xf16> {
+  ^bb0(%t: tensor<32000x4096xf16>, %i: tensor<3xi32>):
+    %e = weft.embedding %t, %i : (tensor<32000x4096xf16>, tensor<3xi32>) -> tensor<3x4096xf16>
+    weft.yield %e : tensor<3x4096xf16>
+  }
+  return %r : tensor<3x4096xf16>
+}
+
+// A width that is not a multiple of 8 elements narrows the vectors.
+// CHECK-LABEL: // @embed_narrow region 0 "embedding": 1 step
+// CHECK-NEXT: // step 0: kernel weft_embedding_t1_h36_{{[0-9a-f]+}}
+// CHECK-NEXT: //   grid (1, 1, 1) block (32, 1, 1) shared 0
+// CHECK: constexpr int VEC = 4;
+// CHECK: typedef float table_t;
+func.func @embed_narrow(%table: tensor<100x36xf32>, %ids: tensor<1xi32>) -> tensor<1x36xf32> {
+  %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 36 : i64, tokens = 1 : i64, vocab = 100 : i64}}
+      : (tensor<100x36xf32>, tensor<1xi32>) -> tensor<1x36xf32> {
+  ^bb0(%t: tensor<100x36xf32>, %i: tensor<1xi32>):
+    %e = weft.embedding %t, %i : (tensor<100x36xf32>, tensor<1xi32>) -> tensor<1x36xf32>
+    weft.yield %e : tensor<1x36xf32>
+  }
+  return %r : tensor<1x36xf32>
+}

@@ -1,0 +1,51 @@
+// Projection + residual add. A short, wide K is split across blocks: a
+// partial-sum kernel and a kernel that adds the partials, then the residual.
+// RUN: weft-emit-cuda %s | FileCheck %s
+// RUN: weft-emit-cuda --no-source --function=prefill %s | FileCheck %s --check-prefix=PREFILL
+
+// CHECK-LABEL: // @down region 0 "linear_residual": 2 steps
+// CHECK-NEXT: // step 0: kernel [[GEMV:weft_linear_residual_t4_k2048_n64_splitk_[0-9a-f]+]]
+// CHECK-NEXT: //   grid (2, 4, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   param 0 x: RegionInput 0
+// CHECK-NEXT: //   param 1 w: RegionInput 1
+// CHECK-NEXT: //   param 2 partials: Scratch 0 (4096 bytes)
+// CHECK: constexpr int SPLITS = 4;
+// CHECK: constexpr int KS = 512;
+// CHECK: [[GEMV]](const x_t *__restrict__ x, const w_t *__restrict__ w, float *__restrict__ partials)
+// CHECK: partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = r[j * T];
+// CHECK: // step 1: kernel [[REDUCE:weft_linear_residual_t4_k2048_n64_reduce_[0-9a-f]+]]
+// CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   param 0 partials: Scratch 0 (4096 bytes)
+// CHECK-NEXT: //   param 1 residual: RegionInput 2
+// CHECK-NEXT: //   param 2 out: RegionResult 0
+// CHECK: [[REDUCE]](const float *__restrict__ partials, const res_t *__restrict__ residual, out_t *__restrict__ out)
+// The projection is rounded to its dtype before the add, as unfused.
+// CHECK: const float sum = wf_f32(residual[(size_t)t * NC + col]) + wf_round<lin_t>(v[0]);
+func.func @down(%x: tensor<4x2048xbf16>, %w: tensor<64x2048xbf16>, %h: tensor<4x64xbf16>) -> tensor<4x64xbf16> {
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 2048 : i64, n = 64 : i64, tokens = 4 : i64, width = 64 : i64}}
+      : (tensor<4x2048xbf16>, tensor<64x2048xbf16>, tensor<4x64xbf16>) -> tensor<4x64xbf16> {
+  ^bb0(%a: tensor<4x2048xbf16>, %b: tensor<64x2048xbf16>, %c: tensor<4x64xbf16>):
+    %l = weft.linear %a, %b : (tensor<4x2048xbf16>, tensor<64x2048xbf16>) -> tensor<4x64xbf16>
+    %s = weft.add %c, %l : tensor<4x64xbf16>
+    weft.yield %s : tensor<4x64xbf16>
+  }
+  return %r : tensor<4x64xbf16>
+}
+
+// Prefill: the residual goes into the GEMM's epilogue.
+// PREFILL-LABEL: // @prefill region 0 "linear_residual": 1 step
+// PREFILL-NEXT: // step 0: gemm m 64 n 64 k 2048 (bf16 x bf16 -> bf16)
+// PREFILL-NEXT: //   a x: RegionInput 0
+// PREFILL-NEXT: //   b w: RegionInput 1
+// PREFILL-NEXT: //   c out: RegionResult 0
+// PREFILL-NEXT: //   residual residual: RegionInput 2
+func.func @prefill(%x: tensor<64x2048xbf16>, %w: tensor<64x2048xbf16>, %h: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 2048 : i64, n = 64 : i64, tokens = 64 : i64, width = 64 : i64}}
+      : (tensor<64x2048xbf16>, tensor<64x2048xbf16>, tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  ^bb0(%a: tensor<64x2048xbf16>, %b: tensor<64x2048xbf16>, %c: tensor<64x64xbf16>):
+    %l = weft.linear %a, %b : (tensor<64x2048xbf16>, tensor<64x2048xbf16>) -> tensor<64x64xbf16>
+    %s = weft.add %l, %c : tensor<64x64xbf16>
+    weft.yield %s : tensor<64x64xbf16>
+  }
+  return %r : tensor<64x64xbf16>
+}

@@ -1,0 +1,357 @@
+// CUDA emission and NVRTC: every region of every built-in model emits, and
+// every distinct kernel compiles for sm_86 and sm_90; the kernel cache and
+// the one-line compile errors.
+#include "compiler/Import/Importer.h"
+#include "compiler/Import/ModelConfig.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/Weft/IR/WeftOps.h"
+#include "targets/CUDA/KernelEmitter.h"
+#include "targets/CUDA/Nvrtc.h"
+#include "test/unit/TestFiles.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+namespace weft::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+#ifdef WEFT_HAVE_ATTENTION_EMITTER
+constexpr bool kHaveAttention = true;
+#else
+constexpr bool kHaveAttention = false;
+#endif
+
+// What emitting one module produced.
+struct Emission {
+  std::map<std::string, EmittedKernel> kernels; // by source: the unique ones
+  std::set<std::string> kinds;                  // region kinds seen
+  size_t regions = 0, steps = 0, gemms = 0;
+};
+
+class KernelEmitterTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    registerAllWeftPasses();
+    context.loadDialect<WeftDialect, dist::DistDialect, mlir::func::FuncDialect>();
+  }
+
+  // Imports a built-in model and runs the default pipeline.
+  mlir::OwningOpRef<mlir::ModuleOp> compile(llvm::StringRef model, bool sampling,
+                                            std::vector<int64_t> decodeBuckets = {}) {
+    llvm::Expected<ModelConfig> config = getBuiltinModel(model);
+    EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    if (!config)
+      return nullptr;
+    ImportOptions io;
+    io.sampling = sampling;
+    mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *config, io);
+    mlir::PassManager pm(&context);
+    CompileOptions co;
+    co.maxBatch = 4;
+    co.decodeBuckets = std::move(decodeBuckets);
+    co.prefillChunks = {128};
+    buildDefaultPipeline(pm, co);
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << model.str();
+    return module;
+  }
+
+  // Emits every region of every function, checking the invariants of each
+  // step, and collects the distinct kernels into `out`.
+  void emitAll(mlir::ModuleOp module, llvm::StringRef model, Emission &out,
+               const EmitOptions &options = {}) {
+    module.walk([&](FusionOp region) {
+      if (region.getKind() == "attention" && !kHaveAttention)
+        return;
+      ++out.regions;
+      out.kinds.insert(region.getKind().str());
+      llvm::Expected<std::vector<EmittedStep>> steps = emitRegion(region, options);
+      if (!steps) {
+        ADD_FAILURE() << model.str() << ": " << llvm::toString(steps.takeError());
+        return;
+      }
+      EXPECT_FALSE(steps->empty()) << model.str() << " " << region.getKind().str();
+      for (const EmittedStep &step : *steps) {
+        ++out.steps;
+        ASSERT_NE(bool(step.kernel), bool(step.gemm)) << "a step is a kernel or a GEMM";
+        if (step.gemm) {
+          ++out.gemms;
+          const GemmStep &g = *step.gemm;
+          EXPECT_GT(g.m, kMaxGemvTokens) << "only prefill runs through cuBLASLt";
+          EXPECT_GT(g.n, 0);
+          EXPECT_GT(g.k, 0);
+          continue;
+        }
+        const EmittedKernel &k = *step.kernel;
+        EXPECT_EQ(k.regionKind, region.getKind().str());
+        EXPECT_TRUE(llvm::StringRef(k.name).starts_with("weft_")) << k.name;
+        EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string::npos);
+        EXPECT_NE(k.source.find(k.name + "("), std::string::npos) << k.name;
+        EXPECT_FALSE(k.params.empty()) << k.name;
+        int threads = k.block[0] * k.block[1] * k.block[2];
+        EXPECT_GE(threads, 1) << k.name;
+        EXPECT_LE(threads, 1024) << k.name;
+        for (int d : k.grid)
+          EXPECT_GE(d, 1) << k.name;
+        EXPECT_LE(k.grid[1], 65535) << k.name;
+        EXPECT_LE(k.sharedBytes, 48 * 1024) << k.name;
+        for (const ParamBinding &p : k.params) {
+          EXPECT_FALSE(p.name.empty()) << k.name;
+          if (p.kind == ParamBinding::Kind::Scratch)
+            EXPECT_GT(p.bytes, 0u) << k.name << " " << p.name;
+          if (p.kind == ParamBinding::Kind::RegionInput)
+            EXPECT_LT(p.index, int64_t(region.getInputs().size())) << k.name;
+          if (p.kind == ParamBinding::Kind::RegionResult)
+            EXPECT_LT(p.index, int64_t(region.getNumResults())) << k.name;
+        }
+        auto [it, inserted] = out.kernels.try_emplace(k.source, k);
+        if (!inserted)
+          EXPECT_EQ(it->second.name, k.name) << "one source, one name";
+      }
+    });
+  }
+
+  mlir::MLIRContext context;
+};
+
+// Compiles the kernels for both architectures through a fresh cache.
+void compileAll(const Emission &e, llvm::StringRef what) {
+  std::vector<EmittedKernel> kernels;
+  std::set<std::string> names;
+  for (const auto &[source, k] : e.kernels) {
+    kernels.push_back(k);
+    EXPECT_TRUE(names.insert(k.name).second) << "two sources named " << k.name;
+  }
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  for (const char *arch : {"sm_86", "sm_90"}) {
+    auto start = Clock::now();
+    llvm::Expected<std::vector<CompiledKernel>> compiled = compileKernels(kernels, arch, &cache);
+    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+    ASSERT_EQ(compiled->size(), kernels.size());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const CompiledKernel &c = (*compiled)[i];
+      EXPECT_EQ(c.name, kernels[i].name);
+      EXPECT_EQ(c.arch, arch);
+      EXPECT_FALSE(c.cubin.empty()) << c.name;
+      EXPECT_NE(c.ptx.find(".entry " + c.name), std::string::npos) << c.name;
+    }
+    std::printf("[ compiled ] %s: %zu kernels for %s in %.1f s\n", what.str().c_str(),
+                kernels.size(), arch, secondsSince(start));
+  }
+}
+
+TEST_F(KernelEmitterTest, EveryBuiltinModelEmitsAndCompiles) {
+  auto start = Clock::now();
+  Emission all;
+  for (const std::string &model : builtinModelNames()) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = compile(model, /*sampling=*/false);
+    ASSERT_TRUE(module);
+    emitAll(*module, model, all);
+  }
+  // The sampling head, and decode buckets that take the tensor-core GEMV.
+  {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        compile("qwen2.5-1.5b", /*sampling=*/true, {1, 16});
+    ASSERT_TRUE(module);
+    emitAll(*module, "qwen2.5-1.5b (sampling)", all);
+  }
+  for (const char *kind : {"embedding", "rms_norm_linear", "rope_kv_write", "linear_residual",
+                           "rms_norm_linear_swiglu", "rms_norm_logits_argmax",
+                           "rms_norm_logits_sample"})
+    EXPECT_TRUE(all.kinds.count(kind)) << kind;
+  EXPECT_EQ(all.kinds.count("attention"), size_t(kHaveAttention));
+  EXPECT_GT(all.gemms, 0u);
+  std::printf("[ emitted  ] %zu regions, %zu steps (%zu GEMMs), %zu distinct kernels in %.1f s\n",
+              all.regions, all.steps, all.gemms, all.kernels.size(), secondsSince(start));
+  compileAll(all, "all built-in models");
+}
+
+TEST_F(KernelEmitterTest, EmissionIsDeterministic) {
+  mlir::OwningOpRef<mlir::ModuleOp> a = compile("llama-3.2-1b", false);
+  mlir::OwningOpRef<mlir::ModuleOp> b = compile("llama-3.2-1b", false);
+  Emission ea, eb;
+  emitAll(*a, "a", ea);
+  emitAll(*b, "b", eb);
+  ASSERT_EQ(ea.kernels.size(), eb.kernels.size());
+  for (auto ia = ea.kernels.begin(), ib = eb.kernels.begin(); ia != ea.kernels.end(); ++ia, ++ib)
+    EXPECT_EQ(ia->second.name, ib->second.name);
+}
+
+// Every dimension is a constant of the source, and the launch matches it.
+TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = compile("qwen2.5-7b", false);
+  ASSERT_TRUE(module);
+  bool sawQkv = false, sawPrefill = false;
+  module->walk([&](FusionOp region) {
+    if (region.getKind() != "rms_norm_linear" || (sawQkv && sawPrefill))
+      return;
+    auto fn = region->getParentOfType<mlir::func::FuncOp>();
+    llvm::Expected<std::vector<EmittedStep>> steps = emitRegion(region, EmitOptions{});
+    ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
+    if (fn.getName() == "decode_b1" && !sawQkv) {
+      sawQkv = true;
+      const EmittedKernel &k = *steps->front().kernel;
+      EXPECT_NE(k.source.find("constexpr int T = 1;"), std::string::npos);
+      EXPECT_NE(k.source.find("constexpr int K = 3584;"), std::string::npos);
+      EXPECT_NE(k.source.find("constexpr int NW = 4608;"), std::string::npos);
+      EXPECT_NE(k.source.find("__nv_bfloat16"), std::string::npos);
+      // Qwen2's Q/K/V bias and the three split results.
+      std::vector<std::string> names;
+      for (const EmittedStep &s : *steps)
+        for (const ParamBinding &p : s.kernel->params)
+          names.push_back(p.name);
+      EXPECT_TRUE(llvm::is_contained(names, "bias"));
+      EXPECT_TRUE(llvm::is_contained(names, "out0"));
+      EXPECT_TRUE(llvm::is_contained(names, "out2"));
+    }
+    if (fn.getName() == "prefill_c128" && !sawPrefill) {
+      sawPrefill = true;
+      ASSERT_EQ(steps->size(), 3u); // RMSNorm, GEMM (+bias), split copy
+      ASSERT_TRUE(steps->at(1).gemm);
+      const GemmStep &g = *steps->at(1).gemm;
+      EXPECT_EQ(g.m, 128);
+      EXPECT_EQ(g.n, 4608);
+      EXPECT_EQ(g.k, 3584);
+      ASSERT_TRUE(g.bias.has_value());
+      EXPECT_EQ(g.a.kind, ParamBinding::Kind::Scratch);
+      EXPECT_EQ(g.c.kind, ParamBinding::Kind::Scratch);
+    }
+  });
+  EXPECT_TRUE(sawQkv);
+  EXPECT_TRUE(sawPrefill);
+}
+
+TEST_F(KernelEmitterTest, UnsupportedRegionNamesItsKind) {
+  const char *ir = R"mlir(
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %y = weft.fusion "mystery" (%x) : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %s = weft.silu %a : tensor<2x8xf32>
+    weft.yield %s : tensor<2x8xf32>
+  }
+  return %y : tensor<2x8xf32>
+}
+)mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  FusionOp region;
+  module->walk([&](FusionOp f) { region = f; });
+  llvm::Expected<std::vector<EmittedStep>> steps = emitRegion(region, EmitOptions{});
+  ASSERT_FALSE(bool(steps));
+  std::string message = llvm::toString(steps.takeError());
+  EXPECT_NE(message.find("'mystery'"), std::string::npos) << message;
+}
+
+EmittedKernel tinyKernel(const std::string &name, const std::string &body) {
+  EmittedKernel k;
+  k.name = name;
+  k.regionKind = "test";
+  k.source = "#include <cuda_bf16.h>\nextern \"C\" __global__ void " + name +
+             "(__nv_bfloat16 *out) {\n" + body + "\n}\n";
+  k.block = {32, 1, 1};
+  return k;
+}
+
+TEST(NvrtcTest, CacheServesTheSameBinary) {
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  EmittedKernel k =
+      tinyKernel("weft_test_cache", "out[threadIdx.x] = __float2bfloat16(threadIdx.x * 0.5f);");
+  llvm::Expected<CompiledKernel> first = compileKernel(k, "sm_86", &cache);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  EXPECT_FALSE(first->fromCache);
+  EXPECT_FALSE(first->cubin.empty());
+  EXPECT_NE(first->ptx.find(".entry weft_test_cache"), std::string::npos);
+
+  llvm::Expected<CompiledKernel> second = compileKernel(k, "sm_86", &cache);
+  ASSERT_TRUE(bool(second)) << llvm::toString(second.takeError());
+  EXPECT_TRUE(second->fromCache);
+  EXPECT_EQ(second->cubin, first->cubin);
+  EXPECT_EQ(second->ptx, first->ptx);
+  EXPECT_EQ(second->sourceHash, first->sourceHash);
+  EXPECT_EQ(second->arch, "sm_86");
+
+  // Another architecture is another entry.
+  llvm::Expected<CompiledKernel> other = compileKernel(k, "sm_90", &cache);
+  ASSERT_TRUE(bool(other)) << llvm::toString(other.takeError());
+  EXPECT_FALSE(other->fromCache);
+  EXPECT_NE(kernelCacheKey(k, "sm_86"), kernelCacheKey(k, "sm_90"));
+
+  // A damaged entry is ignored, rebuilt and rewritten.
+  std::string path = cache.entryPath(kernelCacheKey(k, "sm_86"));
+  std::string bytes = weft::testing::readFile(path);
+  ASSERT_FALSE(bytes.empty());
+  bytes[bytes.size() / 2] ^= 0x5a;
+  weft::testing::writeFile(path, bytes);
+  llvm::Expected<CompiledKernel> rebuilt = compileKernel(k, "sm_86", &cache);
+  ASSERT_TRUE(bool(rebuilt)) << llvm::toString(rebuilt.takeError());
+  EXPECT_FALSE(rebuilt->fromCache);
+  EXPECT_EQ(rebuilt->cubin, first->cubin);
+  weft::testing::writeFile(path, bytes.substr(0, 10)); // truncated
+  EXPECT_FALSE(cache.lookup(kernelCacheKey(k, "sm_86"), k.name));
+  ASSERT_TRUE(bool(compileKernel(k, "sm_86", &cache)));
+  EXPECT_TRUE(cache.lookup(kernelCacheKey(k, "sm_86"), k.name));
+
+  // clear() empties it.
+  ASSERT_FALSE(bool(cache.clear()));
+  EXPECT_FALSE(cache.lookup(kernelCacheKey(k, "sm_90"), k.name));
+}
+
+TEST(NvrtcTest, CompileErrorIsOneLineNamingTheKernel) {
+  EmittedKernel k = tinyKernel("weft_test_broken", "out[threadIdx.x] = undeclared_thing;\nint x = ;");
+  llvm::Expected<CompiledKernel> c = compileKernel(k, "sm_86", nullptr);
+  ASSERT_FALSE(bool(c));
+  std::string message = llvm::toString(c.takeError());
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_TRUE(llvm::StringRef(message).starts_with(
+      "kernel weft_test_broken (sm_86): NVRTC compilation failed: "))
+      << message;
+  EXPECT_NE(message.find("undeclared_thing"), std::string::npos) << message;
+  EXPECT_NE(message.find(" | "), std::string::npos) << message;
+  EXPECT_LT(message.size(), 800u);
+
+  llvm::Expected<CompiledKernel> bad = compileKernel(k, "gfx90a", nullptr);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("kernel weft_test_broken (gfx90a)"),
+            std::string::npos);
+}
+
+TEST(NvrtcTest, CompileKernelsDeduplicatesAndKeepsOrder) {
+  std::vector<EmittedKernel> kernels = {
+      tinyKernel("weft_test_a", "out[0] = __float2bfloat16(1.0f);"),
+      tinyKernel("weft_test_b", "out[0] = __float2bfloat16(2.0f);"),
+      tinyKernel("weft_test_a", "out[0] = __float2bfloat16(1.0f);")};
+  llvm::Expected<std::vector<CompiledKernel>> c = compileKernels(kernels, "sm_90", nullptr, 2);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  ASSERT_EQ(c->size(), 3u);
+  EXPECT_EQ((*c)[0].name, "weft_test_a");
+  EXPECT_EQ((*c)[1].name, "weft_test_b");
+  EXPECT_EQ((*c)[2].cubin, (*c)[0].cubin);
+
+  kernels.push_back(tinyKernel("weft_test_bad", "this is not C++;"));
+  llvm::Expected<std::vector<CompiledKernel>> bad = compileKernels(kernels, "sm_90", nullptr);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("kernel weft_test_bad (sm_90)"),
+            std::string::npos);
+}
+
+TEST(NvrtcTest, DefaultCacheDirectory) {
+  std::string dir = KernelCache::defaultDirectory();
+  EXPECT_TRUE(llvm::StringRef(dir).ends_with("weft/kernels")) << dir;
+}
+
+} // namespace
+} // namespace weft::cuda
