@@ -79,10 +79,13 @@ struct Engine::Impl {
   };
   std::vector<Device> devices;
   std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
+  std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
 
   explicit Impl(plan::PlanFile f) : file(std::move(f)) { p = &file.plan(); }
 
   ~Impl() {
+    for (auto &[bucket, g] : graphs)
+      cudaGraphExecDestroy(g);
     for (Device &d : devices) {
       cudaSetDevice(d.gpu);
       for (void *a : d.allocations)
@@ -473,6 +476,35 @@ struct Engine::Impl {
         WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
                                   cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
     }
+    // A bucket on one device replays a CUDA graph of its steps: the
+    // arguments point at fixed buffers, so one recording serves every run.
+    bool graph = options.cudaGraphs && used.size() == 1;
+    if (graph) {
+      Device &dev = devices[size_t(*used.begin())];
+      auto it = graphs.find(bi);
+      if (it == graphs.end()) {
+        cudaGraph_t g = nullptr;
+        WEFT_CUDA(cudaStreamBeginCapture(dev.stream, cudaStreamCaptureModeThreadLocal),
+                  where + ": recording a CUDA graph");
+        Status enqueued = enqueue(b, where);
+        cudaError_t ended = cudaStreamEndCapture(dev.stream, &g);
+        WEFT_RETURN_IF_ERROR(enqueued);
+        WEFT_CUDA(ended, where + ": recording a CUDA graph");
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t made = cudaGraphInstantiate(&exec, g, 0);
+        cudaGraphDestroy(g);
+        WEFT_CUDA(made, where + ": instantiating its CUDA graph");
+        it = graphs.emplace(bi, exec).first;
+      }
+      WEFT_CUDA(cudaGraphLaunch(it->second, dev.stream), where + ": graph launch");
+    } else {
+      WEFT_RETURN_IF_ERROR(enqueue(b, where));
+    }
+    return finish(b, where, T, used, outputDevice, wantLogits, out);
+  }
+
+  // Puts every step of `b` on the devices' streams.
+  Status enqueue(const fb::Bucket *b, const std::string &where) {
     std::vector<uint64_t> values;
     std::vector<void *> params;
     for (uint32_t si = 0; si < b->steps()->size(); ++si) {
@@ -540,6 +572,13 @@ struct Engine::Impl {
         return unimplemented(at + ": all-reduce steps need NCCL, which is not wired yet");
       }
     }
+    return Status::ok();
+  }
+
+  Status finish(const fb::Bucket *b, const std::string &where, size_t T,
+                const std::set<int> &used, int outputDevice, bool wantLogits,
+                StepOutputs &out) {
+    (void)b;
     if (outputDevice < 0)
       return internalError(where + ": no step writes the next tokens");
     Device &od = devices[size_t(outputDevice)];

@@ -24,6 +24,9 @@ struct EngineOptions {
   // shape match (weights written elsewhere with the same layout).
   bool skipHeaderChecksums = false;
   bool allowPtxJit = true;
+  // Record each single-device bucket's steps as a CUDA graph on its first
+  // run and replay it afterwards: one launch per step instead of ~200.
+  bool cudaGraphs = true;
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 

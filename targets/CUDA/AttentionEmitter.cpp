@@ -1,5 +1,5 @@
-// Emits the attention kernels: split flash-decoding plus combine for small
-// token counts, a tensor-core (mma.sync) flash-attention kernel for prefill.
+// Emits the attention kernels: split flash-decoding (SIMT or tensor cores)
+// plus a combine kernel for decode, tensor-core flash attention for prefill.
 #include "targets/CUDA/AttentionEmitter.h"
 
 #include "mlir/IR/Builders.h"

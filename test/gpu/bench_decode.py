@@ -28,10 +28,10 @@ def copy_bandwidth():
     return 2 * x.numel() * 2 * 10 / (time.time() - t0)  # read + write
 
 
-def weft(plan, runner, tokens=128):
+def weft(plan, runner, tokens=128, extra=()):
     prompt = ",".join(str(i) for i in range(1, 33))
     out = subprocess.run([runner, plan, "--random-weights", "--prompt-ids", prompt,
-                          "--max-tokens", str(tokens), "--quiet"],
+                          "--max-tokens", str(tokens), "--quiet", *extra],
                          capture_output=True, text=True)
     if out.returncode:
         raise SystemExit("weft-run failed: " + out.stderr)
@@ -61,12 +61,15 @@ def main():
     bw = copy_bandwidth()
     floor = WEIGHT_BYTES / bw
     w, line = weft(plan, runner)
+    w_nograph, line_nograph = weft(plan, runner, extra=("--no-cuda-graphs",))
     torch.cuda.empty_cache()
     h = hf()
     print(f"weft-run: {line}")
+    print(f"weft-run --no-cuda-graphs: {line_nograph}")
     print("| batch-1 decode, Llama 3.1 8B fp16 | ms/token | tok/s | achieved GB/s | vs floor |")
     print("|---|---|---|---|---|")
-    for name, t in [("floor (copy bandwidth %.2f TB/s)" % (bw / 1e12), floor), ("Weft", w),
+    for name, t in [("floor (copy bandwidth %.2f TB/s)" % (bw / 1e12), floor),
+                    ("Weft (CUDA graphs)", w), ("Weft (no graphs)", w_nograph),
                     ("HF transformers (eager)", h)]:
         print(f"| {name} | {t * 1e3:.2f} | {1 / t:.1f} | {WEIGHT_BYTES / t / 1e9:.0f} | {floor / t * 100:.1f}% |")
     print(f"Weft vs transformers: {h / w:.2f}x")

@@ -34,7 +34,7 @@ bool parseInts(const std::string &text, std::vector<int32_t> &out) {
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights) --prompt-ids 1,2,3\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
-    "                [--dump-logits FILE] [--quiet]\n";
+    "                [--dump-logits FILE] [--no-cuda-graphs] [--quiet]\n";
 
 } // namespace
 
@@ -57,6 +57,7 @@ int main(int argc, char **argv) {
     else if (a == "--random-weights") options.randomWeights = true;
     else if (a == "--skip-header-checksums") options.skipHeaderChecksums = true;
     else if (a == "--quiet") quiet = true;
+    else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
     else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
