@@ -2,7 +2,7 @@
 // tensors each supported architecture needs.
 #include "compiler/Import/ModelConfig.h"
 
-#include "compiler/Support/Error.h"
+#include "compiler/Support/JsonFields.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -43,85 +43,7 @@ Error makeError(const llvm::Twine &msg) { return makeOneLineError(msg); }
 
 std::string describe(const json::Value &v) { return describeJson(v); }
 
-// Reads fields of one JSON object, naming the file and field in every error.
-class FieldReader {
-public:
-  FieldReader(const json::Object &obj, StringRef file, std::string prefix = "")
-      : obj(obj), file(file), prefix(std::move(prefix)) {}
-
-  Error error(StringRef field, const llvm::Twine &msg) const {
-    return makeError(llvm::Twine(file) + ": field '" + prefix + field + "': " +
-                     msg);
-  }
-
-  // A value that is missing or JSON null counts as absent.
-  const json::Value *get(StringRef field) const {
-    const json::Value *v = obj.get(field);
-    if (!v || v->kind() == json::Value::Null)
-      return nullptr;
-    return v;
-  }
-
-  Expected<std::optional<int64_t>> optInt(StringRef field, int64_t min,
-                                          int64_t max) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<int64_t>();
-    std::optional<int64_t> i = v->getAsInteger();
-    if (!i)
-      return error(field, "expected an integer, got " + describe(*v));
-    if (*i < min || *i > max)
-      return error(field, llvm::formatv("expected an integer in [{0}, {1}], got {2}",
-                                        min, max, *i));
-    return i;
-  }
-
-  Expected<int64_t> reqInt(StringRef field, int64_t min, int64_t max) const {
-    Expected<std::optional<int64_t>> v = optInt(field, min, max);
-    if (!v)
-      return v.takeError();
-    if (!*v)
-      return error(field, "missing (expected an integer)");
-    return **v;
-  }
-
-  Expected<std::optional<double>> optPositive(StringRef field) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<double>();
-    std::optional<double> d = v->getAsNumber();
-    if (!d)
-      return error(field, "expected a number, got " + describe(*v));
-    if (!std::isfinite(*d) || *d <= 0.0)
-      return error(field, "expected a positive number, got " + describe(*v));
-    return d;
-  }
-
-  Expected<std::optional<bool>> optBool(StringRef field) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<bool>();
-    std::optional<bool> b = v->getAsBoolean();
-    if (!b)
-      return error(field, "expected true or false, got " + describe(*v));
-    return b;
-  }
-
-  Expected<std::optional<std::string>> optString(StringRef field) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<std::string>();
-    std::optional<StringRef> s = v->getAsString();
-    if (!s)
-      return error(field, "expected a string, got " + describe(*v));
-    return std::optional<std::string>(s->str());
-  }
-
-private:
-  const json::Object &obj;
-  StringRef file;
-  std::string prefix;
-};
+using FieldReader = JsonFields;
 
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 

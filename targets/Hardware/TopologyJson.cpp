@@ -2,7 +2,7 @@
 // one-line error naming the file and field for every malformed input.
 #include "targets/Hardware/Topology.h"
 
-#include "compiler/Support/Error.h"
+#include "compiler/Support/JsonFields.h"
 #include "runtime/base/Text.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -137,23 +137,10 @@ constexpr double kMaxBytes = double(1ull << 60);
 
 // Reads the fields of one JSON object, naming the file and field path in
 // every error.
-class ObjectReader {
+class ObjectReader : public JsonFields {
 public:
   ObjectReader(const json::Object &obj, StringRef file, std::string prefix)
-      : obj(obj), file(file), prefix(std::move(prefix)) {}
-
-  Error error(StringRef field, const llvm::Twine &msg) const {
-    return makeError(llvm::Twine(file) + ": field '" + prefix + field + "': " + msg);
-  }
-  std::string path(StringRef field) const { return prefix + field.str(); }
-
-  // A value that is missing or JSON null counts as absent.
-  const json::Value *get(StringRef field) const {
-    const json::Value *v = obj.get(field);
-    if (!v || v->kind() == json::Value::Null)
-      return nullptr;
-    return v;
-  }
+      : JsonFields(obj, file, std::move(prefix)) {}
 
   // Rejects keys outside `plain` and `sizes` (size bases, each with any
   // suffix), so that a misspelt optional field is not silently ignored.
@@ -196,30 +183,6 @@ public:
     }
     return error(bad, best.empty() ? std::string("unknown field (see docs/topology.md)")
                                    : "unknown field; did you mean '" + best + "'?");
-  }
-
-  Expected<std::optional<std::string>> optString(StringRef field) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<std::string>();
-    std::optional<StringRef> s = v->getAsString();
-    if (!s)
-      return error(field, "expected a string, got " + describe(*v));
-    return std::optional<std::string>(s->str());
-  }
-
-  Expected<std::optional<int64_t>> optInt(StringRef field, int64_t min,
-                                          int64_t max) const {
-    const json::Value *v = get(field);
-    if (!v)
-      return std::optional<int64_t>();
-    std::optional<int64_t> i = v->getAsInteger();
-    if (!i)
-      return error(field, "expected an integer, got " + describe(*v));
-    if (*i < min || *i > max)
-      return error(field, llvm::formatv("expected an integer in [{0}, {1}], got {2}",
-                                        min, max, *i));
-    return i;
   }
 
   // `v` (the value of `field`) times 10^shift, i.e. in SI.
@@ -304,11 +267,6 @@ public:
       return std::optional<uint64_t>(uint64_t(*found->getAsInteger()));
     return std::optional<uint64_t>(uint64_t(bytes));
   }
-
-private:
-  const json::Object &obj;
-  StringRef file;
-  std::string prefix;
 };
 
 // Device names appear in reports, file names and command lines.
