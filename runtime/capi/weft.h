@@ -1,0 +1,66 @@
+/* The Weft runtime's C API: load a plan and its weights, generate tokens.
+ * Opaque handles, explicit destroy functions, and status objects that carry
+ * a one-line message; no function aborts or exits. C99 and C++ compatible. */
+#ifndef WEFT_RUNTIME_CAPI_WEFT_H_
+#define WEFT_RUNTIME_CAPI_WEFT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum weft_status_code {
+  WEFT_OK = 0,
+  WEFT_INVALID_ARGUMENT,
+  WEFT_NOT_FOUND,
+  WEFT_OUT_OF_RANGE,
+  WEFT_UNIMPLEMENTED,
+  WEFT_FAILED_PRECONDITION,
+  WEFT_RESOURCE_EXHAUSTED,
+  WEFT_INTERNAL
+} weft_status_code;
+
+/* NULL means success; otherwise the caller owns it and frees it with
+ * weft_status_free. */
+typedef struct weft_status weft_status;
+weft_status_code weft_status_get_code(const weft_status *status);
+const char *weft_status_message(const weft_status *status); /* "" for NULL */
+void weft_status_free(weft_status *status);
+
+typedef struct weft_engine_options {
+  const char *weights_dir;       /* checkpoint directory, or NULL */
+  int random_weights;            /* nonzero: random weights (benchmarks) */
+  int skip_header_checksums;     /* nonzero: accept other files with equal tensors */
+  int cuda_graphs;               /* nonzero (default): replay buckets as graphs */
+  const int *device_map;         /* physical GPU per declared device, or NULL */
+  size_t device_map_size;
+} weft_engine_options;
+
+/* Fills `options` with the defaults. */
+void weft_engine_options_init(weft_engine_options *options);
+
+typedef struct weft_engine weft_engine;
+
+/* Verifies the plan at `plan_path`, loads kernels and weights. On success
+ * *out_engine is set and NULL is returned. */
+weft_status *weft_engine_create(const char *plan_path, const weft_engine_options *options,
+                                weft_engine **out_engine);
+void weft_engine_destroy(weft_engine *engine);
+
+/* Vocabulary size of the loaded model. */
+int32_t weft_engine_vocab_size(const weft_engine *engine);
+
+/* Greedy generation for one sequence: writes up to `max_tokens` ids to
+ * `out_tokens` (capacity `max_tokens`) and their count to *out_count. Stops
+ * early at the model's end-of-sequence tokens unless weights are random. */
+weft_status *weft_engine_generate_greedy(weft_engine *engine, const int32_t *prompt,
+                                         size_t prompt_size, int32_t max_tokens,
+                                         int32_t *out_tokens, size_t *out_count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_RUNTIME_CAPI_WEFT_H_ */
