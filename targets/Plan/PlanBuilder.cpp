@@ -2,6 +2,7 @@
 #include "targets/Plan/PlanBuilder.h"
 
 #include "dialects/Dist/IR/DistDialect.h"
+#include "dialects/Plan/IR/PlanDialect.h"
 #include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/plan_generated.h"
@@ -9,7 +10,10 @@
 #include "targets/CUDA/Nvrtc.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -72,6 +76,41 @@ struct ArgRef {
   uint64_t offset = 0;
   int64_t value = 0;
 };
+
+const char *argKindName(fb::ArgKind k) {
+  switch (k) {
+  case fb::ArgKind::Buffer: return "buffer";
+  case fb::ArgKind::Weight: return "weight";
+  case fb::ArgKind::KCache: return "k_cache";
+  case fb::ArgKind::VCache: return "v_cache";
+  case fb::ArgKind::Input: return "input";
+  case fb::ArgKind::Scalar: return "scalar";
+  }
+  return "scalar";
+}
+
+fb::ArgKind argKindOf(llvm::StringRef name) {
+  return llvm::StringSwitch<fb::ArgKind>(name)
+      .Case("buffer", fb::ArgKind::Buffer)
+      .Case("weight", fb::ArgKind::Weight)
+      .Case("k_cache", fb::ArgKind::KCache)
+      .Case("v_cache", fb::ArgKind::VCache)
+      .Case("input", fb::ArgKind::Input)
+      .Default(fb::ArgKind::Scalar);
+}
+
+const char *dtypeName(fb::DType t) {
+  switch (t) {
+  case fb::DType::F16: return "f16";
+  case fb::DType::BF16: return "bf16";
+  case fb::DType::F32: return "f32";
+  default: return "f32";
+  }
+}
+
+fb::DType dtypeOfName(llvm::StringRef name) {
+  return name == "f16" ? fb::DType::F16 : name == "bf16" ? fb::DType::BF16 : fb::DType::F32;
+}
 
 struct BufferRec {
   int device = 0;
@@ -561,11 +600,83 @@ std::string readOptional(const ModelSource &source, llvm::StringRef name) {
 
 } // namespace
 
+// The lowering's buckets as plan IR: per device, its buffers in index order,
+// then the steps in execution order.
+OwningOpRef<ModuleOp> toPlanIR(MLIRContext *ctx, const Lowering &lowering) {
+  ctx->loadDialect<plan_ir::PlanDialect>();
+  OpBuilder b(ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> ir = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(ir->getBody());
+  for (const BucketRec &bucket : lowering.buckets) {
+    auto op = b.create<plan_ir::BucketOp>(loc, b.getStringAttr(bucket.name),
+                                          b.getI64IntegerAttr(bucket.tokens),
+                                          b.getBoolAttr(bucket.prefill));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&op.getBody().emplaceBlock());
+    auto arg = [&](const ArgRef &a) {
+      int64_t index = a.index;
+      if (a.kind == fb::ArgKind::Buffer)
+        index = bucket.buffers[size_t(a.index)].local;
+      return plan_ir::ArgAttr::get(ctx, argKindName(a.kind), index, int64_t(a.offset), a.value);
+    };
+    std::map<int, std::vector<const BufferRec *>> byDevice;
+    for (const BufferRec &r : bucket.buffers)
+      byDevice[r.device].push_back(&r);
+    for (auto &[device, recs] : byDevice) {
+      std::vector<const BufferRec *> sorted(recs.size());
+      for (const BufferRec *r : recs)
+        sorted[size_t(r->local)] = r;
+      for (const BufferRec *r : sorted)
+        b.create<plan_ir::BufferOp>(loc, b.getI64IntegerAttr(device),
+                                    b.getI64IntegerAttr(r->local),
+                                    b.getI64IntegerAttr(int64_t(r->offset)),
+                                    b.getI64IntegerAttr(int64_t(r->bytes)));
+    }
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    for (const StepRec &s : bucket.steps) {
+      switch (s.kind) {
+      case StepRec::Launch: {
+        SmallVector<Attribute> args;
+        for (const ArgRef &a : s.args)
+          args.push_back(arg(a));
+        b.create<plan_ir::LaunchOp>(
+            loc, i64(s.device), b.getStringAttr(s.region), i64(s.kernel),
+            b.getDenseI64ArrayAttr({s.grid[0], s.grid[1], s.grid[2]}),
+            b.getDenseI64ArrayAttr({s.block[0], s.block[1], s.block[2]}), i64(s.shared),
+            b.getArrayAttr(args));
+        break;
+      }
+      case StepRec::Gemm:
+        b.create<plan_ir::GemmOp>(loc, i64(s.device), b.getStringAttr(s.region), i64(s.m),
+                                  i64(s.n), i64(s.k), arg(s.a), arg(s.b), arg(s.c),
+                                  s.bias ? arg(*s.bias) : plan_ir::ArgAttr(),
+                                  s.residual ? arg(*s.residual) : plan_ir::ArgAttr(),
+                                  b.getStringAttr(dtypeName(s.dtype)),
+                                  b.getStringAttr(dtypeName(s.cDtype)));
+        break;
+      case StepRec::Copy:
+        b.create<plan_ir::CopyOp>(loc, i64(s.source), i64(s.target), i64(int64_t(s.bytes)),
+                                  arg(s.from), arg(s.to));
+        break;
+      case StepRec::AllReduce: {
+        SmallVector<int64_t> devs(s.devices.begin(), s.devices.end());
+        b.create<plan_ir::AllReduceOp>(loc, i64(s.device), b.getDenseI64ArrayAttr(devs),
+                                       i64(int64_t(s.count)), b.getStringAttr(dtypeName(s.dtype)),
+                                       arg(s.from));
+        break;
+      }
+      }
+    }
+  }
+  return ir;
+}
+
 llvm::Expected<std::vector<uint8_t>>
 buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &topology,
           const partition::PartitionResult &partition,
           const partition::PartitionOptions &popts, const PlanBuildOptions &options,
-          PlanStats *stats) {
+          PlanStats *stats, OwningOpRef<ModuleOp> *planIR) {
   const ModelConfig &config = source.config;
   Lowering lowering(source, topology, popts, options);
   SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
@@ -699,90 +810,93 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
                                        b.CreateVector(bins)));
   }
 
-  // Buckets.
+  // Buckets: the lowering's records become plan IR, and the IR is what is
+  // serialized (and what --emit=plan prints).
+  OwningOpRef<ModuleOp> ir = toPlanIR(module.getContext(), lowering);
+  if (failed(mlir::verify(*ir)))
+    return makeError("internal error: the plan IR does not verify");
   size_t stepCount = 0;
   std::vector<uint64_t> peak(topology.devices.size(), 0);
   std::vector<flatbuffers::Offset<fb::Bucket>> buckets;
-  for (const BucketRec &bucket : lowering.buckets) {
-    auto arg = [&](const ArgRef &a) {
-      int32_t index = a.index;
-      uint64_t offset = a.offset;
-      if (a.kind == fb::ArgKind::Buffer)
-        index = bucket.buffers[size_t(a.index)].local;
-      return fb::CreateArg(b, a.kind, index, offset, a.value);
+  for (auto bucket : ir->getOps<plan_ir::BucketOp>()) {
+    auto arg = [&](plan_ir::ArgAttr a) {
+      return fb::CreateArg(b, argKindOf(a.getKind()), int32_t(a.getIndex()),
+                           uint64_t(a.getOffset()), a.getValue());
     };
     std::vector<flatbuffers::Offset<fb::Step>> steps;
-    for (const StepRec &s : bucket.steps) {
-      flatbuffers::Offset<void> op;
+    std::map<int, std::vector<flatbuffers::Offset<fb::Buffer>>> buffers;
+    std::map<int, uint64_t> arena;
+    for (Operation &op : bucket.getBody().front()) {
+      if (auto buf = dyn_cast<plan_ir::BufferOp>(op)) {
+        int d = int(buf.getDevice());
+        buffers[d].push_back(fb::CreateBuffer(b, uint64_t(buf.getOffset()),
+                                              uint64_t(buf.getBytes())));
+        arena[d] = std::max(arena[d], alignUp(uint64_t(buf.getOffset() + buf.getBytes())));
+        continue;
+      }
+      flatbuffers::Offset<void> body;
       fb::Op type = fb::Op::NONE;
-      switch (s.kind) {
-      case StepRec::Launch: {
+      int32_t device = 0;
+      std::string region;
+      if (auto l = dyn_cast<plan_ir::LaunchOp>(op)) {
         std::vector<flatbuffers::Offset<fb::Arg>> args;
-        for (const ArgRef &a : s.args)
-          args.push_back(arg(a));
-        std::vector<int32_t> grid(s.grid.begin(), s.grid.end()),
-            block(s.block.begin(), s.block.end());
-        op = fb::CreateLaunch(b, s.kernel, b.CreateVector(grid), b.CreateVector(block),
-                              s.shared, b.CreateVector(args))
-                 .Union();
+        for (Attribute a : l.getArgs())
+          args.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
+        std::vector<int32_t> grid(l.getGrid().begin(), l.getGrid().end()),
+            block(l.getBlock().begin(), l.getBlock().end());
+        body = fb::CreateLaunch(b, int32_t(l.getKernel()), b.CreateVector(grid),
+                                b.CreateVector(block), int32_t(l.getShared()),
+                                b.CreateVector(args))
+                   .Union();
         type = fb::Op::Launch;
-        break;
-      }
-      case StepRec::Gemm: {
-        auto A = arg(s.a), B = arg(s.b), C = arg(s.c);
+        device = int32_t(l.getDevice());
+        region = l.getRegion().str();
+      } else if (auto g = dyn_cast<plan_ir::GemmOp>(op)) {
+        auto A = arg(g.getA()), B = arg(g.getB()), C = arg(g.getC());
         flatbuffers::Offset<fb::Arg> bias, residual;
-        if (s.bias)
-          bias = arg(*s.bias);
-        if (s.residual)
-          residual = arg(*s.residual);
-        op = fb::CreateGemm(b, s.m, s.n, s.k, A, B, C, bias, residual, s.dtype, s.cDtype)
-                 .Union();
+        if (auto x = g.getBiasAttr())
+          bias = arg(x);
+        if (auto x = g.getResidualAttr())
+          residual = arg(x);
+        body = fb::CreateGemm(b, g.getM(), g.getN(), g.getK(), A, B, C, bias, residual,
+                              dtypeOfName(g.getDtype()), dtypeOfName(g.getCDtype()))
+                   .Union();
         type = fb::Op::Gemm;
-        break;
-      }
-      case StepRec::Copy: {
-        auto from = arg(s.from), to = arg(s.to);
-        op = fb::CreateCopy(b, s.source, s.target, from, to, s.bytes).Union();
+        device = int32_t(g.getDevice());
+        region = g.getRegion().str();
+      } else if (auto c = dyn_cast<plan_ir::CopyOp>(op)) {
+        auto from = arg(c.getSource()), to = arg(c.getTarget());
+        body = fb::CreateCopy(b, int32_t(c.getSourceDevice()), int32_t(c.getTargetDevice()),
+                              from, to, uint64_t(c.getBytes()))
+                   .Union();
         type = fb::Op::Copy;
-        break;
-      }
-      case StepRec::AllReduce: {
-        auto buffer = arg(s.from);
-        std::vector<int32_t> devs(s.devices.begin(), s.devices.end());
-        op = fb::CreateAllReduce(b, b.CreateVector(devs), buffer, s.count, s.dtype).Union();
+        device = int32_t(c.getSourceDevice());
+        region = "transfer";
+      } else if (auto r = dyn_cast<plan_ir::AllReduceOp>(op)) {
+        auto buffer = arg(r.getBuffer());
+        std::vector<int32_t> devs(r.getDevices().begin(), r.getDevices().end());
+        body = fb::CreateAllReduce(b, b.CreateVector(devs), buffer, uint64_t(r.getCount()),
+                                   dtypeOfName(r.getDtype()))
+                   .Union();
         type = fb::Op::AllReduce;
-        break;
+        device = int32_t(r.getDevice());
+        region = "all_reduce";
       }
-      }
-      steps.push_back(fb::CreateStep(b, s.device, str(s.region), type, op));
+      steps.push_back(fb::CreateStep(b, device, str(region), type, body));
     }
     stepCount += steps.size();
-    std::map<int, std::vector<flatbuffers::Offset<fb::Buffer>>> perDevice;
-    std::map<int, uint64_t> arena;
-    std::vector<const BufferRec *> ordered(bucket.buffers.size());
-    for (const BufferRec &r : bucket.buffers)
-      ordered[size_t(r.local)] = nullptr;
-    std::map<int, std::vector<const BufferRec *>> byDevice;
-    for (const BufferRec &r : bucket.buffers)
-      byDevice[r.device].push_back(&r);
     std::vector<flatbuffers::Offset<fb::DeviceBuffers>> deviceBuffers;
-    for (auto &[device, recs] : byDevice) {
-      std::vector<const BufferRec *> sorted(recs.size());
-      uint64_t top = 0;
-      for (const BufferRec *r : recs) {
-        sorted[size_t(r->local)] = r;
-        top = std::max(top, r->offset + alignUp(r->bytes));
-      }
-      std::vector<flatbuffers::Offset<fb::Buffer>> bufs;
-      for (const BufferRec *r : sorted)
-        bufs.push_back(fb::CreateBuffer(b, r->offset, r->bytes));
-      deviceBuffers.push_back(fb::CreateDeviceBuffers(b, device, top, b.CreateVector(bufs)));
-      peak[size_t(device)] = std::max(peak[size_t(device)], top);
+    for (auto &[device, list] : buffers) {
+      deviceBuffers.push_back(
+          fb::CreateDeviceBuffers(b, device, arena[device], b.CreateVector(list)));
+      peak[size_t(device)] = std::max(peak[size_t(device)], arena[device]);
     }
-    buckets.push_back(fb::CreateBucket(b, str(bucket.name), bucket.prefill,
-                                       int32_t(bucket.tokens), b.CreateVector(deviceBuffers),
-                                       b.CreateVector(steps)));
+    buckets.push_back(fb::CreateBucket(b, str(bucket.getSymName()), bucket.getPrefill(),
+                                       int32_t(bucket.getTokens()),
+                                       b.CreateVector(deviceBuffers), b.CreateVector(steps)));
   }
+  if (planIR)
+    *planIR = std::move(ir);
 
   // KV cache: what the partition reserved on each device that holds layers.
   std::vector<int64_t> blocks(topology.devices.size(), 0);

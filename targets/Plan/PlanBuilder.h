@@ -9,6 +9,7 @@
 #include "compiler/Partition/Partitioner.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 
 #include <functional>
 #include <optional>
@@ -43,7 +44,8 @@ buildPlan(mlir::ModuleOp module, const ModelSource &source,
           const target::Topology &topology,
           const partition::PartitionResult &partition,
           const partition::PartitionOptions &partitionOptions,
-          const PlanBuildOptions &options, PlanStats *stats = nullptr);
+          const PlanBuildOptions &options, PlanStats *stats = nullptr,
+          mlir::OwningOpRef<mlir::ModuleOp> *planIR = nullptr);
 
 } // namespace weft::plan
 

@@ -28,7 +28,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Emit { Summary, Graph, Fused };
+enum class Emit { Summary, Graph, Fused, Plan };
 
 cl::OptionCategory category("weft-compile options");
 
@@ -43,7 +43,10 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Graph, "graph", "the imported weft graph (MLIR)"),
                clEnumValN(Emit::Fused, "fused",
                           "the fused, specialized graph and a report of its "
-                          "kernel regions (as MLIR comments)")),
+                          "kernel regions (as MLIR comments)"),
+               clEnumValN(Emit::Plan, "plan",
+                          "the plan dialect: buffers and steps of every bucket "
+                          "(needs --topology)")),
     cl::cat(category));
 cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("FILE"), cl::init("-"),
@@ -156,6 +159,8 @@ int main(int argc, char **argv) {
   bool writePlan = llvm::StringRef(outputFile).ends_with(".weft");
   if (writePlan && topologySpec.empty())
     return fail("writing a plan (" + outputFile + ") needs --topology");
+  if (emit == Emit::Plan && topologySpec.empty())
+    return fail("--emit=plan needs --topology");
   if (!archOverride.empty()) {
     int cc = 0;
     if (!llvm::StringRef(archOverride).starts_with("sm_") ||
@@ -244,7 +249,7 @@ int main(int argc, char **argv) {
     return true;
   };
 
-  if (writePlan) {
+  if (writePlan || emit == Emit::Plan) {
     auto start = std::chrono::steady_clock::now();
     std::optional<weft::cuda::KernelCache> cache;
     if (kernelCacheDir != "none")
@@ -267,11 +272,22 @@ int main(int argc, char **argv) {
       }
     };
     weft::plan::PlanStats stats;
+    mlir::OwningOpRef<mlir::ModuleOp> planIR;
     llvm::Expected<std::vector<uint8_t>> plan =
         weft::plan::buildPlan(*module, *source, *topology, *partition, *partitionOptions,
-                              planOptions, &stats);
+                              planOptions, &stats, &planIR);
     if (!plan)
       return fail(llvm::toString(plan.takeError()));
+    if (!writePlan) {
+      std::string error;
+      auto out = mlir::openOutputFile(outputFile, &error);
+      if (!out)
+        return fail(outputFile + ": " + error);
+      planIR->print(out->os());
+      out->os() << "\n";
+      out->keep();
+      return 0;
+    }
     std::string error;
     auto file = mlir::openOutputFile(outputFile, &error);
     if (!file)

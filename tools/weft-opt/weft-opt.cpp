@@ -1,5 +1,6 @@
 // weft-opt: runs Weft's passes over textual IR (the driver of the lit tests).
 #include "compiler/Transforms/Passes.h"
+#include "dialects/Plan/IR/PlanDialect.h"
 #include "dialects/Weft/IR/WeftDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,7 +14,8 @@ int main(int argc, char **argv) {
   weft::registerAllWeftPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<weft::WeftDialect, weft::dist::DistDialect, mlir::func::FuncDialect>();
+  registry.insert<weft::WeftDialect, weft::dist::DistDialect, weft::plan_ir::PlanDialect,
+                  mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Weft optimizer driver\n", registry));
 }

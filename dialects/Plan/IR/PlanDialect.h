@@ -1,0 +1,18 @@
+// The plan dialect: buffers and steps of a compiled plan.
+#ifndef WEFT_DIALECT_PLAN_IR_PLANDIALECT_H_
+#define WEFT_DIALECT_PLAN_IR_PLANDIALECT_H_
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+
+#include "dialects/Plan/IR/PlanDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Plan/IR/PlanAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Plan/IR/PlanOps.h.inc"
+
+#endif // WEFT_DIALECT_PLAN_IR_PLANDIALECT_H_

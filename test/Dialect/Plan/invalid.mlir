@@ -1,0 +1,41 @@
+// RUN: weft-opt %s --split-input-file --verify-diagnostics
+
+// Tests that argument kinds are checked.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  // expected-error @+1 {{unknown argument kind 'tensor'}}
+  plan.launch {args = [#plan.arg<kind = "tensor", index = 0, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
+}
+
+// -----
+
+// Tests that a buffer argument names a buffer of its device.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
+  // expected-error @+1 {{buffer 1 is not a buffer of device 0 (it has 1)}}
+  plan.launch {args = [#plan.arg<kind = "buffer", index = 1, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
+}
+
+// -----
+
+// Tests launch limits.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  // expected-error @+1 {{a block of 2048 threads (expected 1 to 1024)}}
+  plan.launch {args = [], block = array<i64: 2048, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
+}
+
+// -----
+
+// Tests that a copy goes between two devices.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
+  // expected-error @+1 {{source and target are the same device}}
+  plan.copy {bytes = 256 : i64, source = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>, source_device = 0 : i64, target = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>, target_device = 0 : i64}
+}
+
+// -----
+
+// Tests that buffers are listed in index order per device.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  // expected-error @+1 {{index 1 out of order (expected 0)}}
+  plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 1 : i64, offset = 0 : i64}
+}
