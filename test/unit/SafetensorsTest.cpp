@@ -281,7 +281,7 @@ TEST_F(SafetensorsTest, ReadsOnlyTheHeaderOfASparseTwoGiBFile) {
   EXPECT_EQ(h->fileSize, prefix.size() + dataSize);
   EXPECT_EQ(h->find("head")->dataEnd, dataSize);
   // Reading 2 GiB would take far longer than this even from page cache.
-  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(), 250);
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(), 2000);
 }
 
 //===----------------------------------------------------------------------===//
