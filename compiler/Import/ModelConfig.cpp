@@ -48,8 +48,7 @@ using FieldReader = JsonFields;
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 
 Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
-                                       StringRef fieldName,
-                                       int64_t maxPositions) {
+                                       StringRef fieldName) {
   FieldReader r(obj, file, (fieldName + ".").str());
   RopeScaling rope;
   // transformers < 4.45 spelled the key "type"; later versions "rope_type".
@@ -97,7 +96,6 @@ Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
     rope.lowFreqFactor = *low;
     rope.highFreqFactor = *high;
     rope.originalMaxPositionEmbeddings = *orig;
-    (void)maxPositions;
     return rope;
   }
   return r.error(typeField, "unsupported rope scaling '" + type +
@@ -213,8 +211,7 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
     const json::Object *ropeObj = v->getAsObject();
     if (!ropeObj)
       return r.error(field, "expected an object or null, got " + describe(*v));
-    WEFT_ASSIGN_OR_RETURN(rope, parseRopeScaling(*ropeObj, file, field,
-                                                 c.maxPositionEmbeddings));
+    WEFT_ASSIGN_OR_RETURN(rope, parseRopeScaling(*ropeObj, file, field));
     if (rope.type != RopeType::Default || field == "rope_scaling")
       c.rope = rope;
     FieldReader rr(*ropeObj, file, (field + ".").str());

@@ -157,18 +157,12 @@ double allReduceSeconds(const target::Topology &topology,
   size_t n = devices.size();
   if (n < 2)
     return 0;
-  // Ring: 2(n-1) steps of bytes/n each, paced by the slowest link.
-  double slowest = 0, latency = 0;
-  for (size_t i = 0; i < n; ++i) {
-    int a = devices[i], b = devices[(i + 1) % n];
-    double step = topology.transferSeconds(a, b, bytes / n);
-    if (step > slowest) {
-      slowest = step;
-      const target::LinkProfile *link = topology.link(a, b);
-      latency = link ? link->latency : topology.host.pcieLatency;
-    }
-  }
-  (void)latency;
+  // Ring: 2(n-1) steps of bytes/n each, paced by the slowest link (whose
+  // time includes its latency).
+  double slowest = 0;
+  for (size_t i = 0; i < n; ++i)
+    slowest = std::max(slowest, topology.transferSeconds(devices[i], devices[(i + 1) % n],
+                                                         bytes / n));
   return 2.0 * double(n - 1) * slowest;
 }
 

@@ -161,7 +161,6 @@ public:
 
   void memoryOf(const Stage &s, std::vector<DeviceMemory> &memory) const {
     int n = int(s.devices.size());
-    const DeviceProfile &d = topology.devices[size_t(s.devices[0])];
     uint64_t resident = 0, host = 0, largest = 0;
     for (int64_t l = s.firstLayer; l < s.endLayer; ++l) {
       uint64_t w = weights.layer[size_t(l)];
@@ -200,7 +199,6 @@ public:
       m.workspace += kWorkspaceBytes;
       m.hostWeights += host / uint64_t(n);
     }
-    (void)d;
   }
 
   Candidate evaluate(std::vector<Stage> stages) const {
