@@ -36,6 +36,10 @@ bench="$out/llama8b-fp16-checkpoint"
 python3 "$root/test/Inputs/make_sparse_checkpoint.py" "$bench" --dtype float16
 "$compile" --model "$bench" --topology h200 --max-batch 1 --prefill-chunks 32 \
   --arch sm_90 --kernel-cache "$cache" -o "$out/llama8b-fp16.weft" >/dev/null
+# Batched decode (buckets up to 100 streams, KV cache for 100 x 4096 tokens).
+"$compile" --model "$bench" --topology h200 --batch 100 --max-batch 100 \
+  --prefill-chunks 512 --arch sm_90 --kernel-cache "$cache" \
+  -o "$out/llama8b-fp16-b100.weft" >/dev/null
 rm -rf "$bench"
 if [[ -x "$build/tools/weft-run/weft-run" ]]; then
   cp "$build/tools/weft-run/weft-run" "$out/"

@@ -34,7 +34,38 @@ bool parseInts(const std::string &text, std::vector<int32_t> &out) {
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights) --prompt-ids 1,2,3\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
-    "                [--dump-logits FILE] [--no-cuda-graphs] [--quiet]\n";
+    "                [--dump-logits FILE] [--no-cuda-graphs] [--quiet]\n"
+    "       weft-run PLAN --random-weights --bench BUCKET [--bench-steps N]\n"
+    "                [--bench-context N]   (times one bucket, e.g. decode_b32)\n";
+
+// Times `steps` runs of one bucket: every token a different sequence at
+// position `context` (decode), or one sequence's chunk (prefill).
+int bench(weft::engine::Engine &engine, const std::string &name, int steps, int context) {
+  int bucket = engine.bucketIndex(name);
+  if (bucket < 0)
+    return fail("--bench: the plan has no bucket '" + name + "'");
+  int tokens = engine.bucketTokens(bucket);
+  bool prefill = name.rfind("prefill", 0) == 0;
+  weft::engine::StepInputs in;
+  for (int i = 0; i < tokens; ++i) {
+    in.ids.push_back(1 + i);
+    in.positions.push_back(prefill ? i : context);
+    in.slots.push_back(prefill ? 0 : i);
+  }
+  weft::engine::StepOutputs out;
+  for (int i = 0; i < 3; ++i) // warm up: graph recording, cuBLASLt algorithms
+    if (weft::Status s = engine.run(bucket, in, false, out); !s.isOk())
+      return fail(s.message());
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i)
+    if (weft::Status s = engine.run(bucket, in, false, out); !s.isOk())
+      return fail(s.message());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("bucket %s: %d tokens, %.3f ms/step, %.1f tokens/s (%d steps, context %d)\n",
+              name.c_str(), tokens, seconds * 1e3 / steps, tokens * steps / seconds, steps,
+              prefill ? tokens : context);
+  return 0;
+}
 
 } // namespace
 
@@ -44,6 +75,8 @@ int main(int argc, char **argv) {
   std::vector<int32_t> prompt;
   int maxTokens = 32;
   bool quiet = false;
+  std::string benchBucket;
+  int benchSteps = 20, benchContext = 128;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -59,6 +92,9 @@ int main(int argc, char **argv) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
     else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
+    else if (a == "--bench") benchBucket = value("--bench");
+    else if (a == "--bench-steps") benchSteps = std::atoi(value("--bench-steps"));
+    else if (a == "--bench-context") benchContext = std::atoi(value("--bench-context"));
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
         return fail("--prompt-ids: expected comma-separated token ids");
@@ -82,8 +118,10 @@ int main(int argc, char **argv) {
   }
   if (planPath.empty())
     return fail(std::string("no plan given\n") + kUsage);
-  if (prompt.empty())
+  if (prompt.empty() && benchBucket.empty())
     return fail("no prompt given (--prompt-ids)");
+  if (benchSteps < 1 || benchContext < 1)
+    return fail("--bench-steps and --bench-context must be positive");
   if (!quiet)
     options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
       int pct = total ? int(100 * done / total) : 100;
@@ -108,6 +146,8 @@ int main(int argc, char **argv) {
     return fail(engine.status().message());
   double loadSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!benchBucket.empty())
+    return bench(**engine, benchBucket, benchSteps, benchContext);
   weft::StatusOr<weft::engine::Generation> gen =
       weft::engine::generateGreedy(**engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos);
   if (!gen.isOk())
