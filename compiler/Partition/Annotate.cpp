@@ -1,6 +1,7 @@
 // dist annotations for a chosen partition.
 #include "compiler/Partition/Annotate.h"
 
+#include "compiler/Import/Importer.h"
 #include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/Weft/IR/WeftOps.h"
 
@@ -50,16 +51,24 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
   };
 
   // Placement of every region; pre-layer regions go to the first stage and
-  // post-layer ones to the last.
+  // post-layer ones to the last, each on one device of it (the embedding
+  // and the LM head are not sharded).
+  bool tied = false;
+  if (llvm::Expected<ModelConfig> config = modelConfigFromModule(module))
+    tied = config->tieWordEmbeddings;
+  else
+    llvm::consumeError(config.takeError());
   llvm::DenseMap<Operation *, int64_t> stageOf;
   bool seenLayer = false;
   fn.walk([&](FusionOp region) {
     int64_t layer = regionLayer(region);
     int64_t s = layer >= 0 ? stageOfLayer(layer)
                            : (seenLayer ? int64_t(stages.size()) - 1 : 0);
-    seenLayer |= layer >= 0;
     const Stage &st = stages[size_t(s)];
     SmallVector<int64_t> devices(st.devices.begin(), st.devices.end());
+    if (layer < 0)
+      devices = {seenLayer ? headDevice(st, tied) : embeddingDevice(st)};
+    seenLayer |= layer >= 0;
     region->setAttr("dist.placement",
                     dist::PlacementAttr::get(ctx, s, b.getDenseI64ArrayAttr(devices)));
     stageOf[region] = s;

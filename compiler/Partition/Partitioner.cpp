@@ -62,8 +62,9 @@ struct Unit {
 bool validTpDegree(const ModelConfig &c, int n) {
   if (n == 1)
     return true;
-  return c.numHeads % n == 0 && c.intermediateSize % n == 0 &&
-         (c.numKvHeads % n == 0 || n % c.numKvHeads == 0);
+  // Each device holds whole KV heads: the plan lowering shards attention
+  // by KV head group.
+  return c.numHeads % n == 0 && c.intermediateSize % n == 0 && c.numKvHeads % n == 0;
 }
 
 std::vector<Unit> enumerateUnits(const Topology &t, const ModelConfig &c) {
@@ -117,10 +118,12 @@ public:
     return s;
   }
 
+  // The embedding and the LM head run on one device of a group (see
+  // embeddingDevice, headDevice), unsharded.
   double edgeSeconds(const Unit &u, bool pre, int64_t tokens) const {
     const DeviceProfile &d = topology.devices[size_t(u.devices[0])];
     return regionsSeconds(pre ? profile.pre : profile.post, d, options.weights,
-                          tokens, options.timingContext(), u.degree());
+                          tokens, options.timingContext(), 1);
   }
 
   // Prefix sums of layer seconds on a unit at a token count: the search
@@ -170,26 +173,17 @@ public:
       else
         resident += w;
     }
-    if (s.embedding)
-      resident += weights.embedding;
-    if (s.head)
-      resident += weights.head;
-    if (s.head && s.embedding && config.tieWordEmbeddings)
-      resident -= weights.embedding; // one table serves both
     uint64_t staging = s.offloadedLayers ? 2 * largest : 0;
 
     int64_t layers = s.endLayer - s.firstLayer;
-    uint64_t kvShard = uint64_t(config.numKvHeads % n == 0 ? n : 1);
     uint64_t kv = uint64_t(options.batch) * uint64_t(options.context) *
-                  profile.kvBytesPerTokenPerLayer * uint64_t(layers) / kvShard;
+                  profile.kvBytesPerTokenPerLayer * uint64_t(layers) / uint64_t(n);
     uint64_t esize = io::dtypeSize(config.dtype);
     uint64_t tmax = uint64_t(std::max(options.prefillChunk, options.batch));
     uint64_t perToken = 3 * uint64_t(config.hiddenSize) +
                         uint64_t(config.qWidth() + 2 * config.kvWidth() +
                                  2 * config.intermediateSize) / uint64_t(n);
     uint64_t act = tmax * perToken * esize;
-    if (s.head)
-      act += uint64_t(options.batch) * uint64_t(config.vocabSize) * 4;
 
     for (int dev : s.devices) {
       DeviceMemory &m = memory[size_t(dev)];
@@ -198,6 +192,18 @@ public:
       m.activations += act;
       m.workspace += kWorkspaceBytes;
       m.hostWeights += host / uint64_t(n);
+    }
+    // The embedding and the LM head are not sharded: each lives whole on
+    // one device of the stage (one table when tied and on the same device).
+    int embedDev = embeddingDevice(s);
+    int headDev = headDevice(s, config.tieWordEmbeddings);
+    if (s.embedding)
+      memory[size_t(embedDev)].weights += weights.embedding;
+    if (s.head) {
+      bool shared = s.embedding && config.tieWordEmbeddings && headDev == embedDev;
+      memory[size_t(headDev)].weights += weights.head - (shared ? weights.embedding : 0);
+      memory[size_t(headDev)].activations +=
+          uint64_t(options.batch) * uint64_t(config.vocabSize) * 4;
     }
   }
 
@@ -439,6 +445,82 @@ bool anyFits(const ModelProfile &p, const Topology &t, const PartitionOptions &o
 
 } // namespace
 
+int embeddingDevice(const Stage &s) { return s.devices.front(); }
+
+int headDevice(const Stage &s, bool tiedEmbeddings) {
+  // A tied table that the same stage also embeds with stays on one device.
+  return tiedEmbeddings && s.embedding ? s.devices.front() : s.devices.back();
+}
+
+llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
+                                                  const ModelConfig &config,
+                                                  const Topology &topology) {
+  auto error = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--stages '" + spec + "': " + msg);
+  };
+  std::vector<Stage> stages;
+  std::vector<int64_t> counts; // -1: share the rest
+  std::vector<bool> used(topology.devices.size(), false);
+  llvm::SmallVector<llvm::StringRef> parts;
+  spec.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [devs, layers] = part.trim().split(':');
+    Stage s;
+    llvm::SmallVector<llvm::StringRef> ids;
+    devs.split(ids, '+');
+    for (llvm::StringRef id : ids) {
+      unsigned d = 0;
+      if (id.trim().getAsInteger(10, d))
+        return error("'" + id + "' is not a device index");
+      if (d >= topology.devices.size())
+        return error("device " + llvm::Twine(d) + " is not in the topology (" +
+                     llvm::Twine(topology.devices.size()) + " devices)");
+      if (used[d])
+        return error("device " + llvm::Twine(d) + " is used twice");
+      used[d] = true;
+      s.devices.push_back(int(d));
+    }
+    int n = int(s.devices.size());
+    if (n > 1) {
+      if (!validTpDegree(config, n))
+        return error(llvm::formatv("{0} devices cannot share {1}'s layers ({2} heads, {3} KV "
+                                   "heads, FFN {4} must divide evenly)",
+                                   n, config.name, config.numHeads, config.numKvHeads,
+                                   config.intermediateSize).str());
+      for (int d : s.devices)
+        if (topology.devices[size_t(d)].name != topology.devices[size_t(s.devices[0])].name)
+          return error("a tensor-parallel group needs identical devices");
+    }
+    int64_t count = -1;
+    if (!layers.empty() && (layers.trim().getAsInteger(10, count) || count < 1))
+      return error("'" + layers + "' is not a positive layer count");
+    stages.push_back(s);
+    counts.push_back(count);
+  }
+  int64_t fixed = 0, open = 0;
+  for (int64_t c : counts)
+    c < 0 ? ++open : fixed += c;
+  int64_t rest = config.numLayers - fixed;
+  if (rest < open || (open == 0 && rest != 0))
+    return error(llvm::formatv("the layer counts must add up to the model's {0} layers",
+                               config.numLayers).str());
+  int64_t first = 0, k = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    int64_t c = counts[i];
+    if (c < 0) {
+      c = rest / open + (k < rest % open ? 1 : 0);
+      ++k;
+    }
+    stages[i].firstLayer = first;
+    stages[i].endLayer = first + c;
+    first += c;
+  }
+  stages.front().embedding = true;
+  stages.back().head = true;
+  return stages;
+}
+
 llvm::Expected<PartitionOptions>
 makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
                      int64_t batch, int64_t context, llvm::StringRef weightDType) {
@@ -491,6 +573,16 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
   PartitionResult result;
   std::vector<Candidate> fitting;
   Candidate closest;
+  if (!options.forcedStages.empty()) {
+    Candidate forced = evaluateCandidate(profile, topology, options, options.forcedStages);
+    result.candidatesEvaluated = 1;
+    if (!forced.fits)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(), "--stages: %s does not fit: %s",
+          forced.description.c_str(), shortfallText(forced, topology).c_str());
+    result.best = forced;
+    return result;
+  }
   std::optional<Candidate> best = bestOf(profile, topology, options, false,
                                          &fitting, &closest,
                                          &result.candidatesEvaluated);

@@ -10,6 +10,19 @@ namespace weft::partition {
 
 enum class Objective { Latency, Throughput };
 
+struct Stage {
+  std::vector<int> devices;    // one device, or a tensor-parallel group
+  int64_t firstLayer = 0;      // layers [firstLayer, endLayer)
+  int64_t endLayer = 0;
+  int64_t offloadedLayers = 0; // the last ones of the range live in host RAM
+  bool embedding = false;      // holds the token embedding (first stage)
+  bool head = false;           // holds the final norm + LM head (last stage)
+  double seconds1 = 0;         // one decode step at batch 1
+  double secondsBatch = 0;     // one decode step of this stage's micro-batch
+  double linkSeconds1 = 0;     // send to the next stage, batch 1
+  double linkSecondsBatch = 0;
+};
+
 struct PartitionOptions {
   Objective objective = Objective::Throughput;
   int64_t batch = 1;          // concurrent sequences the plan must hold
@@ -19,6 +32,9 @@ struct PartitionOptions {
   WeightFormat weights;
   bool allowHostOffload = true;
   size_t runnersUp = 4;
+  // When set, this layout is priced and used instead of searching (see
+  // parseStageSpec); it must still fit.
+  std::vector<Stage> forcedStages;
 
   int64_t timingContext() const {
     return decodeContext > 0 ? decodeContext : std::max<int64_t>(1, context / 2);
@@ -39,18 +55,6 @@ struct DeviceMemory {
   int64_t shortfall() const { return int64_t(total()) - int64_t(capacity); }
 };
 
-struct Stage {
-  std::vector<int> devices;    // one device, or a tensor-parallel group
-  int64_t firstLayer = 0;      // layers [firstLayer, endLayer)
-  int64_t endLayer = 0;
-  int64_t offloadedLayers = 0; // the last ones of the range live in host RAM
-  bool embedding = false;      // holds the token embedding (first stage)
-  bool head = false;           // holds the final norm + LM head (last stage)
-  double seconds1 = 0;         // one decode step at batch 1
-  double secondsBatch = 0;     // one decode step of this stage's micro-batch
-  double linkSeconds1 = 0;     // send to the next stage, batch 1
-  double linkSecondsBatch = 0;
-};
 
 struct Candidate {
   std::string description;
@@ -80,11 +84,26 @@ llvm::Expected<PartitionOptions>
 makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
                      int64_t batch, int64_t context, llvm::StringRef weightDType);
 
+// Parses a --stages layout: stages joined by ',' in pipeline order, each
+// DEVICES[:LAYERS] where DEVICES is one device index or a tensor-parallel
+// group "0+1"; stages without a layer count share the remaining layers
+// evenly. "0+1" is tensor parallel over devices 0 and 1; "1:9,0" puts 9
+// layers on device 1 and the rest on device 0.
+llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
+                                                  const ModelConfig &config,
+                                                  const target::Topology &topology);
+
 // Searches every candidate; fails with the shortfall per device and the
 // nearest configurations that would fit when nothing does.
 llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
                                                const target::Topology &topology,
                                                const PartitionOptions &options);
+
+// The device of a stage that runs the token embedding (its first) and the
+// one that runs the final norm and LM head (its last, or its first when the
+// table is tied and the stage also embeds). Only layers are sharded.
+int embeddingDevice(const Stage &s);
+int headDevice(const Stage &s, bool tiedEmbeddings);
 
 // Prices one given candidate layout (used for baselines and tests).
 Candidate evaluateCandidate(const ModelProfile &profile,

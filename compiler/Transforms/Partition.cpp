@@ -34,6 +34,13 @@ struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
         partition::makePartitionOptions(*config, objective, batch, context, weightDType);
     if (!options)
       return fail(llvm::toString(options.takeError()));
+    if (!stages.empty()) {
+      llvm::Expected<std::vector<partition::Stage>> forced =
+          partition::parseStageSpec(stages, *config, *topo);
+      if (!forced)
+        return fail(llvm::toString(forced.takeError()));
+      options->forcedStages = std::move(*forced);
+    }
     llvm::Expected<partition::ModelProfile> profile =
         partition::profileModel(module, *config);
     if (!profile)

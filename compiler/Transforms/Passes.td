@@ -244,6 +244,8 @@ def PartitionPass : Pass<"weft-partition", "mlir::ModuleOp"> {
            "Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the checkpoint's)">,
     Option<"memoryCap", "memory-cap", "std::string", /*default=*/"\"\"",
            "Usable memory caps, e.g. 10GB or 0=20GB,1=8GiB">,
+    Option<"stages", "stages", "std::string", /*default=*/"\"\"",
+           "Use this layout instead of searching: '0+1' (tensor parallel), '1:9,0' (pipeline)">,
   ];
   let dependentDialects = ["::weft::WeftDialect", "::weft::dist::DistDialect"];
 }

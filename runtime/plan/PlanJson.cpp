@@ -262,9 +262,11 @@ Json copyJson(const fb::Copy &c) {
 Json allReduceJson(const fb::AllReduce &r) {
   Json j;
   j["devices"] = numbers(r.devices());
-  j["buffer"] = table(r.buffer(), argJson);
+  j["buffers"] = tables(r.buffers(), argJson);
   j["count"] = r.count();
   j["dtype"] = dtypeJson(r.dtype());
+  j["scratch"] = table(r.scratch(), argJson);
+  j["accumulate_kernel"] = r.accumulate_kernel();
   return j;
 }
 
@@ -321,6 +323,7 @@ Json kvCacheJson(const fb::KvCacheSpec &kv) {
   j["max_sequences"] = kv.max_sequences();
   j["max_blocks_per_sequence"] = kv.max_blocks_per_sequence();
   j["blocks_per_device"] = numbers(kv.blocks_per_device());
+  j["kv_heads_per_device"] = numbers(kv.kv_heads_per_device());
   return j;
 }
 

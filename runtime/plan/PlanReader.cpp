@@ -485,6 +485,22 @@ private:
                                            "] = " + str(w.shape()->Get(axis)) +
                                            ": expected equal slices");
     }
+    if (parts > 1 && w.transform() == fb::Transform::Concat) {
+      // Each source is cut along axis 0 and device i concatenates slice i
+      // of every source.
+      if (axis != 0 || w.concat_axis() != 0)
+        return badField("shard_axis", str(axis) + " with concat_axis " +
+                                          str(w.concat_axis()) +
+                                          ": expected 0 and 0 for a sharded concat");
+      for (uint32_t j = 0; j < sources->size(); ++j) {
+        const auto *srcShape = sources->Get(j)->shape();
+        if (count(srcShape) == 0 || srcShape->Get(0) % parts != 0) {
+          Scope src(path_, "sources", j);
+          return badField("shape", list(srcShape) + ": expected shape[0] divisible by " +
+                                       str(parts) + " shards");
+        }
+      }
+    }
     WEFT_RETURN_IF_ERROR(deviceList("devices", w.devices()));
     if (parts > 1 && int64_t(w.devices()->size()) != parts)
       return badField("devices", str(uint64_t(w.devices()->size())) + " devices for " +
@@ -594,6 +610,21 @@ private:
       if (n == 0 && deviceHoldsLayers(d))
         return bad("0 blocks on device " + str(d) +
                    ", which runs a stage: expected at least 1 (its layers need a KV cache)");
+    }
+    const auto *heads = kv->kv_heads_per_device();
+    if (count(heads) != uint32_t(numDevices_))
+      return badField("kv_heads_per_device",
+                      str(uint64_t(count(heads))) + " entries: expected one per topology "
+                                                    "device (" + str(numDevices_) + ")");
+    for (int32_t d = 0; d < numDevices_; ++d) {
+      Scope b(path_, "kv_heads_per_device", d);
+      int32_t h = heads->Get(uint32_t(d));
+      if (h < 0 || h > kv->num_kv_heads() || (h && kv->num_kv_heads() % h))
+        return bad(str(h) + " KV heads on device " + str(d) + ": expected a divisor of " +
+                   str(kv->num_kv_heads()));
+      if (h == 0 && deviceHoldsLayers(d))
+        return bad("0 KV heads on device " + str(d) +
+                   ", which runs a stage: expected its share of the KV heads");
     }
     return Status::ok();
   }
@@ -783,9 +814,11 @@ private:
   Status checkAllReduce(const fb::AllReduce &r, int32_t device) {
     WEFT_RETURN_IF_ERROR(deviceList("devices", r.devices()));
     const auto *devices = r.devices();
-    if (std::find(devices->begin(), devices->end(), device) == devices->end())
-      return badField("devices", list(devices) + " leaves out the step's device " +
-                                     str(device) + ": expected it to take part");
+    if (devices->size() < 2)
+      return badField("devices", list(devices) + ": expected a group of at least 2 devices");
+    if (devices->Get(0) != device)
+      return badField("devices", list(devices) + " does not start with the step's device " +
+                                     str(device) + ": expected rank 0 to run the step");
     WEFT_RETURN_IF_ERROR(dtype("dtype", r.dtype()));
     uint64_t bytes = 0;
     if (r.count() == 0)
@@ -793,12 +826,25 @@ private:
     if (!dtypeBytes(r.dtype(), r.count(), bytes))
       return badField("count", str(r.count()) + " elements of " + fb::EnumNameDType(r.dtype()) +
                                    " overflow 64 bits: expected a realistic count");
-    if (!r.buffer())
-      return missing("buffer", "an Arg");
-    // The buffer binds on the step's device, like every other operand; the
-    // other members take part with their own steps' buffers.
-    Scope s(path_, "buffer");
-    return checkArg(r.buffer(), device, bytes);
+    if (count(r.buffers()) != devices->size())
+      return badField("buffers", str(uint64_t(count(r.buffers()))) +
+                                     " buffers: expected one per device of the group (" +
+                                     str(uint64_t(devices->size())) + ")");
+    for (uint32_t i = 0; i < devices->size(); ++i) {
+      Scope s(path_, "buffers", i);
+      WEFT_RETURN_IF_ERROR(checkArg(r.buffers()->Get(i), devices->Get(i), bytes));
+    }
+    if (!r.scratch())
+      return missing("scratch", "an Arg");
+    {
+      Scope s(path_, "scratch");
+      WEFT_RETURN_IF_ERROR(checkArg(r.scratch(), device, bytes));
+    }
+    if (r.accumulate_kernel() < 0 || uint32_t(r.accumulate_kernel()) >= numKernels_)
+      return badField("accumulate_kernel",
+                      str(r.accumulate_kernel()) + " out of range: expected a kernel index "
+                                                   "below " + str(uint64_t(numKernels_)));
+    return Status::ok();
   }
 
   // `arg` as used on `device`; a Buffer or Weight must hold `need` bytes

@@ -15,7 +15,7 @@
 namespace weft::plan {
 
 // Plan.version this reader accepts; any other value is rejected.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 // The FlatBuffers file identifier (plan.fbs `file_identifier`).
 inline constexpr char kPlanFileIdentifier[] = "WEFT";

@@ -2228,4 +2228,45 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
   return regionError(region, "no CUDA kernel for this combination of ops");
 }
 
+EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
+  std::string t = cudaType(type);
+  int64_t blocks = std::min<int64_t>(ceilDiv(count, kAccumulateBlock), 1024);
+  std::string source;
+  llvm::raw_string_ostream os(source);
+  os << kPrelude;
+  os << "// all-reduce without NCCL: dst += src over " << count << " " << elementTypeName(type)
+     << " elements (grid-stride, any grid)\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(" << kAccumulateBlock << ")\n"
+     << kNameMarker << "(" << t << " *__restrict__ dst, const " << t
+     << " *__restrict__ src) {\n"
+     << "  constexpr long kCount = " << count << ";\n"
+     << "  for (long i = long(blockIdx.x) * " << kAccumulateBlock
+     << " + threadIdx.x; i < kCount; i += long(gridDim.x) * " << kAccumulateBlock << ")\n"
+     << "    dst[i] = wf_to<" << t << ">(wf_f32(dst[i]) + wf_f32(src[i]));\n"
+     << "}\n";
+  os.flush();
+  std::string base = "weft_accumulate_" + std::string(elementTypeName(type)) + "_n" +
+                     std::to_string(count);
+  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source));
+  std::string name;
+  llvm::raw_string_ostream nos(name);
+  nos << base << "_" << llvm::format_hex_no_prefix(hash >> 16, 12);
+  nos.flush();
+  for (size_t at = source.find(kNameMarker); at != std::string::npos;
+       at = source.find(kNameMarker, at))
+    source.replace(at, std::strlen(kNameMarker), name);
+  EmittedKernel k;
+  k.name = name;
+  k.regionKind = "all_reduce";
+  k.source = std::move(source);
+  k.grid = {int(blocks), 1, 1};
+  k.block = {int(kAccumulateBlock), 1, 1};
+  ParamBinding dst{ParamBinding::Kind::RegionInput, 0};
+  dst.name = "dst";
+  ParamBinding src{ParamBinding::Kind::RegionInput, 1};
+  src.name = "src";
+  k.params = {dst, src};
+  return k;
+}
+
 } // namespace weft::cuda

@@ -91,6 +91,13 @@ struct EmitOptions {
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
                                                    const EmitOptions &options);
 
+// The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`
+// elements of `type`, f32 arithmetic. Its two parameters (dst, src) are
+// bound by the all-reduce step, not by a region; it loops grid-stride, so
+// any grid of kAccumulateBlock-thread blocks covers the whole vector.
+inline constexpr int kAccumulateBlock = 256;
+EmittedKernel emitAccumulateKernel(ElementType type, int64_t count);
+
 // Token counts above this run projections through cuBLASLt instead of a
 // generated GEMV-style kernel.
 inline constexpr int64_t kMaxGemvTokens = 16;

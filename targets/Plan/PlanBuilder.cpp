@@ -1,6 +1,7 @@
 // Lowering of specialized modules to the FlatBuffers plan.
 #include "targets/Plan/PlanBuilder.h"
 
+#include "compiler/Partition/ShardRegion.h"
 #include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/Plan/IR/PlanDialect.h"
 #include "dialects/Weft/IR/WeftOps.h"
@@ -138,6 +139,9 @@ struct StepRec {
   uint64_t bytes = 0;
   std::vector<int> devices;
   uint64_t count = 0;
+  std::vector<ArgRef> buffers; // AllReduce: one per device of the group
+  ArgRef scratch;              // AllReduce: staging on devices[0]
+  int accumulateKernel = -1;
 };
 
 struct BucketRec {
@@ -176,6 +180,7 @@ public:
       bucket.tokens = t.getInt();
     current = &bucket;
     locations.clear();
+    shardTypes.clear();
     outputs.clear();
 
     // What the function returns goes to the runtime's output buffers.
@@ -208,25 +213,92 @@ public:
   llvm::Error lowerRegion(FusionOp region) {
     std::string what = llvm::formatv("@{0}: region {1} ({2})", current->name,
                                      regionCounter++, region.getKind());
-    int device = 0;
-    if (auto placement = region->getAttrOfType<dist::PlacementAttr>("dist.placement")) {
-      ArrayRef<int64_t> devices = placement.getDevices().asArrayRef();
-      if (devices.size() > 1)
-        return makeError(what + ": tensor-parallel regions are not lowered to plans yet");
-      device = int(devices[0]);
+    SmallVector<int> devices = {0};
+    if (auto placement = region->getAttrOfType<dist::PlacementAttr>("dist.placement"))
+      devices.assign(placement.getDevices().asArrayRef().begin(),
+                     placement.getDevices().asArrayRef().end());
+    for (int device : devices)
+      if (device < 0 || device >= int(topology.devices.size()))
+        return makeError(what + ": placed on device " + llvm::Twine(device) +
+                         " of a topology with " + llvm::Twine(topology.devices.size()));
+    if (llvm::Error e = gatherInputs(region, devices, what))
+      return e;
+    if (devices.size() == 1)
+      return lowerOn(region, region, devices[0], what);
+    // Tensor parallel: every device runs the region at its shard's sizes.
+    int64_t parts = int64_t(devices.size());
+    for (int64_t rank = 0; rank < parts; ++rank) {
+      llvm::Expected<partition::ShardedRegion> shard =
+          partition::shardRegion(region, rank, parts, shardTypes);
+      if (!shard)
+        return makeError(what + ": " + llvm::toString(shard.takeError()));
+      // Results stay sharded until an all-reduce or a later region of the
+      // group consumes them.
+      for (auto [full, part] : llvm::zip(region.getResults(), shard->region.getResults()))
+        if (full.getType() != part.getType())
+          shardTypes[full] = part.getType();
+      if (llvm::Error e = lowerOn(region, shard->region, devices[size_t(rank)],
+                                  what + " rank " + llvm::Twine(rank).str()))
+        return e;
     }
-    if (device >= int(topology.devices.size()))
-      return makeError(what + ": placed on device " + llvm::Twine(device) +
-                       " of a topology with " + llvm::Twine(topology.devices.size()));
+    return llvm::Error::success();
+  }
+
+  // An activation a region of a tensor-parallel group reads is copied to
+  // every device of the group that lacks it (the embedding runs on one
+  // device; a transfer from the previous stage reaches one device).
+  llvm::Error gatherInputs(FusionOp region, ArrayRef<int> devices, const std::string &what) {
+    if (devices.size() < 2)
+      return llvm::Error::success();
+    for (Value v : region.getInputs()) {
+      if (llvm::isa<BlockArgument>(v) || isa_and_nonnull<WeightOp, WeightConcatOp>(v.getDefiningOp()))
+        continue;
+      std::optional<int> holder;
+      for (int d : devices)
+        if (locations.count({v, d})) {
+          holder = d;
+          break;
+        }
+      if (!holder)
+        continue; // bindValue reports it
+      for (int d : devices) {
+        if (locations.count({v, d}))
+          continue;
+        int step = int(current->steps.size());
+        int from = locations[{v, *holder}];
+        StepRec s;
+        s.kind = StepRec::Copy;
+        s.source = *holder;
+        s.target = d;
+        s.device = *holder;
+        s.region = "broadcast";
+        s.bytes = bytesOf(typeOn(v));
+        touch(from, step);
+        s.from.kind = fb::ArgKind::Buffer;
+        s.from.index = from;
+        int dst = newBuffer(d, s.bytes, step);
+        locations[{v, d}] = dst;
+        s.to.kind = fb::ArgKind::Buffer;
+        s.to.index = dst;
+        current->steps.push_back(std::move(s));
+      }
+    }
+    (void)what;
+    return llvm::Error::success();
+  }
+
+  // Emits `emitted` (the region itself, or one device's shard of it) on
+  // `device`; its parameters bind to the inputs and results of `region`.
+  llvm::Error lowerOn(FusionOp region, FusionOp emitted, int device, const std::string &what) {
     cuda::EmitOptions eo = emitOptions(device);
-    llvm::Expected<std::vector<cuda::EmittedStep>> steps = cuda::emitRegion(region, eo);
+    llvm::Expected<std::vector<cuda::EmittedStep>> steps = cuda::emitRegion(emitted, eo);
     if (!steps)
       return makeError(what + ": " + llvm::toString(steps.takeError()));
     std::map<int64_t, int> scratch; // region scratch id -> buffer
     for (cuda::EmittedStep &es : *steps) {
       StepRec step;
       step.device = device;
-      step.region = region.getKind().str();
+      step.region = emitted.getKind().str();
       int index = int(current->steps.size());
       auto resolve = [&](const cuda::ParamBinding &p) -> llvm::Expected<ArgRef> {
         return bind(region, p, device, index, scratch, what);
@@ -304,9 +376,10 @@ public:
         a.index = int32_t(out->second);
         return a;
       }
-      auto it = locations.find(v);
+      auto it = locations.find({v, device});
       if (it == locations.end())
-        it = locations.try_emplace(v, newBuffer(device, bytesOf(v.getType()), step)).first;
+        it = locations.try_emplace({v, device}, newBuffer(device, bytesOf(typeOn(v)), step))
+                 .first;
       touch(it->second, step);
       a.kind = fb::ArgKind::Buffer;
       a.index = it->second;
@@ -360,14 +433,15 @@ public:
       a.index = weightIndex(def, device);
       return a;
     }
-    auto it = locations.find(v);
-    if (it == locations.end())
+    auto it = locations.find({v, device});
+    if (it == locations.end()) {
+      for (int other = 0; other < int(topology.devices.size()); ++other)
+        if (locations.count({v, other}))
+          return makeError(what + llvm::formatv(": an input lives on device {0}, not {1} "
+                                                "(missing dist.transfer)",
+                                                other, device));
       return makeError(what + ": an input is not computed on any device before use");
-    if (current->buffers[size_t(it->second)].device != device)
-      return makeError(what + llvm::formatv(": an input lives on device {0}, not {1} "
-                                            "(missing dist.transfer)",
-                                            current->buffers[size_t(it->second)].device,
-                                            device));
+    }
     touch(it->second, step);
     a.kind = fb::ArgKind::Buffer;
     a.index = it->second;
@@ -377,9 +451,10 @@ public:
   llvm::Error lowerTransfer(dist::TransferOp op) {
     std::string what = "@" + current->name + ": dist.transfer";
     int step = int(current->steps.size());
-    auto it = locations.find(op.getInput());
+    auto it = locations.find({op.getInput(), int(op.getSource())});
     if (it == locations.end())
-      return makeError(what + ": its input is not computed before it");
+      return makeError(what + ": its input is not computed on device " +
+                       llvm::Twine(op.getSource()) + " before it");
     StepRec s;
     s.kind = StepRec::Copy;
     s.source = int(op.getSource());
@@ -391,7 +466,7 @@ public:
     s.from.kind = fb::ArgKind::Buffer;
     s.from.index = it->second;
     int dst = newBuffer(s.target, s.bytes, step);
-    locations[op.getResult()] = dst;
+    locations[{op.getResult(), s.target}] = dst;
     s.to.kind = fb::ArgKind::Buffer;
     s.to.index = dst;
     current->steps.push_back(std::move(s));
@@ -400,23 +475,43 @@ public:
 
   llvm::Error lowerAllReduce(dist::AllReduceOp op) {
     std::string what = "@" + current->name + ": dist.all_reduce";
-    auto it = locations.find(op.getInput());
-    if (it == locations.end())
-      return makeError(what + ": its input is not computed before it");
     int step = int(current->steps.size());
     StepRec s;
     s.kind = StepRec::AllReduce;
-    s.device = current->buffers[size_t(it->second)].device;
     s.region = "all_reduce";
     for (int64_t d : op.getDevices())
       s.devices.push_back(int(d));
+    if (s.devices.size() < 2)
+      return makeError(what + ": needs a group of at least 2 devices");
+    s.device = s.devices.front();
     auto type = llvm::cast<RankedTensorType>(op.getType());
     s.count = uint64_t(type.getNumElements());
     s.dtype = dtypeOf(type.getElementType());
-    touch(it->second, step);
-    s.from.kind = fb::ArgKind::Buffer;
-    s.from.index = it->second;
-    locations[op.getResult()] = it->second; // in place
+    for (int d : s.devices) {
+      auto it = locations.find({op.getInput(), d});
+      if (it == locations.end())
+        return makeError(what + ": its input is not computed on device " + llvm::Twine(d) +
+                         " before it");
+      touch(it->second, step);
+      ArgRef a;
+      a.kind = fb::ArgKind::Buffer;
+      a.index = it->second;
+      s.buffers.push_back(a);
+      locations[{op.getResult(), d}] = it->second; // in place
+    }
+    s.scratch.kind = fb::ArgKind::Buffer;
+    s.scratch.index = newBuffer(s.device, bytesOf(op.getType()), step);
+    std::optional<cuda::ElementType> et;
+    Type elem = type.getElementType();
+    if (elem.isF16())
+      et = cuda::ElementType::F16;
+    else if (elem.isBF16())
+      et = cuda::ElementType::BF16;
+    else if (elem.isF32())
+      et = cuda::ElementType::F32;
+    if (!et)
+      return makeError(what + ": only f16, bf16 and f32 values are reduced");
+    s.accumulateKernel = kernelIndex(cuda::emitAccumulateKernel(*et, int64_t(s.count)), s.device);
     current->steps.push_back(std::move(s));
     return llvm::Error::success();
   }
@@ -549,7 +644,14 @@ public:
 
   BucketRec *current = nullptr;
   unsigned regionCounter = 0;
-  llvm::DenseMap<Value, int> locations;
+  llvm::DenseMap<std::pair<Value, int>, int> locations; // (value, device) -> buffer
+  partition::ShardedValues shardTypes; // activations held as per-device shards
+
+  // The type of `v` as each device holds it.
+  Type typeOn(Value v) const {
+    auto it = shardTypes.find(v);
+    return it == shardTypes.end() ? v.getType() : it->second;
+  }
   llvm::DenseMap<Value, fb::InputKind> outputs;
   std::vector<BucketRec> buckets;
   std::vector<cuda::EmittedKernel> kernels;
@@ -661,9 +763,13 @@ OwningOpRef<ModuleOp> toPlanIR(MLIRContext *ctx, const Lowering &lowering) {
         break;
       case StepRec::AllReduce: {
         SmallVector<int64_t> devs(s.devices.begin(), s.devices.end());
+        SmallVector<Attribute> buffers;
+        for (const ArgRef &a : s.buffers)
+          buffers.push_back(arg(a));
         b.create<plan_ir::AllReduceOp>(loc, i64(s.device), b.getDenseI64ArrayAttr(devs),
                                        i64(int64_t(s.count)), b.getStringAttr(dtypeName(s.dtype)),
-                                       arg(s.from));
+                                       b.getArrayAttr(buffers), arg(s.scratch),
+                                       i64(s.accumulateKernel));
         break;
       }
       }
@@ -873,10 +979,14 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
         device = int32_t(c.getSourceDevice());
         region = "transfer";
       } else if (auto r = dyn_cast<plan_ir::AllReduceOp>(op)) {
-        auto buffer = arg(r.getBuffer());
+        std::vector<flatbuffers::Offset<fb::Arg>> buffers;
+        for (Attribute a : r.getBuffers())
+          buffers.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
+        auto scratch = arg(r.getScratch());
         std::vector<int32_t> devs(r.getDevices().begin(), r.getDevices().end());
-        body = fb::CreateAllReduce(b, b.CreateVector(devs), buffer, uint64_t(r.getCount()),
-                                   dtypeOfName(r.getDtype()))
+        body = fb::CreateAllReduce(b, b.CreateVector(devs), b.CreateVector(buffers),
+                                   uint64_t(r.getCount()), dtypeOfName(r.getDtype()), scratch,
+                                   int32_t(r.getAccumulateKernel()))
                    .Union();
         type = fb::Op::AllReduce;
         device = int32_t(r.getDevice());
@@ -899,14 +1009,18 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     *planIR = std::move(ir);
 
   // KV cache: what the partition reserved on each device that holds layers.
+  // A tensor-parallel group splits the KV heads.
   std::vector<int64_t> blocks(topology.devices.size(), 0);
+  std::vector<int32_t> kvHeads(topology.devices.size(), 0);
   for (const partition::Stage &s : partition.best.stages)
-    for (int d : s.devices)
+    for (int d : s.devices) {
       blocks[size_t(d)] = popts.batch * lowering.maxBlocksPerSequence;
+      kvHeads[size_t(d)] = int32_t(config.numKvHeads / int64_t(s.devices.size()));
+    }
   auto kv = fb::CreateKvCacheSpec(b, int32_t(options.blockTokens), dtypeOf(config.dtype),
                                   int32_t(config.numKvHeads), int32_t(config.headDim),
                                   int32_t(popts.batch), int32_t(lowering.maxBlocksPerSequence),
-                                  b.CreateVector(blocks));
+                                  b.CreateVector(blocks), b.CreateVector(kvHeads));
 
   std::string tokenizer = readOptional(source, "tokenizer.json");
   std::string generation = readOptional(source, "generation_config.json");

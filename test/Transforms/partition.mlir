@@ -1,12 +1,14 @@
 // RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | weft-opt --pass-pipeline='builtin.module(canonicalize,func.func(weft-fuse-sibling-linears,weft-fuse-rms-norm-linear,weft-fuse-swiglu,weft-fuse-residual-add,weft-fuse-rope-kv-write,weft-fuse-lm-head,weft-form-kernel-regions),weft-partition{topology=rtx3090+rtx3060 batch=96 context=8192})' | FileCheck %s
-// RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | weft-opt --pass-pipeline='builtin.module(func.func(weft-fuse-sibling-linears,weft-fuse-rms-norm-linear,weft-fuse-swiglu,weft-fuse-residual-add,weft-fuse-rope-kv-write,weft-fuse-lm-head,weft-form-kernel-regions),weft-partition{topology=2xh200:nvlink objective=latency})' | FileCheck %s --check-prefix=TP
+// RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | weft-opt --pass-pipeline='builtin.module(func.func(weft-fuse-sibling-linears,weft-fuse-rms-norm-linear,weft-fuse-swiglu,weft-fuse-residual-add,weft-fuse-rope-kv-write,weft-fuse-lm-head,weft-form-kernel-regions),weft-partition{topology=2xh200:nvlink objective=latency stages=0+1})' | FileCheck %s --check-prefix=TP
 // RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | not weft-opt --pass-pipeline='builtin.module(func.func(weft-form-kernel-regions),weft-partition{topology=rtx3060 batch=4096 context=131072})' 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | not weft-opt --pass-pipeline='builtin.module(weft-partition{topology=gtx480})' 2>&1 | FileCheck %s --check-prefix=BADTOPO
+// RUN: weft-compile --model builtin:llama-3.2-1b --emit=graph | not weft-opt --pass-pipeline='builtin.module(func.func(weft-form-kernel-regions),weft-partition{topology=2xh200:nvlink stages=0+3})' 2>&1 | FileCheck %s --check-prefix=BADSTAGES
 
 // Tests the partition annotations: a pipeline over two PCIe devices gets a
 // placement on every region and one transfer of the hidden state at the
-// stage boundary; tensor parallelism over two NVLink H200s shards weights
-// and reduces after the row-parallel projections.
+// stage boundary; tensor parallelism over two NVLink H200s (forced with
+// `stages`) shards weights, reduces after the row-parallel projections and
+// keeps the (tied) embedding and LM head whole on the group's first device.
 
 // CHECK: module attributes {dist.partition = {batch = 96 : i64, chosen = {description = "{{[^"]+}} -> {{[^"]+}}"
 // CHECK-SAME: objective = "throughput"
@@ -22,13 +24,17 @@
 // CHECK: weft.fusion "rms_norm_logits_argmax" {{.+}}stage = 1
 
 // TP: dist.partition = {{.+}}description = "tp:h200[0+1] layers 0-15"
+// TP: weft.fusion "embedding" {{.+}}devices = [0]>
 // TP: weft.weight "model.layers.0.self_attn.q_proj.weight" {dist.shard = #dist.shard<axis = 0, parts = 2>}
 // TP: weft.weight "model.layers.0.self_attn.o_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>}
 // TP: %[[O:.+]] = weft.fusion "linear_residual" {{.+}}devices = [0, 1]
 // TP-NEXT: ^bb0
 // TP: dist.all_reduce %[[O]] {devices = array<i64: 0, 1>}
 // TP: weft.weight "model.layers.0.mlp.down_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>}
+// TP: weft.fusion "rms_norm_logits_argmax" {{.+}}devices = [0]>
 
 // NOFIT: error: weft-partition: llama-3.2-1b (bf16 weights, batch 4096, context 131072) does not fit topology 'rtx3060': rtx3060-12g #0 short by
 
 // BADTOPO: error: weft-partition: {{.*}}gtx480
+
+// BADSTAGES: error: weft-partition: --stages '0+3': device 3 is not in the topology (2 devices)

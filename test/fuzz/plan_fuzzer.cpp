@@ -115,10 +115,15 @@ void usePlan(const fb::Plan &plan) {
         useArg(plan, bucket, *c->source(), c->source_device());
         useArg(plan, bucket, *c->target(), c->target_device());
       } else if (const fb::AllReduce *r = step.op_as_AllReduce()) {
-        require(r->buffer() && count(r->devices()) > 0);
-        for (int32_t d : *r->devices())
+        require(r->scratch() && count(r->devices()) >= 2 &&
+                count(r->buffers()) == count(r->devices()) &&
+                uint32_t(r->accumulate_kernel()) < count(plan.kernels()));
+        for (uint32_t i = 0; i < count(r->devices()); ++i) {
+          int32_t d = r->devices()->Get(i);
           require(d >= 0 && d < devices);
-        useArg(plan, bucket, *r->buffer(), step.device());
+          useArg(plan, bucket, *r->buffers()->Get(i), d);
+        }
+        useArg(plan, bucket, *r->scratch(), step.device());
       } else {
         __builtin_trap(); // accepted a step without a known op
       }

@@ -162,6 +162,7 @@ fb::PlanT tensorParallelPlan() {
   lmHead.shard_axis = 0;
   lmHead.shard_parts = 2;
   lmHead.devices = {0, 1};
+  plan.kv_cache->kv_heads_per_device = {1, 1};
   return plan;
 }
 
@@ -209,7 +210,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -260,7 +261,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 1, compiled by weft-compile test",
+           "plan: format version 2, compiled by weft-compile test",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",
            "device 1: rtx3060, sm_86 (cc 86), 28 SMs, 12.0 GiB (capped at 10.0 GiB), 360.0 GB/s",
@@ -409,12 +410,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 2u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 3u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 1 (the plan format this runtime reads"));
+                                       ": expected 2 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
@@ -642,6 +643,10 @@ const Rejection kRejections[] = {
      "empty: expected the kernel's entry point"},
     // KV cache.
     {"MissingKvCache", [](fb::PlanT &p) { p.kv_cache.reset(); }, "kv_cache", "missing"},
+    {"KvHeadsPerDeviceCount", [](fb::PlanT &p) { p.kv_cache->kv_heads_per_device = {2}; },
+     "kv_cache.kv_heads_per_device", "1 entries: expected one per topology device (2)"},
+    {"KvHeadsNotDivisor", [](fb::PlanT &p) { p.kv_cache->kv_heads_per_device = {2, 3}; },
+     "kv_cache.kv_heads_per_device[1]", "3 KV heads on device 1: expected a divisor of 2"},
     {"ZeroBlockTokens", [](fb::PlanT &p) { p.kv_cache->block_tokens = 0; },
      "kv_cache.block_tokens", "0 is not positive"},
     {"ZeroHeadDim", [](fb::PlanT &p) { p.kv_cache->head_dim = 0; }, "kv_cache.head_dim",
@@ -756,21 +761,31 @@ const Rejection kRejections[] = {
     {"CopyWithoutTarget", [](fb::PlanT &p) { copy(p, 0, 3).target.reset(); },
      "buckets[0].steps[3].op.target", "missing"},
     // AllReduce.
-    {"AllReduceWithoutStepDevice", [](fb::PlanT &p) { allReduce(p).devices = {1}; },
-     "buckets[1].steps[2].op.devices", "[1] leaves out the step's device 0"},
+    {"AllReduceWithoutStepDevice", [](fb::PlanT &p) { allReduce(p).devices = {1, 0}; },
+     "buckets[1].steps[2].op.devices", "[1, 0] does not start with the step's device 0"},
+    {"AllReduceOneDevice", [](fb::PlanT &p) { allReduce(p).devices = {0}; },
+     "buckets[1].steps[2].op.devices", "[0]: expected a group of at least 2 devices"},
     {"AllReduceDeviceTwice", [](fb::PlanT &p) { allReduce(p).devices = {0, 0}; },
      "buckets[1].steps[2].op.devices[1]", "device 0 appears twice"},
     {"AllReduceDeviceOutOfRange", [](fb::PlanT &p) { allReduce(p).devices = {0, 2}; },
      "buckets[1].steps[2].op.devices[1]", "device 2 out of range"},
     {"AllReduceTooLarge", [](fb::PlanT &p) { allReduce(p).count = 4096; },
-     "buckets[1].steps[2].op.buffer",
+     "buckets[1].steps[2].op.buffers[0]",
      "buffer 1 on device 0 holds 4096 bytes from offset 0: expected at least 8192"},
     {"AllReduceBufferOutOfRange",
-     [](fb::PlanT &p) { allReduce(p).buffer->index = 2; },
-     "buckets[1].steps[2].op.buffer", "buffer index 2 out of range (device 0 has 2 buffers)"},
-    {"AllReduceBufferOffset", [](fb::PlanT &p) { allReduce(p).buffer->offset = 3000; },
-     "buckets[1].steps[2].op.buffer",
+     [](fb::PlanT &p) { allReduce(p).buffers[1]->index = 2; },
+     "buckets[1].steps[2].op.buffers[1]", "buffer index 2 out of range (device 1 has 2 buffers)"},
+    {"AllReduceBufferOffset", [](fb::PlanT &p) { allReduce(p).buffers[0]->offset = 3000; },
+     "buckets[1].steps[2].op.buffers[0]",
      "buffer 1 on device 0 holds 1096 bytes from offset 3000: expected at least 2048"},
+    {"AllReduceBufferMissing", [](fb::PlanT &p) { allReduce(p).buffers.pop_back(); },
+     "buckets[1].steps[2].op.buffers",
+     "1 buffers: expected one per device of the group (2)"},
+    {"AllReduceWithoutScratch", [](fb::PlanT &p) { allReduce(p).scratch.reset(); },
+     "buckets[1].steps[2].op.scratch", "missing"},
+    {"AllReduceKernelOutOfRange", [](fb::PlanT &p) { allReduce(p).accumulate_kernel = 2; },
+     "buckets[1].steps[2].op.accumulate_kernel",
+     "2 out of range: expected a kernel index below 2"},
     {"AllReduceZeroCount", [](fb::PlanT &p) { allReduce(p).count = 0; },
      "buckets[1].steps[2].op.count", "0: expected a positive element count"},
 };

@@ -92,12 +92,16 @@ inline std::unique_ptr<pfb::StepT> copyStep(int32_t from, int32_t to,
   return step;
 }
 
-inline std::unique_ptr<pfb::StepT> allReduceStep(int32_t device, std::vector<int32_t> devices,
-                                                 std::unique_ptr<pfb::ArgT> buffer,
-                                                 uint64_t count) {
+inline std::unique_ptr<pfb::StepT> allReduceStep(std::vector<int32_t> devices,
+                                                 std::vector<std::unique_ptr<pfb::ArgT>> buffers,
+                                                 std::unique_ptr<pfb::ArgT> scratch,
+                                                 uint64_t count, int32_t kernel) {
   pfb::AllReduceT reduce;
+  int32_t device = devices.front();
   reduce.devices = std::move(devices);
-  reduce.buffer = std::move(buffer);
+  reduce.buffers = std::move(buffers);
+  reduce.scratch = std::move(scratch);
+  reduce.accumulate_kernel = kernel;
   reduce.count = count;
   reduce.dtype = pfb::DType::BF16;
   auto step = std::make_unique<pfb::StepT>();
@@ -330,7 +334,12 @@ inline pfb::PlanT tinyPlan() {
   }
   prefill->steps.push_back(
       gemmStep(0, "rms_norm_linear", 16, 128, 64, bufferArg(0), weightArg(1), bufferArg(1)));
-  prefill->steps.push_back(allReduceStep(0, {0, 1}, bufferArg(1), 1024));
+  {
+    std::vector<std::unique_ptr<pfb::ArgT>> buffers;
+    buffers.push_back(bufferArg(1));
+    buffers.push_back(bufferArg(1));
+    prefill->steps.push_back(allReduceStep({0, 1}, std::move(buffers), bufferArg(0), 1024, 1));
+  }
   prefill->steps.push_back(copyStep(0, 1, bufferArg(1), bufferArg(0), 2048));
   plan.buckets.push_back(std::move(prefill));
 
@@ -342,6 +351,7 @@ inline pfb::PlanT tinyPlan() {
   kv->max_sequences = 4;
   kv->max_blocks_per_sequence = 32;
   kv->blocks_per_device = {128, 96};
+  kv->kv_heads_per_device = {2, 2};
   plan.kv_cache = std::move(kv);
 
   plan.tokenizer_json = "{\"version\":\"1.0\"}";

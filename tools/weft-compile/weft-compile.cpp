@@ -87,6 +87,12 @@ cl::opt<std::string> weightDType(
 cl::opt<std::string> memoryCap("memory-cap",
                                cl::desc("Cap usable device memory: 10GB, or 0=20GB,1=8GiB"),
                                cl::cat(category));
+cl::opt<std::string> stageSpec(
+    "stages",
+    cl::desc("Use this layout instead of the partitioner's search: '0+1' runs tensor "
+             "parallel over devices 0 and 1, '1:9,0' puts 9 layers on device 1 and the "
+             "rest on device 0"),
+    cl::value_desc("SPEC"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true)"),
@@ -171,6 +177,8 @@ int main(int argc, char **argv) {
   bool partitioned = !topologySpec.empty();
   if (report && !partitioned)
     return fail("--report needs --topology");
+  if (!stageSpec.empty() && !partitioned)
+    return fail("--stages needs --topology");
   std::optional<weft::target::Topology> topology;
   std::optional<weft::partition::PartitionOptions> partitionOptions;
   std::optional<weft::partition::PartitionResult> partition;
@@ -210,6 +218,13 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(options.takeError()));
       partitionOptions = *options;
       partitionOptions->allowHostOffload = hostOffload;
+      if (!stageSpec.empty()) {
+        llvm::Expected<std::vector<weft::partition::Stage>> forced =
+            weft::partition::parseStageSpec(stageSpec, source->config, *topology);
+        if (!forced)
+          return fail(llvm::toString(forced.takeError()));
+        partitionOptions->forcedStages = std::move(*forced);
+      }
       llvm::Expected<weft::partition::ModelProfile> profile =
           weft::partition::profileModel(*module, source->config);
       if (!profile)

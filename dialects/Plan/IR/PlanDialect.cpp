@@ -69,6 +69,11 @@ LogicalResult BucketOp::verify() {
       ok = succeeded(check(c, c.getSourceDevice(), c.getSource()))
                ? check(c, c.getTargetDevice(), c.getTarget())
                : failure();
+    else if (auto r = dyn_cast<AllReduceOp>(op)) {
+      for (auto [device, a] : llvm::zip(r.getDevices(), r.getBuffers()))
+        ok = succeeded(ok) ? check(r, device, a) : ok;
+      ok = succeeded(ok) ? check(r, r.getDevice(), r.getScratch()) : ok;
+    }
     if (failed(ok))
       return failure();
   }
@@ -92,6 +97,20 @@ LogicalResult LaunchOp::verify() {
 LogicalResult CopyOp::verify() {
   if (getSourceDevice() == getTargetDevice())
     return emitOpError("source and target are the same device");
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  ArrayRef<int64_t> devices = getDevices();
+  if (devices.size() < 2)
+    return emitOpError("needs a group of at least 2 devices");
+  if (devices.front() != getDevice())
+    return emitOpError("runs on rank 0 of its group, device ") << devices.front();
+  if (getBuffers().size() != devices.size())
+    return emitOpError() << getBuffers().size() << " buffers for " << devices.size()
+                         << " devices (expected one per device)";
+  if (getCount() <= 0)
+    return emitOpError("needs a positive element count");
   return success();
 }
 

@@ -153,18 +153,29 @@ def Plan_CopyOp : Plan_Op<"copy", [HasParent<"BucketOp">]> {
 }
 
 def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"BucketOp">]> {
-  let summary = "Sums a buffer over a tensor-parallel group.";
+  let summary = "Sums partial results over a tensor-parallel group.";
   let description = [{
+    Rank `i` of `devices` holds partial sums in `buffers[i]` (on its own
+    device); afterwards every rank holds the total there. `device` is rank
+    0, which runs the step. The runtime uses NCCL when the ranks are
+    distinct GPUs; otherwise it copies each partial into `scratch` on rank 0,
+    adds it with kernel `accumulate_kernel` and copies the total back.
+
     Example:
 
     ```mlir
     plan.all_reduce {device = 0 : i64, devices = array<i64: 0, 1>, count = 4096 : i64, dtype = "bf16",
-                     buffer = #plan.arg<kind = "buffer", index = 4, offset = 0, value = 0>}
+                     buffers = [#plan.arg<kind = "buffer", index = 4, offset = 0, value = 0>,
+                                #plan.arg<kind = "buffer", index = 3, offset = 0, value = 0>],
+                     scratch = #plan.arg<kind = "buffer", index = 5, offset = 0, value = 0>,
+                     accumulate_kernel = 12 : i64}
     ```
   }];
   let arguments = (ins I64Attr:$device, DenseI64ArrayAttr:$devices, I64Attr:$count,
-                       StrAttr:$dtype, Plan_ArgAttr:$buffer);
+                       StrAttr:$dtype, TypedArrayAttrBase<Plan_ArgAttr, "args">:$buffers,
+                       Plan_ArgAttr:$scratch, I64Attr:$accumulate_kernel);
   let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // WEFT_DIALECT_PLAN_IR_PLANOPS_TD

@@ -39,3 +39,20 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   // expected-error @+1 {{index 1 out of order (expected 0)}}
   plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 1 : i64, offset = 0 : i64}
 }
+
+// -----
+
+// Tests that an all-reduce names one buffer per device of its group.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
+  // expected-error @+1 {{1 buffers for 2 devices (expected one per device)}}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [#plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>], count = 64 : i64, device = 0 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>}
+}
+
+// -----
+
+// Tests that rank 0 runs an all-reduce.
+plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
+  // expected-error @+1 {{runs on rank 0 of its group, device 0}}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [], count = 64 : i64, device = 1 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = "scalar", index = 0, offset = 0, value = 0>}
+}
