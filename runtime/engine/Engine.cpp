@@ -3,6 +3,7 @@
 
 #include "runtime/gpu/Cuda.h"
 #include "runtime/gpu/Gemm.h"
+#include "runtime/gpu/Nccl.h"
 #include "runtime/io/MappedFile.h"
 #include "runtime/io/Safetensors.h"
 
@@ -80,12 +81,20 @@ struct Engine::Impl {
   std::vector<Device> devices;
   std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
   std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
+  // NCCL communicators of each tensor-parallel group (by its devices);
+  // groups without an entry reduce through peer copies.
+  const gpu::Nccl *nccl = nullptr;
+  std::map<std::vector<int>, std::vector<gpu::NcclComm>> comms;
+  std::string collectives = "none";
 
   explicit Impl(plan::PlanFile f) : file(std::move(f)) { p = &file.plan(); }
 
   ~Impl() {
     for (auto &[bucket, g] : graphs)
       cudaGraphExecDestroy(g);
+    for (auto &[group, list] : comms)
+      for (gpu::NcclComm c : list)
+        nccl->destroy(c);
     for (Device &d : devices) {
       cudaSetDevice(d.gpu);
       for (void *a : d.allocations)
@@ -170,6 +179,48 @@ struct Engine::Impl {
     return Status::ok();
   }
 
+  // A communicator per tensor-parallel group whose devices are distinct
+  // GPUs, when NCCL loads and is allowed.
+  Status setUpCollectives() {
+    std::set<std::vector<int>> groups;
+    for (const fb::Bucket *b : *p->buckets())
+      for (const fb::Step *s : *b->steps())
+        if (const fb::AllReduce *r = s->op_as_AllReduce())
+          groups.insert(std::vector<int>(r->devices()->begin(), r->devices()->end()));
+    if (groups.empty())
+      return Status::ok();
+    std::string why;
+    if (!options.allowNccl) {
+      why = "NCCL disabled";
+    } else {
+      StatusOr<const gpu::Nccl *> loaded = gpu::Nccl::load();
+      if (loaded.isOk())
+        nccl = *loaded;
+      else
+        why = loaded.status().message();
+    }
+    for (const std::vector<int> &group : groups) {
+      std::vector<int> gpus;
+      for (int d : group)
+        gpus.push_back(devices[size_t(d)].gpu);
+      if (std::set<int>(gpus.begin(), gpus.end()).size() != gpus.size()) {
+        why = "ranks share a GPU";
+        continue;
+      }
+      if (!nccl)
+        continue;
+      StatusOr<std::vector<gpu::NcclComm>> c = nccl->initAll(gpus);
+      if (!c.isOk())
+        return c.status();
+      comms[group] = std::move(c.value());
+    }
+    collectives = comms.size() == groups.size()
+                      ? "NCCL " + nccl->version()
+                      : comms.empty() ? "peer copies (" + why + ")"
+                                      : "NCCL " + nccl->version() + " and peer copies (" + why + ")";
+    return Status::ok();
+  }
+
   // Which devices launch each kernel, and which layers' caches each holds.
   Status loadKernels() {
     std::set<std::pair<int, uint32_t>> needed;
@@ -177,6 +228,8 @@ struct Engine::Impl {
       for (const fb::Step *s : *b->steps())
         if (const fb::Launch *l = s->op_as_Launch())
           needed.insert({s->device(), l->kernel()});
+        else if (const fb::AllReduce *r = s->op_as_AllReduce())
+          needed.insert({s->device(), uint32_t(r->accumulate_kernel())});
     size_t done = 0;
     for (auto [device, k] : needed) {
       progress("loading kernels", done++, needed.size());
@@ -228,11 +281,14 @@ struct Engine::Impl {
     vocab = p->model()->vocab_size();
     for (const fb::Bucket *b : *p->buckets())
       maxTokens = std::max(maxTokens, b->tokens());
-    uint64_t blockBytes = 0;
-    if (!plan::dtypeBytes(kv->dtype(), uint64_t(blockTokens) * uint64_t(kv->num_kv_heads()) *
-                                           uint64_t(kv->head_dim()),
-                          blockBytes))
-      return invalidArgument("kv_cache: unsupported dtype");
+    // A tensor-parallel rank holds its share of the KV heads.
+    auto blockBytesOn = [&](size_t device, uint64_t &bytes) {
+      const auto *heads = kv->kv_heads_per_device();
+      uint64_t h = heads && device < heads->size() ? uint64_t(heads->Get(uint32_t(device)))
+                                                   : uint64_t(kv->num_kv_heads());
+      return plan::dtypeBytes(kv->dtype(), uint64_t(blockTokens) * h * uint64_t(kv->head_dim()),
+                              bytes);
+    };
     std::vector<std::set<int>> layers(devices.size());
     std::vector<uint64_t> arena(devices.size(), 0);
     for (const fb::Bucket *b : *p->buckets()) {
@@ -284,6 +340,9 @@ struct Engine::Impl {
       dev.inputs[int(fb::InputKind::BlockTables)] = dev.blockTables;
       dev.kCache.assign(size_t(layerCount), nullptr);
       dev.vCache.assign(size_t(layerCount), nullptr);
+      uint64_t blockBytes = 0;
+      if (!blockBytesOn(i, blockBytes))
+        return invalidArgument("kv_cache: unsupported dtype");
       uint64_t cacheBytes = uint64_t(rows) * uint64_t(maxBlocks) * blockBytes;
       for (int layer : layers[i]) {
         StatusOr<void *> k = allocate(dev, d, cacheBytes, "the K cache of layer " + std::to_string(layer));
@@ -306,7 +365,7 @@ struct Engine::Impl {
     for (const fb::Weight *w : *m->weights()) {
       uint64_t b = 0;
       plan::dtypeBytes(w->dtype(), elements(w->shape()), b);
-      totalBytes += b * w->devices()->size();
+      totalBytes += b / uint64_t(std::max(1, w->shard_parts())) * w->devices()->size();
     }
     // Source files, checked against the headers the plan was compiled for.
     std::vector<io::SafetensorsHeader> headers;
@@ -347,29 +406,48 @@ struct Engine::Impl {
 
     for (uint32_t wi = 0; wi < count; ++wi) {
       const fb::Weight *w = m->weights()->Get(wi);
-      if (w->shard_parts() > 1)
-        return unimplemented("weight '" + w->name()->str() +
-                             "': tensor-parallel shards are not loaded yet");
-      uint64_t bytes = 0;
-      plan::dtypeBytes(w->dtype(), elements(w->shape()), bytes);
-      for (int32_t device : *w->devices()) {
+      // Tensor parallelism: rank r of `devices` holds slice r along
+      // shard_axis (of every source, for a concat).
+      int parts = std::max(1, w->shard_parts());
+      int axis = parts > 1 ? w->shard_axis() : -1;
+      uint64_t full = 0;
+      plan::dtypeBytes(w->dtype(), elements(w->shape()), full);
+      uint64_t bytes = full / uint64_t(parts);
+      for (uint32_t rank = 0; rank < w->devices()->size(); ++rank) {
+        int32_t device = w->devices()->Get(rank);
+        uint64_t r = parts > 1 ? rank : 0;
         Device &dev = devices[size_t(device)];
         StatusOr<void *> dst = allocate(dev, device, bytes, "weight '" + w->name()->str() + "'");
         if (!dst.isOk())
           return dst.status();
         dev.weights[wi] = *dst;
-        uint64_t offset = 0;
-        auto upload = [&](const char *src, uint64_t n) -> Status {
+        // Bytes gather in the pinned staging buffer and go up a chunk at a
+        // time (a column shard arrives as many short row pieces).
+        uint64_t offset = 0, filled = 0;
+        auto flush = [&]() -> Status {
+          if (!filled)
+            return Status::ok();
+          WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, filled,
+                               cudaMemcpyHostToDevice), "uploading weights");
+          offset += filled;
+          copied += filled;
+          filled = 0;
+          progress("loading weights", copied, totalBytes);
+          return Status::ok();
+        };
+        auto append = [&](const char *src, uint64_t n) -> Status {
           while (n) {
-            uint64_t chunk = std::min<uint64_t>(n, kStagingBytes);
-            std::memcpy(staging, src, chunk);
-            WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, chunk,
-                                 cudaMemcpyHostToDevice), "uploading weights");
-            offset += chunk;
+            if (offset + filled + n > bytes)
+              return failedPrecondition("weight '" + w->name()->str() +
+                                        "': sources hold more than the plan's " +
+                                        std::to_string(bytes) + " bytes");
+            uint64_t chunk = std::min<uint64_t>(n, kStagingBytes - filled);
+            std::memcpy(static_cast<char *>(staging) + filled, src, chunk);
+            filled += chunk;
             src += chunk;
             n -= chunk;
-            copied += chunk;
-            progress("loading weights", copied, totalBytes);
+            if (filled == kStagingBytes)
+              WEFT_RETURN_IF_ERROR(flush());
           }
           return Status::ok();
         };
@@ -386,11 +464,10 @@ struct Engine::Impl {
           uint64_t left = bytes;
           while (left) {
             uint64_t chunk = std::min<uint64_t>(left, host.size() * 2);
-            Status s = upload(reinterpret_cast<const char *>(host.data()), chunk);
-            if (!s.isOk())
-              return s;
+            WEFT_RETURN_IF_ERROR(append(reinterpret_cast<const char *>(host.data()), chunk));
             left -= chunk;
           }
+          WEFT_RETURN_IF_ERROR(flush());
           continue;
         }
         if (w->transform() == fb::Transform::Concat && w->concat_axis() != 0)
@@ -411,10 +488,25 @@ struct Engine::Impl {
                                       "' does not match the plan's manifest (dtype or shape)");
           const char *data = maps[size_t(src->file())].bytes().data() + h.dataOffset() +
                              t->dataBegin;
-          Status s = upload(data, t->numBytes());
-          if (!s.isOk())
-            return s;
+          uint64_t n = t->numBytes();
+          if (axis < 0) {
+            WEFT_RETURN_IF_ERROR(append(data, n));
+          } else if (axis == 0) {
+            // Rows [r * R/parts, (r+1) * R/parts): one contiguous piece.
+            uint64_t rows = uint64_t(shape[0]), piece = n / rows * (rows / uint64_t(parts));
+            WEFT_RETURN_IF_ERROR(append(data + r * piece, piece));
+          } else if (axis == 1 && shape.size() == 2) {
+            // Columns [r * C/parts, (r+1) * C/parts) of every row.
+            uint64_t rows = uint64_t(shape[0]), rowBytes = n / rows;
+            uint64_t piece = rowBytes / uint64_t(parts);
+            for (uint64_t row = 0; row < rows; ++row)
+              WEFT_RETURN_IF_ERROR(append(data + row * rowBytes + r * piece, piece));
+          } else {
+            return unimplemented("weight '" + w->name()->str() + "': shards along axis " +
+                                 std::to_string(axis));
+          }
         }
+        WEFT_RETURN_IF_ERROR(flush());
         if (offset != bytes)
           return failedPrecondition("weight '" + w->name()->str() + "': sources hold " +
                                     std::to_string(offset) + " bytes, the plan expects " +
@@ -455,12 +547,18 @@ struct Engine::Impl {
     std::string where = "bucket " + b->name()->str();
     if (in.ids.size() != T || in.positions.size() != T || in.slots.size() != T)
       return invalidArgument(where + ": expects " + std::to_string(T) + " tokens");
+    for (size_t n : {in.temperature.size(), in.topP.size(), in.uniform.size(), in.topK.size()})
+      if (n != 0 && n != T)
+        return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
+                               " tokens, expected " + std::to_string(T));
     std::set<int> used;
     int outputDevice = -1;
     for (const fb::Step *s : *b->steps()) {
       used.insert(s->device());
       if (const fb::Copy *c = s->op_as_Copy())
         used.insert(c->target_device());
+      if (const fb::AllReduce *r = s->op_as_AllReduce())
+        used.insert(r->devices()->begin(), r->devices()->end());
       if (const fb::Launch *l = s->op_as_Launch())
         for (const fb::Arg *a : *l->args())
           if (a->kind() == fb::ArgKind::Input &&
@@ -472,9 +570,17 @@ struct Engine::Impl {
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
       for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
                                {fb::InputKind::Positions, &in.positions},
-                               {fb::InputKind::Slots, &in.slots}})
-        WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
-                                  cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
+                               {fb::InputKind::Slots, &in.slots},
+                               {fb::InputKind::TopK, &in.topK}})
+        if (!vec->empty())
+          WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
+                                    cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
+      for (auto [kind, vec] : {std::pair{fb::InputKind::Temperature, &in.temperature},
+                               {fb::InputKind::TopP, &in.topP},
+                               {fb::InputKind::Uniform, &in.uniform}})
+        if (!vec->empty())
+          WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
+                                    cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
     }
     // A bucket on one device replays a CUDA graph of its steps: the
     // arguments point at fixed buffers, so one recording serves every run.
@@ -568,9 +674,69 @@ struct Engine::Impl {
         WEFT_CUDA(cudaMemcpyPeerAsync(reinterpret_cast<void *>(uintptr_t(*to)), dst.gpu,
                                       reinterpret_cast<void *>(uintptr_t(*from)), dev.gpu,
                                       c->bytes(), dst.stream), at);
+      } else if (const fb::AllReduce *r = s->op_as_AllReduce()) {
+        WEFT_RETURN_IF_ERROR(allReduce(b, r, at));
       } else {
-        return unimplemented(at + ": all-reduce steps need NCCL, which is not wired yet");
+        return unimplemented(at + ": unknown step kind");
       }
+    }
+    return Status::ok();
+  }
+
+  // Sums rank i's buffers[i] over the group, in place: one NCCL group call,
+  // or (ranks sharing a GPU, no NCCL) copies of every partial to rank 0,
+  // the plan's accumulate kernel there, and copies of the total back.
+  Status allReduce(const fb::Bucket *b, const fb::AllReduce *r, const std::string &at) {
+    std::vector<int> group(r->devices()->begin(), r->devices()->end());
+    std::vector<void *> buffers;
+    for (uint32_t i = 0; i < group.size(); ++i) {
+      StatusOr<uint64_t> v = pointer(b, group[i], r->buffers()->Get(i));
+      if (!v.isOk()) return v.status();
+      buffers.push_back(reinterpret_cast<void *>(uintptr_t(*v)));
+    }
+    uint64_t bytes = 0;
+    plan::dtypeBytes(r->dtype(), r->count(), bytes);
+    auto it = comms.find(group);
+    if (it != comms.end()) {
+      std::vector<cudaStream_t> streams;
+      for (int d : group)
+        streams.push_back(devices[size_t(d)].stream);
+      gpu::NcclType type = r->dtype() == fb::DType::F16    ? gpu::NcclType::F16
+                           : r->dtype() == fb::DType::BF16 ? gpu::NcclType::BF16
+                                                           : gpu::NcclType::F32;
+      Status st = nccl->allReduce(buffers, r->count(), type, it->second, streams);
+      if (!st.isOk())
+        return Status(st.code(), at + ": " + st.message());
+      return Status::ok();
+    }
+    Device &root = devices[size_t(group[0])];
+    StatusOr<uint64_t> scratchPtr = pointer(b, group[0], r->scratch());
+    if (!scratchPtr.isOk()) return scratchPtr.status();
+    void *scratch = reinterpret_cast<void *>(uintptr_t(*scratchPtr));
+    CUfunction accumulate = root.functions[size_t(r->accumulate_kernel())];
+    unsigned blocks = unsigned(std::min<uint64_t>((r->count() + 255) / 256, 1024));
+    for (size_t i = 1; i < group.size(); ++i) {
+      Device &peer = devices[size_t(group[i])];
+      WEFT_CUDA(cudaSetDevice(peer.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaEventRecord(peer.done, peer.stream), at);
+      WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaStreamWaitEvent(root.stream, peer.done, 0), at);
+      WEFT_CUDA(cudaMemcpyPeerAsync(scratch, root.gpu, buffers[i], peer.gpu, bytes, root.stream),
+                at);
+      void *params[] = {&buffers[0], &scratch};
+      WEFT_CU(drv->launchKernel(accumulate, blocks, 1, 1, 256, 1, 1, 0,
+                                reinterpret_cast<CUstream>(root.stream), params, nullptr),
+              at);
+    }
+    WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
+    WEFT_CUDA(cudaEventRecord(root.done, root.stream), at);
+    for (size_t i = 1; i < group.size(); ++i) {
+      Device &peer = devices[size_t(group[i])];
+      WEFT_CUDA(cudaSetDevice(peer.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaStreamWaitEvent(peer.stream, root.done, 0), at);
+      WEFT_CUDA(cudaMemcpyPeerAsync(buffers[i], peer.gpu, buffers[0], root.gpu, bytes,
+                                    peer.stream),
+                at);
     }
     return Status::ok();
   }
@@ -609,6 +775,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   Impl &impl = *e->impl_;
   impl.options = options;
   WEFT_RETURN_IF_ERROR(impl.setUpDevices());
+  WEFT_RETURN_IF_ERROR(impl.setUpCollectives());
   WEFT_RETURN_IF_ERROR(impl.loadKernels());
   WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
   WEFT_RETURN_IF_ERROR(impl.loadWeights());
@@ -633,6 +800,14 @@ const std::vector<int> &Engine::prefillBuckets() const { return impl_->prefill; 
 const std::vector<int> &Engine::decodeBuckets() const { return impl_->decode; }
 int Engine::bucketTokens(int b) const { return impl_->p->buckets()->Get(uint32_t(b))->tokens(); }
 int Engine::paddingSlot() const { return impl_->maxSequences; }
+const std::string &Engine::collectives() const { return impl_->collectives; }
+
+bool Engine::samples() const {
+  for (const plan::fb::Kernel *k : *impl_->p->kernels())
+    if (k->region_kind() && k->region_kind()->str().find("sample") != std::string::npos)
+      return true;
+  return false;
+}
 
 Status Engine::run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out) {
   if (bucket < 0 || uint32_t(bucket) >= impl_->p->buckets()->size())

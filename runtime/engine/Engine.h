@@ -27,12 +27,20 @@ struct EngineOptions {
   // Record each single-device bucket's steps as a CUDA graph on its first
   // run and replay it afterwards: one launch per step instead of ~200.
   bool cudaGraphs = true;
+  // Tensor-parallel all-reduces use NCCL when the group's devices are
+  // distinct GPUs and libnccl.so.2 loads; otherwise (or when false) they
+  // gather through peer copies and a generated accumulate kernel.
+  bool allowNccl = true;
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 
 // What the caller gives one bucket run and gets back.
 struct StepInputs {
   std::vector<int32_t> ids, positions, slots; // one per token of the bucket
+  // Sampling parameters per token, for plans compiled with --sampling;
+  // empty: temperature 0 (greedy), top_k 0 (off), top_p 1, uniform 0.
+  std::vector<float> temperature, topP, uniform;
+  std::vector<int32_t> topK;
 };
 struct StepOutputs {
   std::vector<float> logits;     // [tokens x vocab], when requested
@@ -54,6 +62,12 @@ public:
   int bucketTokens(int bucket) const;
   // The slot reserved for padding tokens (writes its KV into spare pages).
   int paddingSlot() const;
+  // How tensor-parallel groups reduce: "none" (no all-reduce in the plan),
+  // "NCCL 2.x", or "peer copies (...why)".
+  const std::string &collectives() const;
+  // Whether the plan's LM head samples (weft-compile --sampling) rather
+  // than taking the argmax.
+  bool samples() const;
 
   // Runs one bucket. `wantLogits` copies the logits back.
   Status run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out);

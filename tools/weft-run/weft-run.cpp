@@ -1,5 +1,5 @@
-// weft-run: loads a plan and its weights and generates tokens greedily for
-// one prompt, printing the tokens and the speed.
+// weft-run: loads a plan and its weights and generates tokens (greedily, or
+// sampled) for one prompt, printing the tokens and the speed.
 #include "runtime/engine/Generate.h"
 
 #include <chrono>
@@ -34,7 +34,8 @@ bool parseInts(const std::string &text, std::vector<int32_t> &out) {
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights) --prompt-ids 1,2,3\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
-    "                [--dump-logits FILE] [--no-cuda-graphs] [--quiet]\n"
+    "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+    "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
     "       weft-run PLAN --random-weights --bench BUCKET [--bench-steps N]\n"
     "                [--bench-context N]   (times one bucket, e.g. decode_b32)\n";
 
@@ -76,6 +77,7 @@ int main(int argc, char **argv) {
   int maxTokens = 32;
   bool quiet = false;
   std::string benchBucket;
+  weft::engine::SamplingOptions sampling;
   int benchSteps = 20, benchContext = 128;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -91,6 +93,25 @@ int main(int argc, char **argv) {
     else if (a == "--skip-header-checksums") options.skipHeaderChecksums = true;
     else if (a == "--quiet") quiet = true;
     else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
+    else if (a == "--no-nccl") options.allowNccl = false;
+    else if (a == "--temperature" || a == "--top-p") {
+      const char *text = value(a.c_str());
+      char *end = nullptr;
+      float v = std::strtof(text, &end);
+      if (!*text || *end)
+        return fail(a + ": expected a number, got '" + text + "'");
+      (a == "--temperature" ? sampling.temperature : sampling.topP) = v;
+    } else if (a == "--top-k" || a == "--seed") {
+      const char *text = value(a.c_str());
+      char *end = nullptr;
+      long long v = std::strtoll(text, &end, 10);
+      if (!*text || *end || v < 0 || (a == "--top-k" && v > INT32_MAX))
+        return fail(a + ": expected a non-negative integer, got '" + text + "'");
+      if (a == "--top-k")
+        sampling.topK = int32_t(v);
+      else
+        sampling.seed = uint64_t(v);
+    }
     else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
     else if (a == "--bench") benchBucket = value("--bench");
     else if (a == "--bench-steps") benchSteps = std::atoi(value("--bench-steps"));
@@ -122,6 +143,8 @@ int main(int argc, char **argv) {
     return fail("no prompt given (--prompt-ids)");
   if (benchSteps < 1 || benchContext < 1)
     return fail("--bench-steps and --bench-context must be positive");
+  if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
+    return fail(s.message());
   if (!quiet)
     options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
       int pct = total ? int(100 * done / total) : 100;
@@ -148,8 +171,11 @@ int main(int argc, char **argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!benchBucket.empty())
     return bench(**engine, benchBucket, benchSteps, benchContext);
-  weft::StatusOr<weft::engine::Generation> gen =
-      weft::engine::generateGreedy(**engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos);
+  if ((*engine)->collectives() != "none")
+    std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
+  weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
+      **engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos,
+      sampling);
   if (!gen.isOk())
     return fail(gen.status().message());
   std::cout << "tokens:";
