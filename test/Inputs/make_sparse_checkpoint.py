@@ -6,6 +6,11 @@ The safetensors header is complete and valid, the file has its full size
 check that importing reads only headers.
 
     make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N] [--dtype float16]
+                              [--config JSON]
+
+--config merges keys into the Llama 3.1 8B config.json, e.g. another
+architecture ('{"model_type": "qwen2", ...}': Q/K/V biases), other sizes,
+"head_dim", or "tie_word_embeddings": true (no lm_head tensor).
 """
 import argparse
 import json
@@ -27,22 +32,29 @@ CONFIG = {
 
 def tensors(c):
     h, f, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
-    d = h // c["num_attention_heads"]
+    d = c.get("head_dim") or h // c["num_attention_heads"]
+    q = c["num_attention_heads"] * d
     kv = c["num_key_value_heads"] * d
+    bias = c["model_type"] == "qwen2"
     yield "model.embed_tokens.weight", [v, h]
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         yield p + "input_layernorm.weight", [h]
-        yield p + "self_attn.q_proj.weight", [h, h]
+        yield p + "self_attn.q_proj.weight", [q, h]
         yield p + "self_attn.k_proj.weight", [kv, h]
         yield p + "self_attn.v_proj.weight", [kv, h]
-        yield p + "self_attn.o_proj.weight", [h, h]
+        if bias:
+            yield p + "self_attn.q_proj.bias", [q]
+            yield p + "self_attn.k_proj.bias", [kv]
+            yield p + "self_attn.v_proj.bias", [kv]
+        yield p + "self_attn.o_proj.weight", [h, q]
         yield p + "post_attention_layernorm.weight", [h]
         yield p + "mlp.gate_proj.weight", [f, h]
         yield p + "mlp.up_proj.weight", [f, h]
         yield p + "mlp.down_proj.weight", [h, f]
     yield "model.norm.weight", [h]
-    yield "lm_head.weight", [v, h]
+    if not c.get("tie_word_embeddings"):
+        yield "lm_head.weight", [v, h]
 
 
 def write_file(path, items):
@@ -68,7 +80,9 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default=DTYPE)
+    ap.add_argument("--config", default="{}", help="JSON object merged into config.json")
     args = ap.parse_args()
+    CONFIG.update(json.loads(args.config))
     CONFIG["num_hidden_layers"] = args.layers
     CONFIG["torch_dtype"] = args.dtype
     os.makedirs(args.out, exist_ok=True)

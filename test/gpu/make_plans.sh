@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Compiles the plans that check_plans.py runs on a GPU machine, into DIR
-# (default .gpu/), with the Python FlatBuffers bindings and wheel it needs:
-#   test/gpu/make_plans.sh [DIR]      (here: needs the full build)
-#   PYTHONPATH=DIR/pyfb:... python3 test/gpu/check_plans.py DIR   (there)
+# Compiles everything the GPU checks run, into DIR (default .gpu/): plans,
+# the config.json of every model they were compiled from, checks.jsonl
+# (what check_plans.py runs) and the weft-run binary.
+#   test/gpu/make_plans.sh [DIR]        (here: needs the full build)
+#   test/gpu/run_all.sh DIR             (there: checks, then benchmarks)
 # Every plan is emitted for sm_90 (--arch), so 3090+3060 partitions run on an
 # H200 with both declared devices mapped onto it.
 set -euo pipefail
@@ -11,36 +12,122 @@ out="${1:-$root/.gpu}"
 build="${WEFT_BUILD_DIR:-$root/build}"
 compile="$build/tools/weft-compile/weft-compile"
 cache="${WEFT_KERNEL_CACHE:-$build/test/kernel-cache}"
-mkdir -p "$out"
-for f in llama llama_tied_bf16 mistral qwen2 llama_sharded; do
-  "$compile" --model "$root/test/fixtures/$f" --topology h200 --max-batch 1 \
-    --prefill-chunks 8 --arch sm_90 --kernel-cache "$cache" -o "$out/$f.weft" >/dev/null
+sparse="$root/test/Inputs/make_sparse_checkpoint.py"
+rm -rf "$out/cfg" "$out"/*.weft
+mkdir -p "$out/cfg"
+checks="$out/checks.jsonl"
+: > "$checks"
+build_plan() { "$compile" --arch sm_90 --kernel-cache "$cache" "$@" >/dev/null; }
+# check NAME PLAN MODEL DTYPE PROMPT_LEN STEPS DEVICES: one row of the table
+# (MODEL: a fixture name or a cfg/ directory; DEVICES: declared devices).
+check() {
+  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "prompt": %s, "steps": %s, "devices": %s}\n' \
+    "$@" >> "$checks"
+}
+
+# The Hugging Face fixtures: one device, and tensor parallel over two.
+for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16; do
+  name="${f%%:*}"; dtype="${f##*:}"
+  build_plan --model "$root/test/fixtures/$name" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/$name.weft"
+  check "fixture $name" "$name.weft" "fixture:$name" "$dtype" 8 32 1
+  if [[ "$name" != llama_tied_bf16 ]]; then # one KV head: no TP
+    build_plan --model "$root/test/fixtures/$name" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 \
+      --prefill-chunks 8 -o "$out/$name-tp.weft"
+    check "fixture $name, TP 2" "$name-tp.weft" "fixture:$name" "$dtype" 8 32 2
+  fi
 done
-# Llama 3.1 8B layer sizes, 2 layers, fp16 (a sparse checkpoint: headers only).
-ckpt="$out/real8b-2l-checkpoint"
-rm -rf "$ckpt"
-python3 "$root/test/Inputs/make_sparse_checkpoint.py" "$ckpt" --layers 2 --dtype float16
-"$compile" --model "$ckpt" --topology h200 --max-batch 2 --prefill-chunks 8,32 \
-  --arch sm_90 --kernel-cache "$cache" -o "$out/real8b-2l.weft" >/dev/null
-# The same model split over a capped 3090 and 3060: a two-stage pipeline.
-"$compile" --model "$ckpt" --topology rtx3090+rtx3060 --memory-cap 0=2.2GB,1=2.2GB \
-  --max-batch 1 --prefill-chunks 8 --arch sm_90 --kernel-cache "$cache" \
-  -o "$out/real8b-2l-pipeline.weft" >/dev/null
-rm -rf "$ckpt" "$out/pyfb"
-flatc --python -o "$out/pyfb" "$root/runtime/plan/plan.fbs"
-ls "$out"/*.whl >/dev/null 2>&1 || python3 -m pip download -q --no-deps \
-  --only-binary=:all: -d "$out" flatbuffers==24.3.25
-echo "plans in $out"
-# Runtime binary and the benchmark plan: full Llama 3.1 8B in fp16, batch 1.
-bench="$out/llama8b-fp16-checkpoint"
-python3 "$root/test/Inputs/make_sparse_checkpoint.py" "$bench" --dtype float16
-"$compile" --model "$bench" --topology h200 --max-batch 1 --prefill-chunks 32 \
-  --arch sm_90 --kernel-cache "$cache" -o "$out/llama8b-fp16.weft" >/dev/null
-# Batched decode (buckets up to 100 streams, KV cache for 100 x 4096 tokens).
-"$compile" --model "$bench" --topology h200 --batch 100 --max-batch 100 \
-  --prefill-chunks 512 --arch sm_90 --kernel-cache "$cache" \
-  -o "$out/llama8b-fp16-b100.weft" >/dev/null
-rm -rf "$bench"
+
+# model NAME LAYERS CONFIG_JSON: a sparse checkpoint (headers only), its
+# config.json kept in cfg/NAME for transformers on the GPU machine.
+model() {
+  rm -rf "$out/ckpt"
+  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype float16 --config "$3"
+  mkdir -p "$out/cfg/$1"
+  cp "$out/ckpt/config.json" "$out/cfg/$1/"
+}
+
+# Llama 3.1 8B layer sizes, 2 layers: one device, a 3090+3060 pipeline
+# (capped so the layers split), tensor parallel.
+model llama8b-2l 2 '{}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 2 --prefill-chunks 8,32 -o "$out/llama8b-2l.weft"
+build_plan --model "$out/ckpt" --topology rtx3090+rtx3060 --memory-cap 0=2.2GB,1=2.2GB --max-batch 1 \
+  --prefill-chunks 8 -o "$out/llama8b-2l-pipeline.weft"
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 8,32 \
+  -o "$out/llama8b-2l-tp.weft"
+check "Llama-3.1-8B sizes, 2 layers" llama8b-2l.weft cfg/llama8b-2l float16 8 32 1
+check "  same, prompt 20 (cuBLASLt prefill)" llama8b-2l.weft cfg/llama8b-2l float16 20 32 1
+check "  same, pipeline 3090+3060" llama8b-2l-pipeline.weft cfg/llama8b-2l float16 8 32 2
+check "  same, TP 2" llama8b-2l-tp.weft cfg/llama8b-2l float16 8 32 2
+check "  same, TP 2, prompt 20" llama8b-2l-tp.weft cfg/llama8b-2l float16 20 32 2
+
+# Mistral 7B and Qwen2 7B layer sizes, 2 layers.
+model mistral7b-2l 2 '{"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+  "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "vocab_size": 32000, "rope_theta": 10000.0, "rope_scaling": null,
+  "max_position_embeddings": 32768, "sliding_window": 4096}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/mistral7b-2l.weft"
+check "Mistral-7B sizes, 2 layers" mistral7b-2l.weft cfg/mistral7b-2l float16 8 32 1
+model qwen2-7b-2l 2 '{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+  "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+  "num_key_value_heads": 4, "vocab_size": 152064, "rope_theta": 1000000.0, "rope_scaling": null,
+  "max_position_embeddings": 32768, "rms_norm_eps": 1e-06}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/qwen2-7b-2l.weft"
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 8,32 \
+  -o "$out/qwen2-7b-2l-tp.weft"
+check "Qwen2-7B sizes, 2 layers" qwen2-7b-2l.weft cfg/qwen2-7b-2l float16 20 32 1
+check "  same, TP 2" qwen2-7b-2l-tp.weft cfg/qwen2-7b-2l float16 20 32 2
+
+# Random sizes (fixed seed): every kernel kind at shapes no real model has.
+python3 - "$out/random.txt" <<'PY'
+import json, random, sys
+rnd = random.Random(2026)
+lines = []
+for i, arch in enumerate(["llama", "mistral", "qwen2"]):
+    hd = rnd.choice([64, 80, 128])
+    kv = rnd.choice([2, 4])
+    heads = kv * rnd.choice([1, 2, 3, 4])
+    hidden = rnd.choice([heads * hd, 64 * rnd.randrange(8, 40)])
+    cfg = {"architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                              "qwen2": "Qwen2ForCausalLM"}[arch]],
+           "model_type": arch, "hidden_size": hidden, "head_dim": hd,
+           "intermediate_size": 64 * rnd.randrange(hidden // 64, 4 * hidden // 64),
+           "num_attention_heads": heads, "num_key_value_heads": kv,
+           "vocab_size": 8 * rnd.randrange(2000, 9000), "rope_scaling": None,
+           "rope_theta": rnd.choice([10000.0, 500000.0]), "max_position_embeddings": 8192,
+           "tie_word_embeddings": rnd.random() < 0.5}
+    if arch == "mistral":
+        cfg["sliding_window"] = rnd.choice([16, 24])  # shorter than the prompt + steps
+    dtype = rnd.choice(["float16", "bfloat16"])
+    lines.append(f"random{i} {dtype} {rnd.choice([8, 20])} {json.dumps(cfg)}")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+while read -r name dtype prompt cfg; do
+  rm -rf "$out/ckpt"
+  python3 "$sparse" "$out/ckpt" --layers 2 --dtype "$dtype" --config "$cfg"
+  mkdir -p "$out/cfg/$name" && cp "$out/ckpt/config.json" "$out/cfg/$name/"
+  desc=$(python3 -c 'import json,sys; c=json.loads(sys.argv[1]); print("{model_type} h{hidden_size} {num_attention_heads}/{num_key_value_heads}x{head_dim} ffn{intermediate_size} v{vocab_size}".format(**c))' "$cfg")
+  build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/$name.weft"
+  check "random: $desc $dtype" "$name.weft" "cfg/$name" "$dtype" "$prompt" 32 1
+  build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 8,32 \
+    -o "$out/$name-tp.weft"
+  check "  same, TP 2" "$name-tp.weft" "cfg/$name" "$dtype" "$prompt" 32 2
+done < "$out/random.txt"
+
+# The full Llama 3.1 8B in fp16: correctness (batch 1), the batch-1
+# benchmark, batched decode (buckets up to 100 streams, KV cache for
+# 100 x 4096 tokens) and tensor parallel over two GPUs.
+model llama8b 32 '{}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 32 -o "$out/llama8b-fp16.weft"
+check "Llama-3.1-8B, all 32 layers" llama8b-fp16.weft cfg/llama8b float16 8 32 1
+build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 --prefill-chunks 512 \
+  -o "$out/llama8b-fp16-b100.weft"
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 32 \
+  -o "$out/llama8b-fp16-tp.weft"
+check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
+rm -rf "$out/ckpt"
+
+rm -rf "$out/pyfb" "$out"/*.whl
 if [[ -x "$build/tools/weft-run/weft-run" ]]; then
   cp "$build/tools/weft-run/weft-run" "$out/"
 fi
+echo "$(wc -l < "$checks") checks, $(ls "$out"/*.weft | wc -l) plans in $out"

@@ -169,10 +169,10 @@ int main(int argc, char **argv) {
     return fail(engine.status().message());
   double loadSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!benchBucket.empty())
-    return bench(**engine, benchBucket, benchSteps, benchContext);
   if ((*engine)->collectives() != "none")
     std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
+  if (!benchBucket.empty())
+    return bench(**engine, benchBucket, benchSteps, benchContext);
   weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
       **engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos,
       sampling);
