@@ -10,7 +10,10 @@ committed fixture), saves it as safetensors, runs the C++ runtime
   * the logits of the last prompt token, relative to max |logit| of the fp32
     truth (the same weights in fp32), against 1e-2 or transformers' own
     error in the model's dtype (x1.5), whichever is larger;
-  * greedy tokens: identical to transformers' for every step.
+  * greedy tokens: identical to transformers' for every step, or, where
+    the two sequences part, a tie: after the common prefix the fp32 truth
+    scores both tokens within twice the measured logits error ("tie",
+    reported with the gap).
 
 Two-device plans run with both declared devices on GPU 0 (peer copies) and,
 when the machine has two GPUs, on GPUs 0 and 1 (NCCL / peer-to-peer).
@@ -86,6 +89,15 @@ class Models:
         return model, d
 
 
+def tie_gap(model, seq, a, b):
+    """|logit(a) - logit(b)| / max |logit| of the fp32 model after `seq`."""
+    dtype = next(model.parameters()).dtype
+    with torch.no_grad():
+        l = model.float()(torch.tensor([seq], device="cuda")).logits[0, -1].float()
+        model.to(dtype)
+    return ((l[a] - l[b]).abs() / l.abs().max()).item()
+
+
 def run_weft(runner, plan, weights, prompt, steps, devices):
     with tempfile.NamedTemporaryFile(suffix=".f32") as dump:
         cmd = [runner, plan, "--weights", weights, "--prompt-ids", ",".join(map(str, prompt)),
@@ -109,6 +121,10 @@ def main():
     plans = sys.argv[1]
     runner = os.environ.get("WEFT_RUN", os.path.join(plans, "weft-run"))
     checks = [json.loads(l) for l in open(os.path.join(plans, "checks.jsonl")) if l.strip()]
+    if os.environ.get("WEFT_CHECKS"):  # a regular expression over names and plans
+        import re
+        checks = [c for c in checks
+                  if re.search(os.environ["WEFT_CHECKS"], c["name"] + " " + c["plan"])]
     gpus = torch.cuda.device_count()
     print(f"| check | GPUs | weft err | HF err | greedy | all-reduce | |")
     print(f"|---|---|---|---|---|---|---|")
@@ -140,14 +156,27 @@ def main():
                     ok_all = False
                     continue
                 err = rel_err(logits, exact)
-                agree = sum(int(a == b) for a, b in zip(tokens, ref))
-                ok = (err <= TOL or err <= 1.5 * hf_err) and tokens == ref
+                agree = 0
+                while agree < min(len(tokens), len(ref)) and tokens[agree] == ref[agree]:
+                    agree += 1
+                close = err <= TOL or err <= 1.5 * hf_err
+                verdict = "ok" if close and tokens == ref else "FAIL"
+                greedy = f"{agree}/{c['steps']}"
+                if close and tokens != ref and agree < len(tokens):
+                    # Where the sequences part, a tie within half precision
+                    # is not a bug: the fp32 truth, after the common prefix,
+                    # scores both tokens within the logits' measured error.
+                    gap = tie_gap(model, prompt + ref[:agree], ref[agree], tokens[agree])
+                    greedy += f" (gap {gap:.1e})"
+                    if gap <= 2 * max(err, hf_err):
+                        verdict = "tie"
+                ok = verdict != "FAIL"
                 ok_all &= ok
                 rows += 1
                 shown = path if c["devices"] > 1 else "-"
-                print(f"| {c['name']} | {where} | {err:.2e} | {hf_err:.2e} | {agree}/{c['steps']} "
-                      f"| {shown} | {'ok' if ok else 'FAIL'} |", flush=True)
-                if not ok:
+                print(f"| {c['name']} | {where} | {err:.2e} | {hf_err:.2e} | {greedy} "
+                      f"| {shown} | {verdict} |", flush=True)
+                if verdict == "FAIL":
                     print(f"    weft {tokens}\n    hf   {ref}", flush=True)
     print(f"{rows} runs, {'all ok' if ok_all else 'FAILURES'}")
     sys.exit(0 if ok_all else 1)
