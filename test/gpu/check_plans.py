@@ -43,11 +43,20 @@ def rel_err(a, b):
 
 
 def hf_greedy(model, prompt, steps):
+    """Greedy tokens with the KV cache, stopping at EOS as weft-run does
+    (generate()'s min_new_tokens would mask EOS instead)."""
+    eos = model.config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    tokens = []
     with torch.no_grad():
-        out = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=steps,
-                             min_new_tokens=steps, do_sample=False, use_cache=True,
-                             pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+        out = model(torch.tensor([prompt], device="cuda"), use_cache=True)
+        while len(tokens) < steps:
+            tokens.append(int(out.logits[0, -1].argmax()))
+            if tokens[-1] in eos:
+                break
+            out = model(torch.tensor([[tokens[-1]]], device="cuda"),
+                        past_key_values=out.past_key_values, use_cache=True)
+    return tokens
 
 
 class Models:
