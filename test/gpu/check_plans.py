@@ -119,7 +119,7 @@ def run_weft(runner, plan, weights, prompt, steps, devices):
             return None, None, run.stderr.strip()[:300]
         tokens = [int(t) for t in run.stdout.split("tokens:")[1].split("\n")[0].split()]
         logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
-        path = "graphs"
+        path = "-"
         for line in run.stdout.splitlines():
             if line.startswith("all-reduce:"):
                 path = line.split(":", 1)[1].strip()
