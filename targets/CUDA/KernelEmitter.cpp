@@ -157,9 +157,9 @@ std::string identifier(llvm::StringRef s) {
 
 // Turns a source written with the name marker into a kernel whose name ends
 // in a hash of that source: same source, same name; any change, new name.
-EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::string source,
-                           std::array<int, 3> grid, std::array<int, 3> block,
-                           std::vector<ParamBinding> params) {
+EmittedKernel finishKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
+                           std::string source, std::array<int, 3> grid,
+                           std::array<int, 3> block, std::vector<ParamBinding> params) {
   uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source));
   std::string name;
   llvm::raw_string_ostream nos(name);
@@ -170,12 +170,19 @@ EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::strin
     source.replace(at, std::strlen(kNameMarker), name);
   EmittedKernel k;
   k.name = std::move(name);
-  k.regionKind = region.getKind().str();
+  k.regionKind = regionKind.str();
   k.source = std::move(source);
   k.grid = grid;
   k.block = block;
   k.params = std::move(params);
   return k;
+}
+
+EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::string source,
+                           std::array<int, 3> grid, std::array<int, 3> block,
+                           std::vector<ParamBinding> params) {
+  return finishKernel(region.getKind(), baseName, std::move(source), grid, block,
+                      std::move(params));
 }
 
 EmittedStep kernelStep(EmittedKernel k) {
@@ -2247,26 +2254,12 @@ EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
   os.flush();
   std::string base = "weft_accumulate_" + std::string(elementTypeName(type)) + "_n" +
                      std::to_string(count);
-  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source));
-  std::string name;
-  llvm::raw_string_ostream nos(name);
-  nos << base << "_" << llvm::format_hex_no_prefix(hash >> 16, 12);
-  nos.flush();
-  for (size_t at = source.find(kNameMarker); at != std::string::npos;
-       at = source.find(kNameMarker, at))
-    source.replace(at, std::strlen(kNameMarker), name);
-  EmittedKernel k;
-  k.name = name;
-  k.regionKind = "all_reduce";
-  k.source = std::move(source);
-  k.grid = {int(blocks), 1, 1};
-  k.block = {int(kAccumulateBlock), 1, 1};
   ParamBinding dst{ParamBinding::Kind::RegionInput, 0};
   dst.name = "dst";
   ParamBinding src{ParamBinding::Kind::RegionInput, 1};
   src.name = "src";
-  k.params = {dst, src};
-  return k;
+  return finishKernel("all_reduce", base, std::move(source), {int(blocks), 1, 1},
+                      {int(kAccumulateBlock), 1, 1}, {dst, src});
 }
 
 } // namespace weft::cuda
