@@ -69,6 +69,7 @@ struct Engine::Impl {
     uint64_t capacity = 0, used = 0; // declared memory (cap), allocated
     cudaStream_t stream = nullptr;
     cudaEvent_t done = nullptr;
+    cudaEvent_t join = nullptr; // forks and joins graph captures and launches
     std::vector<CUfunction> functions;
     void *arena = nullptr;
     std::vector<void *> weights;
@@ -81,6 +82,7 @@ struct Engine::Impl {
   std::vector<Device> devices;
   std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
   std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
+  std::set<int> uncapturable;                      // buckets whose capture failed
   // NCCL communicators of each tensor-parallel group (by its devices);
   // groups without an entry reduce through peer copies.
   const gpu::Nccl *nccl = nullptr;
@@ -101,6 +103,7 @@ struct Engine::Impl {
         cudaFree(a);
       d.gemm.reset();
       if (d.done) cudaEventDestroy(d.done);
+      if (d.join) cudaEventDestroy(d.join);
       if (d.stream) cudaStreamDestroy(d.stream);
     }
     if (drv)
@@ -168,6 +171,7 @@ struct Engine::Impl {
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
       WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
       WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");
+      WEFT_CUDA(cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming), "event");
       StatusOr<std::unique_ptr<gpu::GemmRunner>> g =
           gpu::GemmRunner::create(dev.gpu, kGemmWorkspace);
       if (!g.isOk())
@@ -584,29 +588,94 @@ struct Engine::Impl {
     }
     // A bucket on one device replays a CUDA graph of its steps: the
     // arguments point at fixed buffers, so one recording serves every run.
-    bool graph = options.cudaGraphs && used.size() == 1;
+    // A bucket spanning several devices (pipeline stages, tensor-parallel
+    // ranks) is one graph too: the other devices' streams join the capture
+    // from the first one's and rejoin it at the end; copies, NCCL calls and
+    // the events between streams become graph edges. If a capture fails
+    // (an NCCL build that cannot be captured, say), the bucket runs step by
+    // step from then on.
+    bool graph = options.cudaGraphs && !uncapturable.count(bi);
     if (graph) {
-      Device &dev = devices[size_t(*used.begin())];
+      int rootIndex = *used.begin();
+      Device &root = devices[size_t(rootIndex)];
       auto it = graphs.find(bi);
       if (it == graphs.end()) {
-        cudaGraph_t g = nullptr;
-        WEFT_CUDA(cudaStreamBeginCapture(dev.stream, cudaStreamCaptureModeThreadLocal),
-                  where + ": recording a CUDA graph");
-        Status enqueued = enqueue(b, where);
-        cudaError_t ended = cudaStreamEndCapture(dev.stream, &g);
-        WEFT_RETURN_IF_ERROR(enqueued);
-        WEFT_CUDA(ended, where + ": recording a CUDA graph");
-        cudaGraphExec_t exec = nullptr;
-        cudaError_t made = cudaGraphInstantiate(&exec, g, 0);
-        cudaGraphDestroy(g);
-        WEFT_CUDA(made, where + ": instantiating its CUDA graph");
-        it = graphs.emplace(bi, exec).first;
+        StatusOr<cudaGraphExec_t> exec = capture(b, where, used, rootIndex);
+        if (!exec.isOk() && used.size() == 1)
+          return exec.status();
+        if (exec.isOk())
+          it = graphs.emplace(bi, *exec).first;
+        else
+          uncapturable.insert(bi);
       }
-      WEFT_CUDA(cudaGraphLaunch(it->second, dev.stream), where + ": graph launch");
-    } else {
-      WEFT_RETURN_IF_ERROR(enqueue(b, where));
+      if (it != graphs.end()) {
+        // The inputs were copied on each device's stream: the graph, on the
+        // root's stream, waits for them, and every stream waits for it.
+        for (int d : used)
+          if (d != rootIndex) {
+            WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+            WEFT_CUDA(cudaEventRecord(devices[size_t(d)].join, devices[size_t(d)].stream), where);
+            WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
+            WEFT_CUDA(cudaStreamWaitEvent(root.stream, devices[size_t(d)].join, 0), where);
+          }
+        WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
+        WEFT_CUDA(cudaGraphLaunch(it->second, root.stream), where + ": graph launch");
+        WEFT_CUDA(cudaEventRecord(root.join, root.stream), where);
+        for (int d : used)
+          if (d != rootIndex) {
+            WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+            WEFT_CUDA(cudaStreamWaitEvent(devices[size_t(d)].stream, root.join, 0), where);
+          }
+        return finish(b, where, T, used, outputDevice, wantLogits, out);
+      }
     }
+    WEFT_RETURN_IF_ERROR(enqueue(b, where));
     return finish(b, where, T, used, outputDevice, wantLogits, out);
+  }
+
+  // Records the steps of `b` as one graph, captured from `root`'s stream
+  // with every other used device's stream joined to the capture.
+  StatusOr<cudaGraphExec_t> capture(const fb::Bucket *b, const std::string &where,
+                                    const std::set<int> &used, int rootIndex) {
+    Device &root = devices[size_t(rootIndex)];
+    WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
+    WEFT_CUDA(cudaStreamBeginCapture(root.stream, cudaStreamCaptureModeThreadLocal),
+              where + ": recording a CUDA graph");
+    Status st = Status::ok();
+    auto step = [&](cudaError_t e, const char *what) {
+      if (st.isOk() && e != cudaSuccess)
+        st = gpu::cudaStatus(e, where + ": " + what);
+    };
+    step(cudaEventRecord(root.join, root.stream), "forking the capture");
+    for (int d : used)
+      if (d != rootIndex) {
+        step(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+        step(cudaStreamWaitEvent(devices[size_t(d)].stream, root.join, 0), "forking the capture");
+      }
+    if (st.isOk())
+      st = enqueue(b, where);
+    for (int d : used)
+      if (d != rootIndex && st.isOk()) {
+        step(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+        step(cudaEventRecord(devices[size_t(d)].join, devices[size_t(d)].stream),
+             "joining the capture");
+        step(cudaSetDevice(root.gpu), "cudaSetDevice");
+        step(cudaStreamWaitEvent(root.stream, devices[size_t(d)].join, 0), "joining the capture");
+      }
+    cudaSetDevice(root.gpu);
+    cudaGraph_t g = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(root.stream, &g);
+    if (!st.isOk()) {
+      if (g) cudaGraphDestroy(g);
+      cudaGetLastError();
+      return st;
+    }
+    WEFT_CUDA(ended, where + ": recording a CUDA graph");
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t made = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    WEFT_CUDA(made, where + ": instantiating its CUDA graph");
+    return exec;
   }
 
   // Puts every step of `b` on the devices' streams.

@@ -1789,7 +1789,7 @@ llvm::Expected<std::vector<EmittedStep>> emitPrefillProjection(FusionOp region,
 
 llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
                                                         const EmitOptions &o) {
-  if (p.tokens > kMaxGemvTokens)
+  if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))
     return emitPrefillProjection(region, p);
   std::vector<EmittedStep> steps = emitGemv(region, p, o);
   if (p.select == Projection::Select::Sample)

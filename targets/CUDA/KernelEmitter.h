@@ -82,6 +82,9 @@ struct EmitOptions {
   int64_t maxBlocksPerSequence = 256;
   int64_t smCount = 132;             // for grid sizing (split-K, splits)
   int computeCapability = 90;        // the architecture code is emitted for
+  // Projections of more tokens than this run through cuBLASLt instead of
+  // the generated GEMV (at most kMaxGemvTokens, declared below).
+  int64_t maxGemvTokens = 16;
 };
 
 // The steps that run `region` (a weft.fusion whose token dimension is

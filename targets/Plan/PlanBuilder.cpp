@@ -629,6 +629,7 @@ public:
     eo.maxSequences = popts.batch;
     eo.maxBlocksPerSequence = maxBlocksPerSequence;
     eo.smCount = topology.devices[size_t(device)].smCount;
+    eo.maxGemvTokens = options.maxGemvTokens;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);

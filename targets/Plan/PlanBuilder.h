@@ -26,6 +26,7 @@ struct PlanBuildOptions {
   std::optional<std::string> archOverride;
   cuda::KernelCache *kernelCache = nullptr; // null: no cache
   int64_t blockTokens = 16;                 // KV cache page size
+  int64_t maxGemvTokens = 16;               // see cuda::EmitOptions
   // Called as work progresses: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
 };

@@ -93,6 +93,10 @@ cl::opt<std::string> stageSpec(
              "parallel over devices 0 and 1, '1:9,0' puts 9 layers on device 1 and the "
              "rest on device 0"),
     cl::value_desc("SPEC"));
+cl::opt<int64_t> maxGemvTokens(
+    "max-gemv-tokens", cl::Hidden, cl::init(16),
+    cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
+             "GEMV (1 to 16; for tuning)"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true)"),
@@ -274,6 +278,9 @@ int main(int argc, char **argv) {
     if (!archOverride.empty())
       planOptions.archOverride = archOverride;
     planOptions.kernelCache = cache ? &*cache : nullptr;
+    if (maxGemvTokens < 1 || maxGemvTokens > 16)
+      return fail("--max-gemv-tokens: expected 1 to 16");
+    planOptions.maxGemvTokens = maxGemvTokens;
     bool tty = llvm::errs().is_displayed();
     std::string lastPhase;
     planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
