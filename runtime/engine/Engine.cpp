@@ -594,7 +594,13 @@ struct Engine::Impl {
     // the events between streams become graph edges. If a capture fails
     // (an NCCL build that cannot be captured, say), the bucket runs step by
     // step from then on.
-    bool graph = options.cudaGraphs && !uncapturable.count(bi);
+    // Buckets with NCCL all-reduces stay step by step: captured, Llama 3.1
+    // 8B TP over two H200s took 5.18 ms per token against 4.96 launched.
+    bool nccl = false;
+    for (const fb::Step *s : *b->steps())
+      if (const fb::AllReduce *r = s->op_as_AllReduce())
+        nccl |= comms.count(std::vector<int>(r->devices()->begin(), r->devices()->end())) > 0;
+    bool graph = options.cudaGraphs && !uncapturable.count(bi) && !nccl;
     if (graph) {
       int rootIndex = *used.begin();
       Device &root = devices[size_t(rootIndex)];

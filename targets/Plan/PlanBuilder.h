@@ -26,7 +26,11 @@ struct PlanBuildOptions {
   std::optional<std::string> archOverride;
   cuda::KernelCache *kernelCache = nullptr; // null: no cache
   int64_t blockTokens = 16;                 // KV cache page size
-  int64_t maxGemvTokens = 16;               // see cuda::EmitOptions
+  // Projections of more tokens go to cuBLASLt (cuda::EmitOptions). 4, not
+  // the emitter's 16: on an H200, Llama 3.1 8B decode at 8 and 16 tokens
+  // takes 4.97 and 5.29 ms through cuBLASLt against 8.00 and 14.94 ms
+  // through the tensor-core GEMV (docs/benchmarks.md).
+  int64_t maxGemvTokens = 4;
   // Called as work progresses: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
 };

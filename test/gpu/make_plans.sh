@@ -121,9 +121,16 @@ build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 32
 check "Llama-3.1-8B, all 32 layers" llama8b-fp16.weft cfg/llama8b float16 8 32 1
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 --prefill-chunks 512 \
   -o "$out/llama8b-fp16-b100.weft"
+for g in 4 8; do # where projections leave the generated GEMV for cuBLASLt
+  build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 --prefill-chunks 512 \
+    --max-gemv-tokens $g -o "$out/llama8b-fp16-b100-gemv$g.weft"
+done
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --max-batch 1 \
+  --prefill-chunks 32 -o "$out/llama8b-fp16-pipeline.weft"
 build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 32 \
   -o "$out/llama8b-fp16-tp.weft"
 check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
+check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
 rm -rf "$out/ckpt"
 
 rm -rf "$out/pyfb" "$out"/*.whl

@@ -94,7 +94,7 @@ cl::opt<std::string> stageSpec(
              "rest on device 0"),
     cl::value_desc("SPEC"));
 cl::opt<int64_t> maxGemvTokens(
-    "max-gemv-tokens", cl::Hidden, cl::init(16),
+    "max-gemv-tokens", cl::Hidden, cl::init(4),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
 cl::opt<bool> hostOffload("host-offload",
