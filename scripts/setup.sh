@@ -9,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${WEFT_BUILD_DIR:-$root/build}"
 runtime_only="${WEFT_RUNTIME_ONLY:-0}"
 
-packages=(cmake ninja-build python3 libgtest-dev nlohmann-json3-dev
+packages=(cmake ninja-build python3 libgtest-dev nlohmann-json3-dev libpcre2-dev
           libflatbuffers-dev flatbuffers-compiler)
 if [[ "$runtime_only" != 1 ]]; then
   packages+=(clang-19 lld-19 libclang-rt-19-dev llvm-19-dev llvm-19-tools

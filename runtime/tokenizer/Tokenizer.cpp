@@ -1,0 +1,858 @@
+// BPE tokenization from tokenizer.json.
+#include "runtime/tokenizer/Tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+namespace weft::tokenizer {
+namespace {
+
+using Json = nlohmann::json;
+
+const char *const kReplacementChar = "\xEF\xBF\xBD"; // U+FFFD
+
+// GPT-2's pre-tokenization pattern (ByteLevel with use_regex).
+const char *const kByteLevelPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += char(cp);
+  } else if (cp < 0x800) {
+    s += char(0xC0 | (cp >> 6));
+    s += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += char(0xE0 | (cp >> 12));
+    s += char(0x80 | ((cp >> 6) & 0x3F));
+    s += char(0x80 | (cp & 0x3F));
+  } else {
+    s += char(0xF0 | (cp >> 18));
+    s += char(0x80 | ((cp >> 12) & 0x3F));
+    s += char(0x80 | ((cp >> 6) & 0x3F));
+    s += char(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// Length of the UTF-8 sequence at s[i] if it is valid, else 0; `prefix`
+// gets how many bytes form the longest valid start of a sequence (the
+// bytes one U+FFFD replaces, as Rust's from_utf8_lossy does).
+size_t utf8Length(std::string_view s, size_t i, size_t &prefix) {
+  auto b = [&](size_t k) { return uint8_t(s[i + k]); };
+  uint8_t c = b(0);
+  prefix = 1;
+  if (c < 0x80)
+    return 1;
+  size_t n;
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  for (size_t k = 1; k < n; ++k) {
+    if (i + k >= s.size())
+      return 0;
+    uint8_t x = b(k);
+    bool ok = k == 1 ? (x >= lo && x <= hi) : (x >= 0x80 && x <= 0xBF);
+    if (!ok)
+      return 0;
+    prefix = k + 1;
+  }
+  return n;
+}
+
+// Invalid UTF-8 replaced by U+FFFD.
+std::string lossyUtf8(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t prefix = 1, n = utf8Length(s, i, prefix);
+    if (n) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += kReplacementChar;
+      i += prefix;
+    }
+  }
+  return out;
+}
+
+bool validUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t prefix, n = utf8Length(s, i, prefix);
+    if (!n)
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+// The characters of a UTF-8 string (each as its bytes).
+std::vector<std::string> chars(std::string_view s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t prefix, n = utf8Length(s, i, prefix);
+    if (!n)
+      n = 1;
+    out.emplace_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+void replaceAll(std::string &s, const std::string &from, const std::string &to) {
+  if (from.empty())
+    return;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+// A compiled PCRE2 pattern (UTF, Unicode properties).
+class Regex {
+public:
+  static StatusOr<std::shared_ptr<Regex>> compile(const std::string &pattern,
+                                                  const std::string &where) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code *code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
+                                     pattern.size(), PCRE2_UTF | PCRE2_UCP, &error, &offset,
+                                     nullptr);
+    if (!code) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof(message));
+      return invalidArgument(where + ": regex does not compile at offset " +
+                             std::to_string(offset) + ": " +
+                             reinterpret_cast<const char *>(message));
+    }
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); // optional speed-up
+    auto r = std::make_shared<Regex>();
+    r->code_ = code;
+    return r;
+  }
+  ~Regex() {
+    if (code_)
+      pcre2_code_free(code_);
+  }
+
+  // [begin, end) of every non-empty match, in order.
+  std::vector<std::pair<size_t, size_t>> matches(std::string_view s) const {
+    std::vector<std::pair<size_t, size_t>> out;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(code_, nullptr);
+    size_t at = 0;
+    while (at <= s.size()) {
+      int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at,
+                           PCRE2_NO_UTF_CHECK, md, nullptr);
+      if (rc < 0)
+        break;
+      PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+      size_t b = ov[0], e = ov[1];
+      if (e > b)
+        out.emplace_back(b, e);
+      if (e == b) { // empty match: step one character
+        size_t prefix, n = b < s.size() ? utf8Length(s, b, prefix) : 1;
+        at = e + (n ? n : 1);
+      } else {
+        at = e;
+      }
+    }
+    pcre2_match_data_free(md);
+    return out;
+  }
+
+private:
+  pcre2_code *code_ = nullptr;
+};
+
+struct Normalizer {
+  enum Kind { Prepend, Replace } kind;
+  std::string a, b;
+};
+
+struct PreTokenizer {
+  enum Kind { Split, ByteLevel, Metaspace } kind;
+  std::shared_ptr<Regex> regex;  // Split (regex), ByteLevel with use_regex
+  std::string literal;           // Split on a string
+  bool removed = false;          // Split: drop the matches
+  bool addPrefixSpace = false;   // ByteLevel
+  std::string replacement;       // Metaspace
+  std::string prependScheme;     // Metaspace: always, first, never
+  bool split = true;             // Metaspace
+};
+
+struct DecoderStep {
+  enum Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace } kind;
+  std::string a, b;      // Replace: pattern, content; Strip: content
+  size_t start = 0, stop = 0;
+  std::string replacement, prependScheme;
+};
+
+struct AddedToken {
+  int32_t id;
+  std::string content;
+  bool special;
+};
+
+// Byte-level BPE's byte <-> printable character tables (GPT-2's).
+struct ByteTables {
+  std::array<std::string, 256> encode;
+  std::unordered_map<std::string, uint8_t> decode;
+  ByteTables() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      uint32_t cp = printable ? uint32_t(b) : uint32_t(256 + n++);
+      encode[size_t(b)] = utf8(cp);
+      decode[encode[size_t(b)]] = uint8_t(b);
+    }
+  }
+};
+
+const ByteTables &byteTables() {
+  static const ByteTables t;
+  return t;
+}
+
+} // namespace
+
+struct Tokenizer::Impl {
+  std::string name;
+  std::unordered_map<std::string, int32_t> vocab;
+  std::vector<std::string> tokens; // by id ("" for holes)
+  std::unordered_map<std::string, int> mergeRank; // "a\x01b" -> rank
+  bool ignoreMerges = false, byteFallback = false, fuseUnk = false;
+  int32_t unkId = -1;
+  std::vector<AddedToken> added;
+  std::map<int32_t, size_t> addedById;
+  std::vector<Normalizer> normalizers;
+  std::vector<PreTokenizer> preTokenizers;
+  std::vector<DecoderStep> decoders;
+  // Post-processing: ids before and after the sequence.
+  std::vector<int32_t> prefix, suffix;
+
+  Status bad(const std::string &path, const std::string &what) const {
+    return invalidArgument(name + ": " + path + ": " + what);
+  }
+
+  Status parseNormalizer(const Json &j, const std::string &path) {
+    if (j.is_null())
+      return Status::ok();
+    std::string type = j.value("type", "");
+    if (type == "Sequence") {
+      const Json &list = j.contains("normalizers") ? j["normalizers"] : Json();
+      if (!list.is_array())
+        return bad(path + ".normalizers", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i)
+        WEFT_RETURN_IF_ERROR(parseNormalizer(list[i], path + ".normalizers[" + std::to_string(i) + "]"));
+      return Status::ok();
+    }
+    if (type == "NFC")
+      return Status::ok(); // text is taken as already composed
+    if (type == "Prepend") {
+      if (!j.contains("prepend") || !j["prepend"].is_string())
+        return bad(path + ".prepend", "expected a string");
+      normalizers.push_back({Normalizer::Prepend, j["prepend"].get<std::string>(), ""});
+      return Status::ok();
+    }
+    if (type == "Replace") {
+      const Json &p = j.contains("pattern") ? j["pattern"] : Json();
+      if (!p.is_object() || !p.contains("String") || !p["String"].is_string() ||
+          !j.contains("content") || !j["content"].is_string())
+        return bad(path, "Replace needs a {\"String\": ...} pattern and a content string");
+      normalizers.push_back(
+          {Normalizer::Replace, p["String"].get<std::string>(), j["content"].get<std::string>()});
+      return Status::ok();
+    }
+    return bad(path + ".type", "normalizer '" + type + "' is not supported");
+  }
+
+  Status parsePreTokenizer(const Json &j, const std::string &path) {
+    if (j.is_null())
+      return Status::ok();
+    std::string type = j.value("type", "");
+    if (type == "Sequence") {
+      const Json &list = j.contains("pretokenizers") ? j["pretokenizers"] : Json();
+      if (!list.is_array())
+        return bad(path + ".pretokenizers", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i)
+        WEFT_RETURN_IF_ERROR(
+            parsePreTokenizer(list[i], path + ".pretokenizers[" + std::to_string(i) + "]"));
+      return Status::ok();
+    }
+    PreTokenizer p{};
+    if (type == "Split") {
+      p.kind = PreTokenizer::Split;
+      const Json &pattern = j.contains("pattern") ? j["pattern"] : Json();
+      if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
+        StatusOr<std::shared_ptr<Regex>> r =
+            Regex::compile(pattern["Regex"].get<std::string>(), name + ": " + path + ".pattern");
+        if (!r.isOk())
+          return r.status();
+        p.regex = *r;
+      } else if (pattern.is_object() && pattern.contains("String") && pattern["String"].is_string()) {
+        p.literal = pattern["String"].get<std::string>();
+        if (p.literal.empty())
+          return bad(path + ".pattern", "empty split string");
+      } else {
+        return bad(path + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+      }
+      std::string behavior = j.value("behavior", "Isolated");
+      if (behavior != "Isolated" && behavior != "Removed")
+        return bad(path + ".behavior", "'" + behavior + "' is not supported (Isolated, Removed)");
+      p.removed = behavior == "Removed";
+      if (j.value("invert", false))
+        return bad(path + ".invert", "inverted splits are not supported");
+    } else if (type == "ByteLevel") {
+      p.kind = PreTokenizer::ByteLevel;
+      p.addPrefixSpace = j.value("add_prefix_space", false);
+      if (j.value("use_regex", true)) {
+        StatusOr<std::shared_ptr<Regex>> r = Regex::compile(kByteLevelPattern, name + ": " + path);
+        if (!r.isOk())
+          return r.status();
+        p.regex = *r;
+      }
+    } else if (type == "Metaspace") {
+      p.kind = PreTokenizer::Metaspace;
+      p.replacement = j.value("replacement", "\xE2\x96\x81");
+      p.prependScheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+      p.split = j.value("split", true);
+    } else {
+      return bad(path + ".type", "pre-tokenizer '" + type + "' is not supported");
+    }
+    preTokenizers.push_back(std::move(p));
+    return Status::ok();
+  }
+
+  Status parseDecoder(const Json &j, const std::string &path) {
+    if (j.is_null())
+      return Status::ok();
+    std::string type = j.value("type", "");
+    if (type == "Sequence") {
+      const Json &list = j.contains("decoders") ? j["decoders"] : Json();
+      if (!list.is_array())
+        return bad(path + ".decoders", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i)
+        WEFT_RETURN_IF_ERROR(parseDecoder(list[i], path + ".decoders[" + std::to_string(i) + "]"));
+      return Status::ok();
+    }
+    DecoderStep d{};
+    if (type == "ByteLevel") {
+      d.kind = DecoderStep::ByteLevel;
+    } else if (type == "Replace") {
+      const Json &p = j.contains("pattern") ? j["pattern"] : Json();
+      if (!p.is_object() || !p.contains("String") || !p["String"].is_string() ||
+          !j.contains("content") || !j["content"].is_string())
+        return bad(path, "Replace needs a {\"String\": ...} pattern and a content string");
+      d.kind = DecoderStep::Replace;
+      d.a = p["String"].get<std::string>();
+      d.b = j["content"].get<std::string>();
+    } else if (type == "ByteFallback") {
+      d.kind = DecoderStep::ByteFallback;
+    } else if (type == "Fuse") {
+      d.kind = DecoderStep::Fuse;
+    } else if (type == "Strip") {
+      d.kind = DecoderStep::Strip;
+      d.a = j.value("content", " ");
+      d.start = j.value("start", size_t(0));
+      d.stop = j.value("stop", size_t(0));
+    } else if (type == "Metaspace") {
+      d.kind = DecoderStep::Metaspace;
+      d.replacement = j.value("replacement", "\xE2\x96\x81");
+      d.prependScheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+    } else {
+      return bad(path + ".type", "decoder '" + type + "' is not supported");
+    }
+    decoders.push_back(std::move(d));
+    return Status::ok();
+  }
+
+  Status parsePostProcessor(const Json &j, const std::string &path) {
+    if (j.is_null())
+      return Status::ok();
+    std::string type = j.value("type", "");
+    if (type == "Sequence") {
+      const Json &list = j.contains("processors") ? j["processors"] : Json();
+      if (!list.is_array())
+        return bad(path + ".processors", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i)
+        WEFT_RETURN_IF_ERROR(
+            parsePostProcessor(list[i], path + ".processors[" + std::to_string(i) + "]"));
+      return Status::ok();
+    }
+    if (type == "ByteLevel")
+      return Status::ok(); // offsets only
+    if (type != "TemplateProcessing")
+      return bad(path + ".type", "post-processor '" + type + "' is not supported");
+    const Json &single = j.contains("single") ? j["single"] : Json();
+    const Json &specials = j.contains("special_tokens") ? j["special_tokens"] : Json::object();
+    if (!single.is_array())
+      return bad(path + ".single", "expected an array");
+    bool seenSequence = false;
+    for (size_t i = 0; i < single.size(); ++i) {
+      const Json &item = single[i];
+      std::string at = path + ".single[" + std::to_string(i) + "]";
+      if (item.contains("Sequence")) {
+        seenSequence = true;
+        continue;
+      }
+      if (!item.contains("SpecialToken") || !item["SpecialToken"].contains("id") ||
+          !item["SpecialToken"]["id"].is_string())
+        return bad(at, "expected a Sequence or a SpecialToken with an id");
+      std::string key = item["SpecialToken"]["id"].get<std::string>();
+      if (!specials.contains(key) || !specials[key].contains("ids") ||
+          !specials[key]["ids"].is_array())
+        return bad(path + ".special_tokens", "no ids for '" + key + "'");
+      for (const Json &id : specials[key]["ids"]) {
+        if (!id.is_number_integer())
+          return bad(path + ".special_tokens." + key, "expected integer ids");
+        (seenSequence ? suffix : prefix).push_back(id.get<int32_t>());
+      }
+    }
+    return Status::ok();
+  }
+
+  Status parseModel(const Json &m) {
+    if (!m.is_object())
+      return bad("model", "expected an object");
+    std::string type = m.value("type", "BPE");
+    if (type != "BPE")
+      return bad("model.type", "'" + type + "' models are not supported (BPE only)");
+    if (m.contains("continuing_subword_prefix") && !m["continuing_subword_prefix"].is_null() &&
+        m["continuing_subword_prefix"] != "")
+      return bad("model.continuing_subword_prefix", "not supported");
+    if (m.contains("end_of_word_suffix") && !m["end_of_word_suffix"].is_null() &&
+        m["end_of_word_suffix"] != "")
+      return bad("model.end_of_word_suffix", "not supported");
+    const Json &v = m.contains("vocab") ? m["vocab"] : Json();
+    if (!v.is_object() || v.empty())
+      return bad("model.vocab", "expected a non-empty object of token -> id");
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
+          it.value().get<int64_t>() > INT32_MAX)
+        return bad("model.vocab." + it.key(), "expected a non-negative integer id");
+      addToken(it.key(), it.value().get<int32_t>());
+    }
+    const Json &merges = m.contains("merges") ? m["merges"] : Json::array();
+    if (!merges.is_array())
+      return bad("model.merges", "expected an array");
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const Json &x = merges[i];
+      std::string a, b;
+      if (x.is_string()) {
+        std::string s = x.get<std::string>();
+        size_t space = s.find(' ');
+        if (space == std::string::npos)
+          return bad("model.merges[" + std::to_string(i) + "]", "expected \"a b\" or [a, b]");
+        a = s.substr(0, space);
+        b = s.substr(space + 1);
+      } else if (x.is_array() && x.size() == 2 && x[0].is_string() && x[1].is_string()) {
+        a = x[0].get<std::string>();
+        b = x[1].get<std::string>();
+      } else {
+        return bad("model.merges[" + std::to_string(i) + "]", "expected \"a b\" or [a, b]");
+      }
+      mergeRank.emplace(a + '\x01' + b, int(i));
+    }
+    ignoreMerges = m.value("ignore_merges", false);
+    byteFallback = m.value("byte_fallback", false);
+    fuseUnk = m.value("fuse_unk", false);
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      auto it = vocab.find(m["unk_token"].get<std::string>());
+      if (it == vocab.end())
+        return bad("model.unk_token", "'" + m["unk_token"].get<std::string>() +
+                                          "' is not in the vocabulary");
+      unkId = it->second;
+    }
+    return Status::ok();
+  }
+
+  void addToken(const std::string &token, int32_t id) {
+    vocab[token] = id;
+    if (size_t(id) >= tokens.size())
+      tokens.resize(size_t(id) + 1);
+    tokens[size_t(id)] = token;
+  }
+
+  // BPE of one pre-token, appending ids.
+  Status bpe(const std::string &word, std::vector<int32_t> &out) const {
+    if (ignoreMerges) {
+      auto it = vocab.find(word);
+      if (it != vocab.end()) {
+        out.push_back(it->second);
+        return Status::ok();
+      }
+    }
+    std::vector<std::string> symbols = chars(word);
+    while (symbols.size() > 1) {
+      int best = INT_MAX;
+      size_t at = 0;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+        auto it = mergeRank.find(symbols[i] + '\x01' + symbols[i + 1]);
+        if (it != mergeRank.end() && it->second < best) {
+          best = it->second;
+          at = i;
+        }
+      }
+      if (best == INT_MAX)
+        break;
+      symbols[at] += symbols[at + 1];
+      symbols.erase(symbols.begin() + long(at) + 1);
+    }
+    bool lastUnk = false;
+    for (const std::string &s : symbols) {
+      auto it = vocab.find(s);
+      if (it != vocab.end()) {
+        out.push_back(it->second);
+        lastUnk = false;
+        continue;
+      }
+      if (byteFallback) {
+        std::vector<int32_t> bytes;
+        for (unsigned char c : s) {
+          char hex[8];
+          std::snprintf(hex, sizeof(hex), "<0x%02X>", c);
+          auto b = vocab.find(hex);
+          if (b == vocab.end())
+            break;
+          bytes.push_back(b->second);
+        }
+        if (bytes.size() == s.size()) {
+          out.insert(out.end(), bytes.begin(), bytes.end());
+          lastUnk = false;
+          continue;
+        }
+      }
+      if (unkId < 0)
+        return invalidArgument(name + ": the vocabulary cannot express '" + lossyUtf8(s) +
+                               "' (no byte fallback and no unknown token)");
+      if (!(fuseUnk && lastUnk))
+        out.push_back(unkId);
+      lastUnk = true;
+    }
+    return Status::ok();
+  }
+
+  // Pre-tokenization of one normalized segment into words.
+  std::vector<std::string> preTokenize(std::string segment, bool firstSegment) const {
+    std::vector<std::string> pieces = {std::move(segment)};
+    for (const PreTokenizer &p : preTokenizers) {
+      std::vector<std::string> next;
+      for (std::string &piece : pieces) {
+        switch (p.kind) {
+        case PreTokenizer::Split: {
+          std::vector<std::pair<size_t, size_t>> spans;
+          if (p.regex) {
+            spans = p.regex->matches(piece);
+          } else {
+            for (size_t at = piece.find(p.literal); at != std::string::npos;
+                 at = piece.find(p.literal, at + p.literal.size()))
+              spans.emplace_back(at, at + p.literal.size());
+          }
+          size_t last = 0;
+          for (auto [b, e] : spans) {
+            if (b > last)
+              next.push_back(piece.substr(last, b - last));
+            if (!p.removed)
+              next.push_back(piece.substr(b, e - b));
+            last = e;
+          }
+          if (last < piece.size())
+            next.push_back(piece.substr(last));
+          break;
+        }
+        case PreTokenizer::ByteLevel: {
+          if (p.addPrefixSpace && (piece.empty() || piece[0] != ' '))
+            piece.insert(piece.begin(), ' ');
+          std::vector<std::string> parts;
+          if (p.regex) {
+            for (auto [b, e] : p.regex->matches(piece))
+              parts.push_back(piece.substr(b, e - b));
+          } else {
+            parts.push_back(piece);
+          }
+          for (const std::string &part : parts) {
+            std::string mapped;
+            for (unsigned char c : part)
+              mapped += byteTables().encode[c];
+            if (!mapped.empty())
+              next.push_back(std::move(mapped));
+          }
+          break;
+        }
+        case PreTokenizer::Metaspace: {
+          replaceAll(piece, " ", p.replacement);
+          bool prepend = p.prependScheme == "always" || (p.prependScheme == "first" && firstSegment);
+          if (prepend && piece.compare(0, p.replacement.size(), p.replacement) != 0)
+            piece.insert(0, p.replacement);
+          if (!p.split) {
+            next.push_back(piece);
+            break;
+          }
+          // Each replacement character starts a word.
+          size_t start = 0;
+          for (size_t at = piece.find(p.replacement, 1); at != std::string::npos;
+               at = piece.find(p.replacement, at + p.replacement.size())) {
+            if (at > start)
+              next.push_back(piece.substr(start, at - start));
+            start = at;
+          }
+          if (start < piece.size())
+            next.push_back(piece.substr(start));
+          break;
+        }
+        }
+      }
+      pieces = std::move(next);
+    }
+    pieces.erase(std::remove(pieces.begin(), pieces.end(), std::string()), pieces.end());
+    return pieces;
+  }
+
+  std::string normalize(std::string s) const {
+    for (const Normalizer &n : normalizers) {
+      if (s.empty())
+        break;
+      if (n.kind == Normalizer::Prepend)
+        s.insert(0, n.a);
+      else
+        replaceAll(s, n.a, n.b);
+    }
+    return s;
+  }
+};
+
+Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
+Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
+Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string &name) {
+  Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return invalidArgument(name + ": not valid JSON");
+  if (!j.is_object())
+    return invalidArgument(name + ": expected a JSON object (a tokenizer.json)");
+  Tokenizer t;
+  Impl &impl = *t.impl_;
+  impl.name = name;
+  WEFT_RETURN_IF_ERROR(impl.parseModel(j.contains("model") ? j["model"] : Json()));
+  const Json &added = j.contains("added_tokens") ? j["added_tokens"] : Json::array();
+  if (!added.is_array())
+    return impl.bad("added_tokens", "expected an array");
+  for (size_t i = 0; i < added.size(); ++i) {
+    const Json &a = added[i];
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+        !a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
+      return impl.bad("added_tokens[" + std::to_string(i) + "]",
+                      "expected an integer id and a non-empty content");
+    AddedToken tok{a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)};
+    if (tok.id < 0)
+      return impl.bad("added_tokens[" + std::to_string(i) + "].id", "negative");
+    impl.addToken(tok.content, tok.id);
+    impl.addedById[tok.id] = impl.added.size();
+    impl.added.push_back(tok);
+  }
+  // Longest first, so that at one position the longest token wins.
+  std::stable_sort(impl.added.begin(), impl.added.end(),
+                   [](const AddedToken &a, const AddedToken &b) {
+                     return a.content.size() > b.content.size();
+                   });
+  impl.addedById.clear();
+  for (size_t i = 0; i < impl.added.size(); ++i)
+    impl.addedById[impl.added[i].id] = i;
+  auto part = [&](const char *key) { return j.contains(key) ? j[key] : Json(); };
+  WEFT_RETURN_IF_ERROR(impl.parseNormalizer(part("normalizer"), "normalizer"));
+  WEFT_RETURN_IF_ERROR(impl.parsePreTokenizer(part("pre_tokenizer"), "pre_tokenizer"));
+  WEFT_RETURN_IF_ERROR(impl.parsePostProcessor(part("post_processor"), "post_processor"));
+  WEFT_RETURN_IF_ERROR(impl.parseDecoder(part("decoder"), "decoder"));
+  for (int32_t id : impl.prefix)
+    if (size_t(id) >= impl.tokens.size())
+      return impl.bad("post_processor", "special id " + std::to_string(id) + " is not a token");
+  for (int32_t id : impl.suffix)
+    if (size_t(id) >= impl.tokens.size())
+      return impl.bad("post_processor", "special id " + std::to_string(id) + " is not a token");
+  return t;
+}
+
+StatusOr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return notFound(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return fromJson(ss.str(), path);
+}
+
+StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool addSpecial) const {
+  const Impl &impl = *impl_;
+  if (!validUtf8(text))
+    return invalidArgument(impl.name + ": the text is not valid UTF-8");
+  std::vector<int32_t> ids;
+  if (addSpecial)
+    ids = impl.prefix;
+  // Added tokens first: the text between them is normalized, split and
+  // run through BPE.
+  bool first = true;
+  auto plain = [&](std::string_view segment) -> Status {
+    if (segment.empty())
+      return Status::ok();
+    std::string normalized = impl.normalize(std::string(segment));
+    for (const std::string &word : impl.preTokenize(std::move(normalized), first))
+      WEFT_RETURN_IF_ERROR(impl.bpe(word, ids));
+    first = false;
+    return Status::ok();
+  };
+  size_t start = 0, at = 0;
+  while (at < text.size()) {
+    const AddedToken *hit = nullptr;
+    for (const AddedToken &a : impl.added)
+      if (text.compare(at, a.content.size(), a.content) == 0) {
+        hit = &a;
+        break;
+      }
+    if (!hit) {
+      ++at;
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(plain(text.substr(start, at - start)));
+    ids.push_back(hit->id);
+    first = false;
+    at += hit->content.size();
+    start = at;
+  }
+  WEFT_RETURN_IF_ERROR(plain(text.substr(start)));
+  if (addSpecial)
+    ids.insert(ids.end(), impl.suffix.begin(), impl.suffix.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids, bool skipSpecial) const {
+  const Impl &impl = *impl_;
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) {
+    auto added = impl.addedById.find(id);
+    if (added != impl.addedById.end() && skipSpecial && impl.added[added->second].special)
+      continue;
+    if (id < 0 || size_t(id) >= impl.tokens.size() || impl.tokens[size_t(id)].empty())
+      pieces.push_back(kReplacementChar);
+    else
+      pieces.push_back(impl.tokens[size_t(id)]);
+  }
+  for (const DecoderStep &d : impl.decoders) {
+    switch (d.kind) {
+    case DecoderStep::ByteLevel:
+      for (std::string &p : pieces) {
+        std::string bytes;
+        for (const std::string &c : chars(p)) {
+          auto it = byteTables().decode.find(c);
+          if (it != byteTables().decode.end())
+            bytes += char(it->second);
+          else
+            bytes += c;
+        }
+        p = std::move(bytes);
+      }
+      pieces = {lossyUtf8([&] {
+        std::string all;
+        for (const std::string &p : pieces)
+          all += p;
+        return all;
+      }())};
+      break;
+    case DecoderStep::Replace:
+      for (std::string &p : pieces)
+        replaceAll(p, d.a, d.b);
+      break;
+    case DecoderStep::ByteFallback: {
+      std::vector<std::string> next;
+      std::string bytes;
+      size_t count = 0;
+      auto flush = [&] {
+        if (!count)
+          return;
+        if (validUtf8(bytes))
+          next.push_back(bytes);
+        else
+          for (size_t i = 0; i < count; ++i)
+            next.push_back(kReplacementChar);
+        bytes.clear();
+        count = 0;
+      };
+      for (const std::string &p : pieces) {
+        unsigned value = 0;
+        if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' &&
+            std::sscanf(p.c_str() + 3, "%2X", &value) == 1 && std::isxdigit(p[3]) &&
+            std::isxdigit(p[4])) {
+          bytes += char(value);
+          ++count;
+          continue;
+        }
+        flush();
+        next.push_back(p);
+      }
+      flush();
+      pieces = std::move(next);
+      break;
+    }
+    case DecoderStep::Fuse: {
+      std::string all;
+      for (const std::string &p : pieces)
+        all += p;
+      pieces = {all};
+      break;
+    }
+    case DecoderStep::Strip:
+      for (std::string &p : pieces) {
+        std::vector<std::string> cs = chars(p);
+        size_t b = 0, e = cs.size();
+        while (b < d.start && b < e && cs[b] == d.a)
+          ++b;
+        for (size_t k = 0; k < d.stop && e > b && cs[e - 1] == d.a; ++k)
+          --e;
+        std::string s;
+        for (size_t i = b; i < e; ++i)
+          s += cs[i];
+        p = std::move(s);
+      }
+      break;
+    case DecoderStep::Metaspace:
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        replaceAll(pieces[i], d.replacement, " ");
+        if (i == 0 && d.prependScheme != "never" && !pieces[i].empty() && pieces[i][0] == ' ')
+          pieces[i].erase(0, 1);
+      }
+      break;
+    }
+  }
+  std::string out;
+  for (const std::string &p : pieces)
+    out += p;
+  return lossyUtf8(out);
+}
+
+int32_t Tokenizer::vocabSize() const { return int32_t(impl_->tokens.size()); }
+
+int32_t Tokenizer::tokenId(std::string_view token) const {
+  auto it = impl_->vocab.find(std::string(token));
+  return it == impl_->vocab.end() ? -1 : it->second;
+}
+
+} // namespace weft::tokenizer

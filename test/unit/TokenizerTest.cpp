@@ -1,0 +1,105 @@
+// The tokenizer against what Hugging Face's `tokenizers` library computes
+// (test/fixtures/tokenizers/*/cases.json, written by generate.py there) for
+// three BPE styles, and its one-line errors for tokenizer.json it cannot
+// use.
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace weft::tokenizer {
+namespace {
+
+std::string dir(const std::string &name) {
+  return std::string(WEFT_FIXTURES_DIR) + "/tokenizers/" + name;
+}
+
+class TokenizerFixture : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(TokenizerFixture, MatchesHuggingFaceTokenizers) {
+  StatusOr<Tokenizer> t = Tokenizer::fromFile(dir(GetParam()) + "/tokenizer.json");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  std::ifstream f(dir(GetParam()) + "/cases.json");
+  nlohmann::json cases = nlohmann::json::parse(f);
+  EXPECT_EQ(t->vocabSize(), cases["vocab_size"].get<int32_t>());
+  ASSERT_GT(cases["cases"].size(), 10u);
+  for (const nlohmann::json &c : cases["cases"]) {
+    std::string text = c["text"];
+    SCOPED_TRACE("text: \"" + text + "\"");
+    StatusOr<std::vector<int32_t>> ids = t->encode(text, true);
+    ASSERT_TRUE(ids.isOk()) << ids.status().message();
+    EXPECT_EQ(*ids, c["ids"].get<std::vector<int32_t>>());
+    StatusOr<std::vector<int32_t>> plain = t->encode(text, false);
+    ASSERT_TRUE(plain.isOk()) << plain.status().message();
+    EXPECT_EQ(*plain, c["ids_no_special"].get<std::vector<int32_t>>());
+    std::vector<int32_t> expected = c["ids"];
+    EXPECT_EQ(t->decode(expected, false), c["decoded"].get<std::string>());
+    EXPECT_EQ(t->decode(expected, true), c["decoded_skip_special"].get<std::string>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, TokenizerFixture,
+                         ::testing::Values("byte_level_regex", "byte_level", "metaspace_fallback"));
+
+// A one-line error naming the file and the JSON path.
+void expectError(const std::string &json, const std::string &expected) {
+  StatusOr<Tokenizer> t = Tokenizer::fromJson(json, "tok.json");
+  ASSERT_FALSE(t.isOk()) << "accepted: " << json;
+  EXPECT_EQ(t.status().message(), expected);
+  EXPECT_EQ(t.status().message().find('\n'), std::string::npos);
+}
+
+TEST(Tokenizer, RejectsWhatItCannotUse) {
+  expectError("{", "tok.json: not valid JSON");
+  expectError("[1]", "tok.json: expected a JSON object (a tokenizer.json)");
+  expectError(R"({"model": {"type": "Unigram", "vocab": []}})",
+              "tok.json: model.type: 'Unigram' models are not supported (BPE only)");
+  expectError(R"({"model": {"type": "BPE", "vocab": {}}})",
+              "tok.json: model.vocab: expected a non-empty object of token -> id");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": -1}}})",
+              "tok.json: model.vocab.a: expected a non-negative integer id");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})",
+              "tok.json: model.merges[0]: expected \"a b\" or [a, b]");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}})",
+              "tok.json: model.unk_token: '<unk>' is not in the vocabulary");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                    {"type": "Split", "pattern": {"Regex": "(["}, "behavior": "Isolated"}]}})",
+              "tok.json: pre_tokenizer.pretokenizers[0].pattern: regex does not compile at "
+              "offset 2: missing terminating ] for character class");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "normalizer": {"type": "Lowercase"}})",
+              "tok.json: normalizer.type: normalizer 'Lowercase' is not supported");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "decoder": {"type": "WordPiece"}})",
+              "tok.json: decoder.type: decoder 'WordPiece' is not supported");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "post_processor": {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}],
+                    "special_tokens": {}}})",
+              "tok.json: post_processor.special_tokens: no ids for '<s>'");
+}
+
+TEST(Tokenizer, TextOutsideTheVocabulary) {
+  StatusOr<Tokenizer> t =
+      Tokenizer::fromJson(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})", "tok.json");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  StatusOr<std::vector<int32_t>> ok = t->encode("abba");
+  ASSERT_TRUE(ok.isOk());
+  EXPECT_EQ(*ok, (std::vector<int32_t>{0, 1, 1, 0}));
+  StatusOr<std::vector<int32_t>> bad = t->encode("abc");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(),
+            "tok.json: the vocabulary cannot express 'c' (no byte fallback and no unknown token)");
+  StatusOr<std::vector<int32_t>> invalid = t->encode("a\xff");
+  ASSERT_FALSE(invalid.isOk());
+  EXPECT_EQ(invalid.status().message(), "tok.json: the text is not valid UTF-8");
+  EXPECT_EQ(t->decode({0, 7, 1}), "a\xEF\xBF\xBD" "b"); // unknown id: U+FFFD
+}
+
+} // namespace
+} // namespace weft::tokenizer
