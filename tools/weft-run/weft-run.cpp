@@ -1,6 +1,7 @@
 // weft-run: loads a plan and its weights and generates tokens (greedily, or
 // sampled) for one prompt, printing the tokens and the speed.
 #include "runtime/engine/Generate.h"
+#include "runtime/tokenizer/Tokenizer.h"
 
 #include <chrono>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -32,7 +34,8 @@ bool parseInts(const std::string &text, std::vector<int32_t> &out) {
 }
 
 const char *kUsage =
-    "usage: weft-run PLAN (--weights DIR | --random-weights) --prompt-ids 1,2,3\n"
+    "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
+    "                (--prompt-ids 1,2,3 | --prompt TEXT [--tokenizer tokenizer.json])\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
@@ -71,7 +74,8 @@ int bench(weft::engine::Engine &engine, const std::string &name, int steps, int 
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, dumpLogits;
+  std::string planPath, dumpLogits, promptText, tokenizerPath;
+  bool havePromptText = false;
   weft::engine::EngineOptions options;
   std::vector<int32_t> prompt;
   int maxTokens = 32;
@@ -116,6 +120,8 @@ int main(int argc, char **argv) {
     else if (a == "--bench") benchBucket = value("--bench");
     else if (a == "--bench-steps") benchSteps = std::atoi(value("--bench-steps"));
     else if (a == "--bench-context") benchContext = std::atoi(value("--bench-context"));
+    else if (a == "--prompt") promptText = value("--prompt"), havePromptText = true;
+    else if (a == "--tokenizer") tokenizerPath = value("--tokenizer");
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
         return fail("--prompt-ids: expected comma-separated token ids");
@@ -139,8 +145,10 @@ int main(int argc, char **argv) {
   }
   if (planPath.empty())
     return fail(std::string("no plan given\n") + kUsage);
-  if (prompt.empty() && benchBucket.empty())
-    return fail("no prompt given (--prompt-ids)");
+  if (havePromptText && !prompt.empty())
+    return fail("--prompt and --prompt-ids both given: expected one of them");
+  if (prompt.empty() && !havePromptText && benchBucket.empty())
+    return fail("no prompt given (--prompt-ids or --prompt)");
   if (benchSteps < 1 || benchContext < 1)
     return fail("--bench-steps and --bench-context must be positive");
   if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
@@ -154,10 +162,41 @@ int main(int argc, char **argv) {
   weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
   if (!plan.isOk())
     return fail(plan.status().message());
+  // The tokenizer: --tokenizer, else the one the plan carries (the
+  // checkpoint's tokenizer.json), if any.
+  std::optional<weft::tokenizer::Tokenizer> tokenizer;
+  if (!tokenizerPath.empty()) {
+    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromFile(tokenizerPath);
+    if (!t.isOk())
+      return fail(t.status().message());
+    tokenizer.emplace(std::move(t.value()));
+  } else if (const auto *json = plan->plan().tokenizer_json(); json && json->size()) {
+    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromJson(
+        std::string_view(json->data(), json->size()), planPath + " (tokenizer_json)");
+    // Needed for --prompt; otherwise only to show the output as text.
+    if (t.isOk())
+      tokenizer.emplace(std::move(t.value()));
+    else if (havePromptText)
+      return fail(t.status().message());
+    else if (!quiet)
+      std::cerr << "weft-run: warning: " << t.status().message() << "; printing ids only\n";
+  }
+  if (havePromptText) {
+    if (!tokenizer)
+      return fail("--prompt: the plan carries no tokenizer (its checkpoint had no "
+                  "tokenizer.json): give --tokenizer FILE or --prompt-ids");
+    weft::StatusOr<std::vector<int32_t>> ids = tokenizer->encode(promptText, true);
+    if (!ids.isOk())
+      return fail("--prompt: " + ids.status().message());
+    if (ids->empty())
+      return fail("--prompt: the text has no tokens");
+    prompt = std::move(ids.value());
+  }
   int vocab = plan->plan().model()->vocab_size();
   for (int32_t id : prompt)
     if (id >= vocab)
-      return fail("--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary of " +
+      return fail(std::string(havePromptText ? "--prompt" : "--prompt-ids") + ": token " +
+                  std::to_string(id) + " is outside the vocabulary of " +
                   std::to_string(vocab));
   std::vector<int32_t> eos;
   if (const auto *e = plan->plan().model()->eos_token_ids())
@@ -182,6 +221,8 @@ int main(int argc, char **argv) {
   for (int32_t t : gen->tokens)
     std::cout << " " << t;
   std::cout << "\n";
+  if (tokenizer)
+    std::cout << "text: " << tokenizer->decode(gen->tokens, /*skipSpecial=*/true) << "\n";
   std::printf("loaded in %.2f s; prefill %zu tokens in %.2f ms; decode %d steps in %.2f ms "
               "(%.1f tok/s, %.3f ms/token)\n",
               loadSeconds, prompt.size(), gen->prefillSeconds * 1e3, gen->decodeSteps,
