@@ -53,6 +53,14 @@ void weft_engine_options_init(weft_engine_options *options) {
     return;
   *options = weft_engine_options{};
   options->cuda_graphs = 1;
+  options->allow_nccl = 1;
+}
+
+void weft_sampling_init(weft_sampling *sampling) {
+  if (!sampling)
+    return;
+  *sampling = weft_sampling{};
+  sampling->top_p = 1.0f;
 }
 
 weft_status *weft_engine_create(const char *plan_path, const weft_engine_options *options,
@@ -74,6 +82,7 @@ weft_status *weft_engine_create(const char *plan_path, const weft_engine_options
     eo.randomWeights = o.random_weights != 0;
     eo.skipHeaderChecksums = o.skip_header_checksums != 0;
     eo.cudaGraphs = o.cuda_graphs != 0;
+    eo.allowNccl = o.allow_nccl != 0;
     eo.deviceMap.assign(o.device_map, o.device_map + o.device_map_size);
     std::vector<int32_t> eos;
     if (const auto *e = plan->plan().model()->eos_token_ids())
@@ -101,30 +110,45 @@ int32_t weft_engine_vocab_size(const weft_engine *engine) {
 weft_status *weft_engine_generate_greedy(weft_engine *engine, const int32_t *prompt,
                                          size_t prompt_size, int32_t max_tokens,
                                          int32_t *out_tokens, size_t *out_count) {
+  return weft_engine_generate(engine, prompt, prompt_size, max_tokens, nullptr, out_tokens,
+                              out_count);
+}
+
+weft_status *weft_engine_generate(weft_engine *engine, const int32_t *prompt,
+                                  size_t prompt_size, int32_t max_tokens,
+                                  const weft_sampling *sampling, int32_t *out_tokens,
+                                  size_t *out_count) {
   if (!engine || !prompt || !out_tokens || !out_count)
-    return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate_greedy: NULL argument");
+    return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate: NULL argument");
   if (max_tokens < 1)
-    return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate_greedy: max_tokens must be positive");
+    return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate: max_tokens must be positive");
   int32_t vocab = weft_engine_vocab_size(engine);
   for (size_t i = 0; i < prompt_size; ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
-      return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate_greedy: prompt[" +
+      return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate: prompt[" +
                                              std::to_string(i) + "] = " +
                                              std::to_string(prompt[i]) +
                                              " is outside the vocabulary");
+  weft::engine::SamplingOptions options;
+  if (sampling) {
+    options.temperature = sampling->temperature;
+    options.topK = sampling->top_k;
+    options.topP = sampling->top_p;
+    options.seed = sampling->seed;
+  }
   *out_count = 0;
   try {
     std::vector<int32_t> ids(prompt, prompt + prompt_size);
-    weft::StatusOr<weft::engine::Generation> g = weft::engine::generateGreedy(
+    weft::StatusOr<weft::engine::Generation> g = weft::engine::generate(
         *engine->engine, ids, max_tokens,
-        engine->random ? std::vector<int32_t>{} : engine->eos);
+        engine->random ? std::vector<int32_t>{} : engine->eos, options);
     if (!g.isOk())
       return fromStatus(g.status());
     for (int32_t t : g->tokens)
       out_tokens[(*out_count)++] = t;
     return nullptr;
   } catch (const std::exception &e) {
-    return make(WEFT_INTERNAL, std::string("weft_engine_generate_greedy: ") + e.what());
+    return make(WEFT_INTERNAL, std::string("weft_engine_generate: ") + e.what());
   }
 }
 

@@ -36,6 +36,8 @@ typedef struct weft_engine_options {
   int cuda_graphs;               /* nonzero (default): replay buckets as graphs */
   const int *device_map;         /* physical GPU per declared device, or NULL */
   size_t device_map_size;
+  int allow_nccl;                /* nonzero (default): NCCL for tensor-parallel
+                                    all-reduces across distinct GPUs */
 } weft_engine_options;
 
 /* Fills `options` with the defaults. */
@@ -58,6 +60,25 @@ int32_t weft_engine_vocab_size(const weft_engine *engine);
 weft_status *weft_engine_generate_greedy(weft_engine *engine, const int32_t *prompt,
                                          size_t prompt_size, int32_t max_tokens,
                                          int32_t *out_tokens, size_t *out_count);
+
+/* How tokens are chosen: temperature 0 is greedy; above 0 the plan must
+ * sample (weft-compile --sampling). top_k 0 and top_p 1 turn those cuts
+ * off; `seed` makes a run repeatable. */
+typedef struct weft_sampling {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+} weft_sampling;
+
+/* Fills `sampling` with greedy defaults (temperature 0, top_k 0, top_p 1). */
+void weft_sampling_init(weft_sampling *sampling);
+
+/* Like weft_engine_generate_greedy, with `sampling` (NULL: greedy). */
+weft_status *weft_engine_generate(weft_engine *engine, const int32_t *prompt,
+                                  size_t prompt_size, int32_t max_tokens,
+                                  const weft_sampling *sampling, int32_t *out_tokens,
+                                  size_t *out_count);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
-/* Compiled as C99: proves weft.h is a C header, and exercises the error path
- * (a missing plan gives a status with a code and a one-line message). */
+/* Compiled as C99: proves weft.h is a C header, checks the defaults of the
+ * option structs, and exercises the error paths (NULL arguments, a missing
+ * plan: a status with a code and a one-line message). */
 #include "runtime/capi/weft.h"
 
 #include <stdio.h>
@@ -9,7 +10,19 @@ int main(int argc, char **argv) {
   weft_engine_options options;
   weft_engine *engine = NULL;
   weft_status *status;
+  weft_sampling sampling;
+  int32_t out[4];
+  size_t count = 0;
   weft_engine_options_init(&options);
+  weft_sampling_init(&sampling);
+  if (options.allow_nccl != 1 || options.cuda_graphs != 1 || sampling.top_p != 1.0f ||
+      sampling.temperature != 0.0f)
+    return 3; /* defaults: NCCL and graphs on, greedy */
+  /* NULL arguments are an error status, never a crash. */
+  status = weft_engine_generate(NULL, NULL, 0, 4, &sampling, out, &count);
+  if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT)
+    return 4;
+  weft_status_free(status);
   options.random_weights = 1;
   status = weft_engine_create(argc > 1 ? argv[1] : "missing.weft", &options, &engine);
   if (!status) {
