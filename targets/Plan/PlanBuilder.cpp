@@ -7,6 +7,7 @@
 #include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/plan_generated.h"
+#include "runtime/tokenizer/Tokenizer.h"
 #include "targets/CUDA/KernelEmitter.h"
 #include "targets/CUDA/Nvrtc.h"
 
@@ -1024,6 +1025,13 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
                                   b.CreateVector(blocks), b.CreateVector(kvHeads));
 
   std::string tokenizer = readOptional(source, "tokenizer.json");
+  if (stats && !tokenizer.empty()) {
+    weft::StatusOr<weft::tokenizer::Tokenizer> t =
+        weft::tokenizer::Tokenizer::fromJson(tokenizer, "tokenizer.json");
+    stats->tokenizerUsable = t.isOk();
+    stats->tokenizer = t.isOk() ? "BPE, " + std::to_string(t->vocabSize()) + " tokens"
+                                : t.status().message();
+  }
   std::string generation = readOptional(source, "generation_config.json");
   auto plan = fb::CreatePlan(b, kPlanFormatVersion, str("weft-compile 0.1"), model, topo,
                              part, manifest, b.CreateVector(kernels),

@@ -42,6 +42,11 @@ struct PlanStats {
   size_t cachedBinaries = 0; // served by the kernel cache
   size_t steps = 0;
   std::vector<uint64_t> peakArenaBytes; // per device, over all buckets
+  // The checkpoint's tokenizer.json, as the runtime will read it: "" (none),
+  // "BPE, N tokens", or why the runtime cannot use it (the plan still runs
+  // from token ids).
+  std::string tokenizer;
+  bool tokenizerUsable = false;
 };
 
 llvm::Expected<std::vector<uint8_t>>

@@ -328,6 +328,14 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
                                     topology->devices[d].name,
                                     weft::formatBytes(double(stats.peakArenaBytes[d])));
+    if (stats.tokenizer.empty())
+      llvm::outs() << "tokenizer    none (the checkpoint has no tokenizer.json: run with "
+                      "--prompt-ids)\n";
+    else if (stats.tokenizerUsable)
+      llvm::outs() << "tokenizer    " << stats.tokenizer << " (weft-run --prompt)\n";
+    else
+      llvm::errs() << "weft-compile: warning: " << stats.tokenizer
+                   << " (the plan runs from token ids only)\n";
     llvm::outs() << llvm::formatv("compiled in  {0:f2} s\n", seconds + planSeconds);
     if (report && !printReport(llvm::outs()))
       return 1;
