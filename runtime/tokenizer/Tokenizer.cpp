@@ -252,18 +252,37 @@ struct Tokenizer::Impl {
     return invalidArgument(name + ": " + path + ": " + what);
   }
 
+  // A "Sequence" part: `parse` on each element of j[key].
+  template <typename Parse>
+  Status sequence(const Json &j, const char *key, const std::string &path, Parse parse) {
+    const Json &list = j.contains(key) ? j[key] : Json();
+    if (!list.is_array())
+      return bad(path + "." + key, "expected an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      WEFT_RETURN_IF_ERROR(parse(list[i], path + "." + key + "[" + std::to_string(i) + "]"));
+    return Status::ok();
+  }
+
+  // A Replace part's {"String": from} pattern and content.
+  Status replacement(const Json &j, const std::string &path, std::string &from,
+                     std::string &to) const {
+    const Json &p = j.contains("pattern") ? j["pattern"] : Json();
+    if (!p.is_object() || !p.contains("String") || !p["String"].is_string() ||
+        !j.contains("content") || !j["content"].is_string())
+      return bad(path, "Replace needs a {\"String\": ...} pattern and a content string");
+    from = p["String"].get<std::string>();
+    to = j["content"].get<std::string>();
+    return Status::ok();
+  }
+
   Status parseNormalizer(const Json &j, const std::string &path) {
     if (j.is_null())
       return Status::ok();
     std::string type = j.value("type", "");
-    if (type == "Sequence") {
-      const Json &list = j.contains("normalizers") ? j["normalizers"] : Json();
-      if (!list.is_array())
-        return bad(path + ".normalizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i)
-        WEFT_RETURN_IF_ERROR(parseNormalizer(list[i], path + ".normalizers[" + std::to_string(i) + "]"));
-      return Status::ok();
-    }
+    if (type == "Sequence")
+      return sequence(j, "normalizers", path, [&](const Json &x, const std::string &at) {
+        return parseNormalizer(x, at);
+      });
     if (type == "NFC")
       return Status::ok(); // text is taken as already composed
     if (type == "Prepend") {
@@ -273,12 +292,9 @@ struct Tokenizer::Impl {
       return Status::ok();
     }
     if (type == "Replace") {
-      const Json &p = j.contains("pattern") ? j["pattern"] : Json();
-      if (!p.is_object() || !p.contains("String") || !p["String"].is_string() ||
-          !j.contains("content") || !j["content"].is_string())
-        return bad(path, "Replace needs a {\"String\": ...} pattern and a content string");
-      normalizers.push_back(
-          {Normalizer::Replace, p["String"].get<std::string>(), j["content"].get<std::string>()});
+      Normalizer n{Normalizer::Replace, "", ""};
+      WEFT_RETURN_IF_ERROR(replacement(j, path, n.a, n.b));
+      normalizers.push_back(std::move(n));
       return Status::ok();
     }
     return bad(path + ".type", "normalizer '" + type + "' is not supported");
@@ -288,15 +304,10 @@ struct Tokenizer::Impl {
     if (j.is_null())
       return Status::ok();
     std::string type = j.value("type", "");
-    if (type == "Sequence") {
-      const Json &list = j.contains("pretokenizers") ? j["pretokenizers"] : Json();
-      if (!list.is_array())
-        return bad(path + ".pretokenizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i)
-        WEFT_RETURN_IF_ERROR(
-            parsePreTokenizer(list[i], path + ".pretokenizers[" + std::to_string(i) + "]"));
-      return Status::ok();
-    }
+    if (type == "Sequence")
+      return sequence(j, "pretokenizers", path, [&](const Json &x, const std::string &at) {
+        return parsePreTokenizer(x, at);
+      });
     PreTokenizer p{};
     if (type == "Split") {
       p.kind = PreTokenizer::Split;
@@ -345,25 +356,16 @@ struct Tokenizer::Impl {
     if (j.is_null())
       return Status::ok();
     std::string type = j.value("type", "");
-    if (type == "Sequence") {
-      const Json &list = j.contains("decoders") ? j["decoders"] : Json();
-      if (!list.is_array())
-        return bad(path + ".decoders", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i)
-        WEFT_RETURN_IF_ERROR(parseDecoder(list[i], path + ".decoders[" + std::to_string(i) + "]"));
-      return Status::ok();
-    }
+    if (type == "Sequence")
+      return sequence(j, "decoders", path, [&](const Json &x, const std::string &at) {
+        return parseDecoder(x, at);
+      });
     DecoderStep d{};
     if (type == "ByteLevel") {
       d.kind = DecoderStep::ByteLevel;
     } else if (type == "Replace") {
-      const Json &p = j.contains("pattern") ? j["pattern"] : Json();
-      if (!p.is_object() || !p.contains("String") || !p["String"].is_string() ||
-          !j.contains("content") || !j["content"].is_string())
-        return bad(path, "Replace needs a {\"String\": ...} pattern and a content string");
       d.kind = DecoderStep::Replace;
-      d.a = p["String"].get<std::string>();
-      d.b = j["content"].get<std::string>();
+      WEFT_RETURN_IF_ERROR(replacement(j, path, d.a, d.b));
     } else if (type == "ByteFallback") {
       d.kind = DecoderStep::ByteFallback;
     } else if (type == "Fuse") {
@@ -388,15 +390,10 @@ struct Tokenizer::Impl {
     if (j.is_null())
       return Status::ok();
     std::string type = j.value("type", "");
-    if (type == "Sequence") {
-      const Json &list = j.contains("processors") ? j["processors"] : Json();
-      if (!list.is_array())
-        return bad(path + ".processors", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i)
-        WEFT_RETURN_IF_ERROR(
-            parsePostProcessor(list[i], path + ".processors[" + std::to_string(i) + "]"));
-      return Status::ok();
-    }
+    if (type == "Sequence")
+      return sequence(j, "processors", path, [&](const Json &x, const std::string &at) {
+        return parsePostProcessor(x, at);
+      });
     if (type == "ByteLevel")
       return Status::ok(); // offsets only
     if (type != "TemplateProcessing")
@@ -645,6 +642,16 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string &name) {
+  // nlohmann's typed accessors throw on a field of the wrong type (a number
+  // where a string belongs): that is bad input, reported as such.
+  try {
+    return parse(json, name);
+  } catch (const nlohmann::json::exception &e) {
+    return invalidArgument(name + ": unexpected field type: " + e.what());
+  }
+}
+
+StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &name) {
   Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     return invalidArgument(name + ": not valid JSON");

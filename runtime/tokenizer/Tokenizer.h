@@ -47,6 +47,7 @@ public:
 
 private:
   Tokenizer();
+  static StatusOr<Tokenizer> parse(std::string_view json, const std::string &name);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -82,6 +82,11 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
                     "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}],
                     "special_tokens": {}}})",
               "tok.json: post_processor.special_tokens: no ids for '<s>'");
+  StatusOr<Tokenizer> typed = Tokenizer::fromJson(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": {"type": 7}})", "tok.json");
+  ASSERT_FALSE(typed.isOk());
+  EXPECT_EQ(typed.status().message().rfind("tok.json: unexpected field type: ", 0), 0u)
+      << typed.status().message();
 }
 
 TEST(Tokenizer, TextOutsideTheVocabulary) {
