@@ -82,7 +82,7 @@ struct Engine::Impl {
   std::vector<Device> devices;
   std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
   std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
-  std::set<int> uncapturable;                      // buckets whose capture failed
+  std::set<int> uncapturable; // buckets run step by step (NCCL, or a failed capture)
   // NCCL communicators of each tensor-parallel group (by its devices);
   // groups without an entry reduce through peer copies.
   const gpu::Nccl *nccl = nullptr;
@@ -218,6 +218,13 @@ struct Engine::Impl {
         return c.status();
       comms[group] = std::move(c.value());
     }
+    // Buckets with NCCL all-reduces stay step by step: captured, Llama 3.1
+    // 8B TP over two H200s took 5.18 ms per token against 4.96 launched.
+    for (uint32_t bi = 0; bi < p->buckets()->size(); ++bi)
+      for (const fb::Step *s : *p->buckets()->Get(bi)->steps())
+        if (const fb::AllReduce *r = s->op_as_AllReduce())
+          if (comms.count(std::vector<int>(r->devices()->begin(), r->devices()->end())))
+            uncapturable.insert(int(bi));
     collectives = comms.size() == groups.size()
                       ? "NCCL " + nccl->version()
                       : comms.empty() ? "peer copies (" + why + ")"
@@ -589,18 +596,12 @@ struct Engine::Impl {
     // A bucket on one device replays a CUDA graph of its steps: the
     // arguments point at fixed buffers, so one recording serves every run.
     // A bucket spanning several devices (pipeline stages, tensor-parallel
-    // ranks) is one graph too: the other devices' streams join the capture
-    // from the first one's and rejoin it at the end; copies, NCCL calls and
-    // the events between streams become graph edges. If a capture fails
-    // (an NCCL build that cannot be captured, say), the bucket runs step by
-    // step from then on.
-    // Buckets with NCCL all-reduces stay step by step: captured, Llama 3.1
-    // 8B TP over two H200s took 5.18 ms per token against 4.96 launched.
-    bool nccl = false;
-    for (const fb::Step *s : *b->steps())
-      if (const fb::AllReduce *r = s->op_as_AllReduce())
-        nccl |= comms.count(std::vector<int>(r->devices()->begin(), r->devices()->end())) > 0;
-    bool graph = options.cudaGraphs && !uncapturable.count(bi) && !nccl;
+    // ranks sharing a GPU) is one graph too: the other devices' streams join
+    // the capture from the first one's and rejoin it at the end; copies and
+    // the events between streams become graph edges. If a capture fails, the
+    // bucket runs step by step from then on. Buckets with NCCL all-reduces
+    // start out that way (see setUpCollectives).
+    bool graph = options.cudaGraphs && !uncapturable.count(bi);
     if (graph) {
       int rootIndex = *used.begin();
       Device &root = devices[size_t(rootIndex)];

@@ -222,8 +222,7 @@ public:
       if (device < 0 || device >= int(topology.devices.size()))
         return makeError(what + ": placed on device " + llvm::Twine(device) +
                          " of a topology with " + llvm::Twine(topology.devices.size()));
-    if (llvm::Error e = gatherInputs(region, devices, what))
-      return e;
+    gatherInputs(region, devices);
     if (devices.size() == 1)
       return lowerOn(region, region, devices[0], what);
     // Tensor parallel: every device runs the region at its shard's sizes.
@@ -248,9 +247,9 @@ public:
   // An activation a region of a tensor-parallel group reads is copied to
   // every device of the group that lacks it (the embedding runs on one
   // device; a transfer from the previous stage reaches one device).
-  llvm::Error gatherInputs(FusionOp region, ArrayRef<int> devices, const std::string &what) {
+  void gatherInputs(FusionOp region, ArrayRef<int> devices) {
     if (devices.size() < 2)
-      return llvm::Error::success();
+      return;
     for (Value v : region.getInputs()) {
       if (llvm::isa<BlockArgument>(v) || isa_and_nonnull<WeightOp, WeightConcatOp>(v.getDefiningOp()))
         continue;
@@ -284,8 +283,6 @@ public:
         current->steps.push_back(std::move(s));
       }
     }
-    (void)what;
-    return llvm::Error::success();
   }
 
   // Emits `emitted` (the region itself, or one device's shard of it) on
