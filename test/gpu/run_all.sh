@@ -21,7 +21,7 @@ python3 "$here/bench_decode.py" "$dir/llama8b-fp16.weft" "$run" 2>&1 | tee "$out
 bash "$here/bench_batches.sh" "$dir" 2>&1 | tee "$out/batches.txt"
 
 # Where projections switch from the generated GEMV to cuBLASLt.
-for g in "" -gemv8 -gemv4; do
+for g in "" -gemv8 -gemv16; do
   for bucket in decode_b4 decode_b8 decode_b16; do
     "$run" "$dir/llama8b-fp16-b100$g.weft" --random-weights --quiet --bench "$bucket" \
       --bench-steps 20 --bench-context 512 | sed "s/^/plan b100$g: /"
