@@ -62,6 +62,13 @@ struct Engine::Impl {
   int maxTokens = 1;
   int vocab = 0;
   int maxSequences = 0, maxBlocks = 0, blockTokens = 0;
+  KvLayout layout;
+  // Host copy of the block tables ([maxSequences][maxBlocks], -1: no page),
+  // how many leading entries of each row are set, and which devices still
+  // need the latest copy.
+  std::vector<int32_t> tables;
+  std::vector<int> pagesOf;
+  std::vector<bool> tablesStale;
   std::vector<int> prefill, decode;
 
   struct Device {
@@ -292,6 +299,12 @@ struct Engine::Impl {
     vocab = p->model()->vocab_size();
     for (const fb::Bucket *b : *p->buckets())
       maxTokens = std::max(maxTokens, b->tokens());
+    if (uint64_t(maxSequences) * uint64_t(maxBlocks) > (1u << 28))
+      return invalidArgument("kv_cache: " + std::to_string(maxSequences) + " sequences x " +
+                             std::to_string(maxBlocks) + " blocks is too large a block table");
+    tables.assign(size_t(maxSequences) * size_t(maxBlocks), -1);
+    pagesOf.assign(size_t(maxSequences), 0);
+    tablesStale.assign(devices.size(), false);
     // A tensor-parallel rank holds its share of the KV heads.
     auto blockBytesOn = [&](size_t device, uint64_t &bytes) {
       const auto *heads = kv->kv_heads_per_device();
@@ -311,6 +324,23 @@ struct Engine::Impl {
       for (const fb::DeviceBuffers *db : *b->devices())
         arena[size_t(db->device())] = std::max(arena[size_t(db->device())], db->arena_bytes());
     }
+    // Page ids are shared by every device's cache (one block table), so
+    // the pool is the smallest count among the devices that hold layers.
+    layout.pages = -1;
+    for (size_t i = 0; i < devices.size(); ++i)
+      if (!layers[i].empty()) {
+        int64_t n = kv->blocks_per_device() && i < kv->blocks_per_device()->size()
+                        ? kv->blocks_per_device()->Get(uint32_t(i))
+                        : 0;
+        if (n < 1 || n > INT32_MAX)
+          return invalidArgument("kv_cache.blocks_per_device[" + std::to_string(i) + "]: " +
+                                 std::to_string(n) + " pages for a device with layers");
+        layout.pages = layout.pages < 0 ? int(n) : std::min(layout.pages, int(n));
+      }
+    layout.pages = std::max(layout.pages, 0);
+    layout.blockTokens = blockTokens;
+    layout.maxSequences = maxSequences;
+    layout.maxBlocksPerSequence = maxBlocks;
     int layerCount = p->model()->num_layers();
     for (size_t i = 0; i < devices.size(); ++i) {
       Device &dev = devices[i];
@@ -336,17 +366,11 @@ struct Engine::Impl {
       std::vector<float> ones(size_t(maxTokens), 1.0f);
       WEFT_CUDA(cudaMemcpy(dev.inputs[int(fb::InputKind::TopP)], ones.data(),
                            ones.size() * 4, cudaMemcpyHostToDevice), "top_p");
-      // Block tables: sequence s owns pages [s*maxBlocks, (s+1)*maxBlocks);
-      // the padding slot (row maxSequences) gets spare pages of its own.
-      int rows = maxSequences + 1;
-      std::vector<int32_t> table(size_t(rows) * size_t(maxBlocks));
-      for (int r = 0; r < rows; ++r)
-        for (int b = 0; b < maxBlocks; ++b)
-          table[size_t(r) * size_t(maxBlocks) + size_t(b)] = r * maxBlocks + b;
-      StatusOr<void *> bt = allocate(dev, d, table.size() * 4, "block tables");
+      // Block tables: one row per slot, filled by setBlockTable.
+      StatusOr<void *> bt = allocate(dev, d, tables.size() * 4, "block tables");
       if (!bt.isOk()) return bt.status();
       dev.blockTables = *bt;
-      WEFT_CUDA(cudaMemcpy(dev.blockTables, table.data(), table.size() * 4,
+      WEFT_CUDA(cudaMemcpy(dev.blockTables, tables.data(), tables.size() * 4,
                            cudaMemcpyHostToDevice), "block tables");
       dev.inputs[int(fb::InputKind::BlockTables)] = dev.blockTables;
       dev.kCache.assign(size_t(layerCount), nullptr);
@@ -354,7 +378,7 @@ struct Engine::Impl {
       uint64_t blockBytes = 0;
       if (!blockBytesOn(i, blockBytes))
         return invalidArgument("kv_cache: unsupported dtype");
-      uint64_t cacheBytes = uint64_t(rows) * uint64_t(maxBlocks) * blockBytes;
+      uint64_t cacheBytes = uint64_t(layout.pages) * blockBytes;
       for (int layer : layers[i]) {
         StatusOr<void *> k = allocate(dev, d, cacheBytes, "the K cache of layer " + std::to_string(layer));
         if (!k.isOk()) return k.status();
@@ -552,6 +576,57 @@ struct Engine::Impl {
     return internalError("unknown argument kind");
   }
 
+  // Every index a kernel will follow, checked on the host first.
+  Status checkTokens(const std::string &where, const StepInputs &in) {
+    std::set<std::pair<int32_t, int32_t>> seen;
+    for (size_t t = 0; t < in.ids.size(); ++t) {
+      std::string at = where + ": token " + std::to_string(t) + ": ";
+      int32_t id = in.ids[t], slot = in.slots[t], pos = in.positions[t];
+      if (id < 0 || id >= vocab)
+        return outOfRange(at + "id " + std::to_string(id) + " is outside the vocabulary of " +
+                          std::to_string(vocab));
+      if (slot == kPaddingSlot)
+        continue;
+      if (slot < 0 || slot >= maxSequences)
+        return outOfRange(at + "slot " + std::to_string(slot) + " is outside the plan's " +
+                          std::to_string(maxSequences) + " sequences (padding is -1)");
+      if (pos < 0 || pos >= layout.maxContext())
+        return outOfRange(at + "position " + std::to_string(pos) + " is outside the context of " +
+                          std::to_string(layout.maxContext()));
+      int need = pos / blockTokens + 1;
+      if (need > pagesOf[size_t(slot)])
+        return outOfRange(at + "position " + std::to_string(pos) + " of slot " +
+                          std::to_string(slot) + " needs " + std::to_string(need) +
+                          " KV pages but the slot has " + std::to_string(pagesOf[size_t(slot)]));
+      if (!seen.insert({slot, pos}).second)
+        return invalidArgument(at + "slot " + std::to_string(slot) + " position " +
+                               std::to_string(pos) + " appears twice in the step");
+    }
+    return Status::ok();
+  }
+
+  Status setBlockTable(int slot, const std::vector<int32_t> &pages) {
+    if (slot < 0 || slot >= maxSequences)
+      return outOfRange("block table: slot " + std::to_string(slot) + " is outside the plan's " +
+                        std::to_string(maxSequences) + " sequences");
+    if (pages.size() > size_t(maxBlocks))
+      return outOfRange("block table of slot " + std::to_string(slot) + ": " +
+                        std::to_string(pages.size()) + " pages, more than the " +
+                        std::to_string(maxBlocks) + " a sequence may have (context " +
+                        std::to_string(layout.maxContext()) + ")");
+    for (size_t i = 0; i < pages.size(); ++i)
+      if (pages[i] < 0 || pages[i] >= layout.pages)
+        return outOfRange("block table of slot " + std::to_string(slot) + ": page " +
+                          std::to_string(pages[i]) + " (entry " + std::to_string(i) +
+                          ") is outside the pool of " + std::to_string(layout.pages));
+    int32_t *row = tables.data() + size_t(slot) * size_t(maxBlocks);
+    std::fill(row, row + maxBlocks, -1);
+    std::copy(pages.begin(), pages.end(), row);
+    pagesOf[size_t(slot)] = int(pages.size());
+    std::fill(tablesStale.begin(), tablesStale.end(), true);
+    return Status::ok();
+  }
+
   Status run(int bi, const StepInputs &in, bool wantLogits, StepOutputs &out) {
     const fb::Bucket *b = p->buckets()->Get(uint32_t(bi));
     size_t T = size_t(b->tokens());
@@ -562,6 +637,7 @@ struct Engine::Impl {
       if (n != 0 && n != T)
         return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
                                " tokens, expected " + std::to_string(T));
+    WEFT_RETURN_IF_ERROR(checkTokens(where, in));
     std::set<int> used;
     int outputDevice = -1;
     for (const fb::Step *s : *b->steps()) {
@@ -579,6 +655,14 @@ struct Engine::Impl {
     for (int d : used) {
       Device &dev = devices[size_t(d)];
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      if (tablesStale[size_t(d)]) {
+        // Pageable source: the copy is staged before the call returns, so
+        // the host may change `tables` again right away.
+        WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, tables.data(), tables.size() * 4,
+                                  cudaMemcpyHostToDevice, dev.stream),
+                  where + ": block tables");
+        tablesStale[size_t(d)] = false;
+      }
       for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
                                {fb::InputKind::Positions, &in.positions},
                                {fb::InputKind::Slots, &in.slots},
@@ -875,7 +959,27 @@ int Engine::bucketIndex(const std::string &name) const {
 const std::vector<int> &Engine::prefillBuckets() const { return impl_->prefill; }
 const std::vector<int> &Engine::decodeBuckets() const { return impl_->decode; }
 int Engine::bucketTokens(int b) const { return impl_->p->buckets()->Get(uint32_t(b))->tokens(); }
-int Engine::paddingSlot() const { return impl_->maxSequences; }
+const KvLayout &Engine::kvLayout() const { return impl_->layout; }
+int Engine::vocabSize() const { return impl_->vocab; }
+
+std::vector<int> Engine::stepSizes() const {
+  std::set<int> sizes;
+  for (const plan::fb::Bucket *b : *impl_->p->buckets())
+    sizes.insert(b->tokens());
+  return std::vector<int>(sizes.begin(), sizes.end());
+}
+
+Status Engine::runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) {
+  int tokens = int(in.ids.size());
+  for (const std::vector<int> *list : {&impl_->decode, &impl_->prefill})
+    for (int b : *list)
+      if (bucketTokens(b) == tokens)
+        return impl_->run(b, in, wantLogits, out);
+  return invalidArgument("no bucket of " + std::to_string(tokens) + " tokens in the plan");
+}
+Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
+  return impl_->setBlockTable(slot, pages);
+}
 const std::string &Engine::collectives() const { return impl_->collectives; }
 
 bool Engine::samples() const {

@@ -5,6 +5,7 @@
 
 #include "runtime/base/Status.h"
 #include "runtime/plan/PlanReader.h"
+#include "runtime/serve/Step.h"
 
 #include <functional>
 #include <memory>
@@ -34,24 +35,15 @@ struct EngineOptions {
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 
-// What the caller gives one bucket run and gets back.
-struct StepInputs {
-  std::vector<int32_t> ids, positions, slots; // one per token of the bucket
-  // Sampling parameters per token, for plans compiled with --sampling;
-  // empty: temperature 0 (greedy), top_k 0 (off), top_p 1, uniform 0.
-  std::vector<float> temperature, topP, uniform;
-  std::vector<int32_t> topK;
-};
-struct StepOutputs {
-  std::vector<float> logits;     // [tokens x vocab], when requested
-  std::vector<int32_t> next;     // [tokens]
-};
+using serve::KvLayout;
+using serve::StepInputs;
+using serve::StepOutputs;
 
-class Engine {
+class Engine final : public serve::StepRunner {
 public:
   static StatusOr<std::unique_ptr<Engine>> create(plan::PlanFile plan,
                                                   const EngineOptions &options);
-  ~Engine();
+  ~Engine() override;
 
   const plan::fb::Plan &plan() const;
   // The bucket named `name` ("decode_b1", "prefill_c512"); -1 if none.
@@ -60,16 +52,31 @@ public:
   const std::vector<int> &prefillBuckets() const;
   const std::vector<int> &decodeBuckets() const;
   int bucketTokens(int bucket) const;
-  // The slot reserved for padding tokens (writes its KV into spare pages).
-  int paddingSlot() const;
+  // The slot of padding tokens: -1 (they write no KV and attend to nothing).
+  static constexpr int kPaddingSlot = -1;
+  int paddingSlot() const { return kPaddingSlot; }
+  const KvLayout &kvLayout() const override;
+  // Sets the block table row of `slot`: position p of the sequence lives in
+  // pages[p / blockTokens]. Every page must exist in the pool; the row
+  // reaches the GPUs before the next run. An empty list frees the slot.
+  Status setBlockTable(int slot, const std::vector<int32_t> &pages) override;
   // How tensor-parallel groups reduce: "none" (no all-reduce in the plan),
   // "NCCL 2.x", or "peer copies (...why)".
   const std::string &collectives() const;
   // Whether the plan's LM head samples (weft-compile --sampling) rather
   // than taking the argmax.
-  bool samples() const;
+  bool samples() const override;
+  int vocabSize() const override;
+  // The token counts of the buckets, ascending, without repeats.
+  std::vector<int> stepSizes() const override;
+  // Runs the bucket of in.ids.size() tokens (decode buckets first when a
+  // prefill bucket has the same size: they are the same code).
+  Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) override;
 
-  // Runs one bucket. `wantLogits` copies the logits back.
+  // Runs one bucket. `wantLogits` copies the logits back. Every token is
+  // checked before anything is launched: its id against the vocabulary, its
+  // slot against the block tables (or -1, padding), its position against
+  // the context and the pages its slot has; no slot and position twice.
   Status run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out);
 
   Engine(const Engine &) = delete;

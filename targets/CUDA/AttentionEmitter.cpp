@@ -257,7 +257,7 @@ constexpr const char *kNoScore = "-1.0e30f";
 
 // Model and cache dimensions: every kernel of a region starts with these.
 void emitModelConstants(llvm::raw_ostream &os, const AttentionShape &s,
-                        const EmitOptions &o) {
+                        const EmitOptions &o, bool chunkKernel) {
   os << "\n// Model and cache dimensions, fixed at compile time.\n"
      << "constexpr int kTokens = " << s.tokens << ";\n"
      << "constexpr int kHeads = " << s.heads << ";\n"
@@ -275,12 +275,15 @@ void emitModelConstants(llvm::raw_ostream &os, const AttentionShape &s,
      << "constexpr int kMaxSequences = " << o.maxSequences << ";\n"
      << "constexpr int kMaxContext = kBlockTokens * kMaxBlocks;\n"
      << "constexpr int kQueryWidth = kHeads * kHeadDim;\n"
-     << "constexpr int kRowStride = kKvHeads * kHeadDim; // one cached position\n";
+     << "constexpr int kRowStride = kKvHeads * kHeadDim; // one cached position\n"
+     << "constexpr bool kChunkKernel = " << (chunkKernel ? "true" : "false")
+     << "; // rows of prefill chunks go to the tensor-core chunk kernel\n";
 }
 
 void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
-                         const AttentionSplitPlan &p, const EmitOptions &o) {
-  emitModelConstants(os, s, o);
+                         const AttentionSplitPlan &p, const EmitOptions &o,
+                         bool chunkKernel) {
+  emitModelConstants(os, s, o, chunkKernel);
   os << "constexpr int kSplits = " << p.splits << ";\n"
      << "constexpr int kGranule = " << p.granule << ";\n"
      << "constexpr int kHeadBlocks = " << p.headBlocks << ";\n"
@@ -320,12 +323,33 @@ void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
 
 // Token validity and the range of positions one split covers; the split and
 // combine kernels must agree on it exactly.
-const char *kDecodeRangeHelpers = R"(
-// A token attends to positions [lo, pos]; pads and out-of-range tokens
-// (negative position or slot) get a zero output.
+// Which tokens are real, and which kernel owns each; every kernel of a
+// region agrees on it.
+const char *kRowHelpers = R"(
+// Pads and out-of-range tokens (negative position or slot) get a zero output.
 static __device__ __forceinline__ bool tokenValid(int pos, int slot) {
   return pos >= 0 && pos < kMaxContext && slot >= 0 && slot < kMaxSequences;
 }
+// Which kernel owns a valid row when the region has both: a row whose
+// neighbour continues its sequence (same slot) is part of a prefill chunk
+// and goes to the tensor-core chunk kernel; a sequence with one token in the
+// step (a decode token, or a one-token prompt) goes to flash-decoding, which
+// reads its K/V once for the whole query-head group. Both kernels are
+// correct for any row; the split only decides which one is fast for it.
+// Tokens of a sequence need not be adjacent (each run of equal slots is a
+// chunk of its own); invalid rows always belong to flash-decoding (zeros).
+static __device__ __forceinline__ bool chunkRow(const int *__restrict__ slots, int t) {
+  if (!kChunkKernel)
+    return false;
+  const int s = slots[t];
+  return (t > 0 && slots[t - 1] == s) || (t + 1 < kTokens && slots[t + 1] == s);
+}
+)";
+
+// The range of positions one split covers; the split and combine kernels
+// must agree on it exactly.
+const char *kDecodeRangeHelpers = R"(
+// A token attends to positions [lo, pos].
 static __device__ __forceinline__ int firstVisible(int pos) {
   return kWindow > 0 ? max(0, pos - kWindow + 1) : 0;
 }
@@ -431,6 +455,8 @@ const char *kDecodeKernelBody = R"(
         out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = fromFloat(0.0f);
     return;
   }
+  if (chunkRow(slots, t))
+    return; // the chunk kernel writes this row
   const int lo = firstVisible(pos);
   const int length = splitLength(pos + 1 - lo);
   const int begin = lo + split * length;
@@ -724,6 +750,8 @@ const char *kDecodeTcKernelBody = R"(
         out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = fromFloat(0.0f);
     return;
   }
+  if (chunkRow(slots, t))
+    return; // the chunk kernel writes this row
   const int lo = firstVisible(pos);
   const int length = splitLength(pos + 1 - lo);
   const int begin = lo + split * length;
@@ -933,6 +961,8 @@ const char *kCombineKernelBody = R"(
       o[d] = fromFloat(0.0f);
     return;
   }
+  if (chunkRow(slots, t))
+    return; // the chunk kernel writes this row
   const int lo = firstVisible(pos);
   const int span = pos + 1 - lo;
   const int length = splitLength(span);
@@ -970,7 +1000,7 @@ const char *kCombineKernelBody = R"(
 )";
 
 std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &o,
-                                    int64_t maxSpan) {
+                                    int64_t maxSpan, bool chunkKernel) {
   AttentionSplitPlan p =
       planAttentionSplits(s.tokens, s.heads, s.kvHeads, s.headDim,
                           elementBytes(s.elem), maxSpan, o.smCount);
@@ -989,8 +1019,8 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   {
     llvm::raw_string_ostream os(common);
     emitElementHelpers(os, s.elem);
-    emitDecodeConstants(os, s, p, o);
-    os << kDecodeRangeHelpers;
+    emitDecodeConstants(os, s, p, o, chunkKernel);
+    os << kRowHelpers << kDecodeRangeHelpers;
     os.flush();
   }
 
@@ -1083,7 +1113,8 @@ int64_t prefillKeyTile(int64_t headDim) { return headDim <= 64 ? 64 : 32; }
 int64_t prefillSharedBytes(int64_t headDim) {
   int64_t pad = headDim + 8;
   int64_t stage = 2 * prefillKeyTile(headDim) * pad * 2; // K and V, 16-bit
-  return 2 * stage + 2 * kPrefillWarps * 4;              // + row bounds
+  return 2 * stage + 2 * kPrefillWarps * 4              // + row bounds
+         + 2 * kPrefillRows * 4;                          // + slots, owned positions
 }
 
 bool prefillTakesTensorCores(const AttentionShape &s, const EmitOptions &o) {
@@ -1137,96 +1168,45 @@ const char *kPrefillKernelBody = R"(
 // of every 8-wide tile. Keys stream through shared memory in tiles of kKeys
 // (cp.async, two stages); S = Q Kᵀ and O += P V run on tensor cores with f32
 // accumulation; the softmax is online, in base 2, per row.
+//
+// A step may hold chunks of several sequences (and decode tokens, which
+// flash-decoding owns): the block takes each run of equal slots in its rows
+// (a segment) in turn, with that sequence's block table, and only the rows
+// it owns (chunkRow) take part; a tile without such rows exits at once.
 {
   extern __shared__ uint4 smemVec[];
   elem_t *smem = reinterpret_cast<elem_t *>(smemVec);
   const float kNegInf = __int_as_float(0xff800000u);
   int *sBounds = reinterpret_cast<int *>(smem + 2 * kStageElems); // [2][kWarps]
+  int *sSlot = sBounds + 2 * kWarps;                               // [kRows]
+  int *sOwned = sSlot + kRows; // [kRows] position of an owned row, -1 otherwise
 
   // Later tiles see more keys: start them first.
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y, kvh = h / kGroup;
   const int q0 = tile * kRows;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int slot = slots[q0];
-  const bool slotValid = slot >= 0 && slot < kMaxSequences;
-
-  // This thread's two rows and their positions (-1: pad or invalid).
-  const int r0 = q0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
-  int pos0 = -1, pos1 = -1;
-  if (slotValid && r0 < kTokens) {
-    const int p = positions[r0];
-    pos0 = p >= 0 && p < kMaxContext ? p : -1;
-  }
-  if (slotValid && r1 < kTokens) {
-    const int p = positions[r1];
-    pos1 = p >= 0 && p < kMaxContext ? p : -1;
-  }
-  // Bounds of the warp's rows, then of the block's.
-  int wMax = max(pos0, pos1);
-  int wMin = min(pos0 < 0 ? 0x7fffffff : pos0, pos1 < 0 ? 0x7fffffff : pos1);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    wMax = max(wMax, __shfl_xor_sync(0xffffffffu, wMax, offset));
-    wMin = min(wMin, __shfl_xor_sync(0xffffffffu, wMin, offset));
-  }
-  const bool wAnyInvalid = __any_sync(0xffffffffu, pos0 < 0 || pos1 < 0);
-  if (lane == 0) {
-    sBounds[warp] = wMax;
-    sBounds[kWarps + warp] = wMin;
-  }
-  __syncthreads();
-  int bMax = -1, bMin = 0x7fffffff;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    bMax = max(bMax, sBounds[w]);
-    bMin = min(bMin, sBounds[kWarps + w]);
-  }
-  if (bMax < 0) {
-    // No valid row: zeros.
-    for (int i = tid; i < kRows * kHeadDim; i += kThreads) {
-      const int r = q0 + i / kHeadDim;
-      if (r < kTokens)
-        out[(size_t)r * kQueryWidth + h * kHeadDim + i % kHeadDim] = fromFloat(0.0f);
+  bool anyOwned = false;
+  if (tid < kRows) {
+    const int r = q0 + tid;
+    int slot = -1, owned = -1;
+    if (r < kTokens) {
+      slot = slots[r];
+      const int p = positions[r];
+      if (tokenValid(p, slot) && chunkRow(slots, r))
+        owned = p;
     }
-    return;
+    sSlot[tid] = slot;
+    sOwned[tid] = owned;
+    anyOwned = owned >= 0;
   }
-  // Keys any row of the block may see: [kLo, kHi).
-  const int kLo = kWindow > 0 ? max(0, bMin - kWindow + 1) : 0;
-  const int kHi = bMax + 1;
-  const int firstKey = kLo / kKeys * kKeys;
-  const int tiles = (kHi - firstKey + kKeys - 1) / kKeys;
-  const int *table = block_tables + (size_t)slot * kMaxBlocks;
+  if (!__syncthreads_or(anyOwned))
+    return; // decode tokens and pads only: flash-decoding writes them
 
-  // Stage s holds K at s * kStageElems and V after it.
-  auto loadKeys = [&](int j, int stage) {
-    elem_t *sK = smem + stage * kStageElems;
-    elem_t *sV = sK + kKeys * kPad;
-    const int kb = firstKey + j * kKeys;
-#pragma unroll
-    for (int n = 0; n < kCopiesPerThread; ++n) {
-      const int i = tid + n * kThreads;
-      if (kCopies % kThreads != 0 && i >= kCopies)
-        break;
-      const int r = i / kDimChunks, c = i % kDimChunks;
-      const int p = kb + r;
-      const bool ok = p >= kLo && p < kHi;
-      size_t offset = 0;
-      if (ok) {
-        const int page = __ldg(table + p / kBlockTokens);
-        offset = ((size_t)page * kBlockTokens + p % kBlockTokens) * kRowStride +
-                 (size_t)kvh * kHeadDim + c * 8;
-      }
-      copyAsync16(sK + r * kPad + c * 8, k_cache + offset, ok);
-      copyAsync16(sV + r * kPad + c * 8, v_cache + offset, ok);
-    }
-  };
-
-  loadKeys(0, 0);
-  copyAsyncCommit();
   // Q fragments straight from global memory (read once): rows r0 and r1,
   // columns 2 * (lane % 4) + {0, 1} and + 8 of every 16-wide step. Pad rows
   // read row 0 and are never stored.
+  const int r0 = q0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
   unsigned qFrag[kHeadDim / 16][4];
   {
     const unsigned *qa = reinterpret_cast<const unsigned *>(
@@ -1242,120 +1222,195 @@ const char *kPrefillKernelBody = R"(
     }
   }
 
-  float o[kHeadDim / 8][4];
-#pragma unroll
-  for (int n = 0; n < kHeadDim / 8; ++n)
-    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float rowMax[2] = {kNegInf, kNegInf};
-  float rowSum[2] = {0.0f, 0.0f}; // this thread's columns only until the end
+  for (int segBegin = 0; segBegin < kRows;) {
+    // The segment: rows [segBegin, segEnd) of the tile share one slot.
+    const int slot = sSlot[segBegin];
+    int segEnd = segBegin + 1;
+    bool segOwned = sOwned[segBegin] >= 0;
+    while (segEnd < kRows && sSlot[segEnd] == slot) {
+      segOwned |= sOwned[segEnd] >= 0;
+      ++segEnd;
+    }
+    const int lo = segBegin, hi = segEnd;
+    segBegin = segEnd;
+    if (!segOwned)
+      continue; // block-uniform: every thread read the same shared arrays
 
-  for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      loadKeys(j + 1, (j + 1) & 1);
-      copyAsyncCommit();
-      copyAsyncWait<1>();
-    } else {
-      copyAsyncWait<0>();
+    // This thread's two rows and their positions (-1: not in the segment,
+    // not owned, pad or invalid).
+    const int i0 = r0 - q0, i1 = r1 - q0;
+    const int pos0 = i0 >= lo && i0 < hi ? sOwned[i0] : -1;
+    const int pos1 = i1 >= lo && i1 < hi ? sOwned[i1] : -1;
+    // Bounds of the warp's rows, then of the block's.
+    int wMax = max(pos0, pos1);
+    int wMin = min(pos0 < 0 ? 0x7fffffff : pos0, pos1 < 0 ? 0x7fffffff : pos1);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      wMax = max(wMax, __shfl_xor_sync(0xffffffffu, wMax, offset));
+      wMin = min(wMin, __shfl_xor_sync(0xffffffffu, wMin, offset));
+    }
+    const bool wAnyInvalid = __any_sync(0xffffffffu, pos0 < 0 || pos1 < 0);
+    __syncthreads(); // the previous segment is done with sBounds and the stages
+    if (lane == 0) {
+      sBounds[warp] = wMax;
+      sBounds[kWarps + warp] = wMin;
     }
     __syncthreads();
-    const int kb = firstKey + j * kKeys;
-    const elem_t *sK = smem + (j & 1) * kStageElems;
-    const elem_t *sV = sK + kKeys * kPad;
-    // Skip the tile when no key of it is visible to any row of the warp.
-    const bool skip = kb > wMax || (kWindow > 0 && kb + kKeys - 1 < wMin - kWindow + 1);
-    if (!skip) {
-      float sc[kKeys / 8][4];
+    int bMax = -1, bMin = 0x7fffffff;
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
-        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 16; ++kk)
-#pragma unroll
-        for (int np = 0; np < kKeys / 16; ++np) {
-          unsigned b[4];
-          loadMatrix(b, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kPad + kk * 16 +
-                            ((lane >> 3) & 1) * 8);
-          mma16816(sc[2 * np], qFrag[kk], b[0], b[1]);
-          mma16816(sc[2 * np + 1], qFrag[kk], b[2], b[3]);
-        }
+    for (int w = 0; w < kWarps; ++w) {
+      bMax = max(bMax, sBounds[w]);
+      bMin = min(bMin, sBounds[kWarps + w]);
+    }
+    // Keys any row of the block may see: [kLo, kHi).
+    const int kLo = kWindow > 0 ? max(0, bMin - kWindow + 1) : 0;
+    const int kHi = bMax + 1;
+    const int firstKey = kLo / kKeys * kKeys;
+    const int tiles = (kHi - firstKey + kKeys - 1) / kKeys;
+    const int *table = block_tables + (size_t)slot * kMaxBlocks;
 
-      // Masks are needed only where the tile crosses a row's causal or
-      // window edge (or the warp has pad rows).
-      const bool full = !wAnyInvalid && kb + kKeys - 1 <= wMin &&
-                        (kWindow == 0 || wMax - kb < kWindow);
+    // Stage s holds K at s * kStageElems and V after it.
+    auto loadKeys = [&](int j, int stage) {
+      elem_t *sK = smem + stage * kStageElems;
+      elem_t *sV = sK + kKeys * kPad;
+      const int kb = firstKey + j * kKeys;
 #pragma unroll
-      for (int ri = 0; ri < 2; ++ri) {
-        const int pr = ri ? pos1 : pos0;
-        float mx = kNegInf;
+      for (int n = 0; n < kCopiesPerThread; ++n) {
+        const int i = tid + n * kThreads;
+        if (kCopies % kThreads != 0 && i >= kCopies)
+          break;
+        const int r = i / kDimChunks, c = i % kDimChunks;
+        const int p = kb + r;
+        const bool ok = p >= kLo && p < kHi;
+        size_t offset = 0;
+        if (ok) {
+          const int page = __ldg(table + p / kBlockTokens);
+          offset = ((size_t)page * kBlockTokens + p % kBlockTokens) * kRowStride +
+                   (size_t)kvh * kHeadDim + c * 8;
+        }
+        copyAsync16(sK + r * kPad + c * 8, k_cache + offset, ok);
+        copyAsync16(sV + r * kPad + c * 8, v_cache + offset, ok);
+      }
+    };
+
+    loadKeys(0, 0);
+    copyAsyncCommit();
+
+    float o[kHeadDim / 8][4];
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n)
+      o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float rowMax[2] = {kNegInf, kNegInf};
+    float rowSum[2] = {0.0f, 0.0f}; // this thread's columns only until the end
+
+    for (int j = 0; j < tiles; ++j) {
+      if (j + 1 < tiles) {
+        loadKeys(j + 1, (j + 1) & 1);
+        copyAsyncCommit();
+        copyAsyncWait<1>();
+      } else {
+        copyAsyncWait<0>();
+      }
+      __syncthreads();
+      const int kb = firstKey + j * kKeys;
+      const elem_t *sK = smem + (j & 1) * kStageElems;
+      const elem_t *sV = sK + kKeys * kPad;
+      // Skip the tile when no key of it is visible to any row of the warp.
+      const bool skip = kb > wMax || (kWindow > 0 && kb + kKeys - 1 < wMin - kWindow + 1);
+      if (!skip) {
+        float sc[kKeys / 8][4];
 #pragma unroll
         for (int n = 0; n < kKeys / 8; ++n)
+          sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float v = sc[n][2 * ri + e] * kScaleLog2;
-            if (!full) {
-              const int key = kb + n * 8 + (lane & 3) * 2 + e;
-              const bool visible = pr >= 0 && key <= pr && (kWindow == 0 || pr - key < kWindow);
-              v = visible ? v : kNegInf;
-            }
-            sc[n][2 * ri + e] = v;
-            mx = fmaxf(mx, v);
+        for (int kk = 0; kk < kHeadDim / 16; ++kk)
+#pragma unroll
+          for (int np = 0; np < kKeys / 16; ++np) {
+            unsigned b[4];
+            loadMatrix(b, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kPad + kk * 16 +
+                              ((lane >> 3) & 1) * 8);
+            mma16816(sc[2 * np], qFrag[kk], b[0], b[1]);
+            mma16816(sc[2 * np + 1], qFrag[kk], b[2], b[3]);
           }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mNew = fmaxf(rowMax[ri], mx);
-        // A row with nothing visible yet keeps exp2(-inf - 0) = 0 everywhere.
-        const float ref = mNew == kNegInf ? 0.0f : mNew;
-        const float alpha = exp2f(rowMax[ri] - ref);
-        rowMax[ri] = mNew;
-        rowSum[ri] *= alpha;
-#pragma unroll
-        for (int n = 0; n < kHeadDim / 8; ++n) {
-          o[n][2 * ri] *= alpha;
-          o[n][2 * ri + 1] *= alpha;
-        }
-#pragma unroll
-        for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            sc[n][2 * ri + e] = exp2f(sc[n][2 * ri + e] - ref);
-      }
 
-      // P (rounded to 16 bits, and summed as rounded so the weights the mma
-      // uses are exactly the ones normalized by) times V.
+        // Masks are needed only where the tile crosses a row's causal or
+        // window edge (or the warp has pad rows).
+        const bool full = !wAnyInvalid && kb + kKeys - 1 <= wMin &&
+                          (kWindow == 0 || wMax - kb < kWindow);
 #pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        unsigned a[4];
-        a[0] = packPair(sc[2 * kk][0], sc[2 * kk][1], rowSum[0]);
-        a[1] = packPair(sc[2 * kk][2], sc[2 * kk][3], rowSum[1]);
-        a[2] = packPair(sc[2 * kk + 1][0], sc[2 * kk + 1][1], rowSum[0]);
-        a[3] = packPair(sc[2 * kk + 1][2], sc[2 * kk + 1][3], rowSum[1]);
+        for (int ri = 0; ri < 2; ++ri) {
+          const int pr = ri ? pos1 : pos0;
+          float mx = kNegInf;
 #pragma unroll
-        for (int dp = 0; dp < kHeadDim / 16; ++dp) {
-          unsigned b[4];
-          loadMatrixT(b, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPad + dp * 16 +
-                             (lane >> 4) * 8);
-          mma16816(o[2 * dp], a, b[0], b[1]);
-          mma16816(o[2 * dp + 1], a, b[2], b[3]);
+          for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float v = sc[n][2 * ri + e] * kScaleLog2;
+              if (!full) {
+                const int key = kb + n * 8 + (lane & 3) * 2 + e;
+                const bool visible = pr >= 0 && key <= pr && (kWindow == 0 || pr - key < kWindow);
+                v = visible ? v : kNegInf;
+              }
+              sc[n][2 * ri + e] = v;
+              mx = fmaxf(mx, v);
+            }
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float mNew = fmaxf(rowMax[ri], mx);
+          // A row with nothing visible yet keeps exp2(-inf - 0) = 0 everywhere.
+          const float ref = mNew == kNegInf ? 0.0f : mNew;
+          const float alpha = exp2f(rowMax[ri] - ref);
+          rowMax[ri] = mNew;
+          rowSum[ri] *= alpha;
+#pragma unroll
+          for (int n = 0; n < kHeadDim / 8; ++n) {
+            o[n][2 * ri] *= alpha;
+            o[n][2 * ri + 1] *= alpha;
+          }
+#pragma unroll
+          for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              sc[n][2 * ri + e] = exp2f(sc[n][2 * ri + e] - ref);
         }
+
+        // P (rounded to 16 bits, and summed as rounded so the weights the mma
+        // uses are exactly the ones normalized by) times V.
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
+          unsigned a[4];
+          a[0] = packPair(sc[2 * kk][0], sc[2 * kk][1], rowSum[0]);
+          a[1] = packPair(sc[2 * kk][2], sc[2 * kk][3], rowSum[1]);
+          a[2] = packPair(sc[2 * kk + 1][0], sc[2 * kk + 1][1], rowSum[0]);
+          a[3] = packPair(sc[2 * kk + 1][2], sc[2 * kk + 1][3], rowSum[1]);
+#pragma unroll
+          for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+            unsigned b[4];
+            loadMatrixT(b, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPad + dp * 16 +
+                               (lane >> 4) * 8);
+            mma16816(o[2 * dp], a, b[0], b[1]);
+            mma16816(o[2 * dp + 1], a, b[2], b[3]);
+          }
+        }
+      }
+      __syncthreads(); // the stage is refilled next iteration
+    }
+
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      float sum = rowSum[ri];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int r = ri ? r1 : r0;
+      if ((ri ? pos1 : pos0) >= 0) {
+        elem_t *dst = out + (size_t)r * kQueryWidth + h * kHeadDim + (lane & 3) * 2;
+#pragma unroll
+        for (int n = 0; n < kHeadDim / 8; ++n)
+          storePair(dst + n * 8, o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
       }
     }
-    __syncthreads(); // the stage is refilled next iteration
-  }
-
-#pragma unroll
-  for (int ri = 0; ri < 2; ++ri) {
-    float sum = rowSum[ri];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int r = ri ? r1 : r0;
-    if (r < kTokens) {
-      elem_t *dst = out + (size_t)r * kQueryWidth + h * kHeadDim + (lane & 3) * 2;
-#pragma unroll
-      for (int n = 0; n < kHeadDim / 8; ++n)
-        storePair(dst + n * 8, o[n][2 * ri] * inv, o[n][2 * ri + 1] * inv);
-    }
-  }
+  } // segments
 }
 )";
 
@@ -1400,7 +1455,7 @@ std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions 
     os << "// Weft attention, prefill: causal flash attention on tensor cores "
           "(mma.sync m16n8k16)\n// over the paged KV cache.\n";
     emitElementHelpers(os, s.elem);
-    emitModelConstants(os, s, o);
+    emitModelConstants(os, s, o, /*chunkKernel=*/true);
     os << "constexpr int kRows = " << kPrefillRows << "; // query rows per block\n"
        << "constexpr int kKeys = " << keys << "; // keys per tile\n"
        << "constexpr int kWarps = " << kPrefillWarps << ";\n"
@@ -1409,7 +1464,8 @@ std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions 
        << "constexpr int kDimChunks = kHeadDim / 8; // 16-byte pieces of a row\n"
        << "constexpr int kStageElems = 2 * kKeys * kPad;\n"
        << "constexpr int kCopies = kKeys * kDimChunks; // 16-byte copies per tile and tensor\n"
-       << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n";
+       << "constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
+       << kRowHelpers;
     emitMmaHelpers(os, s.elem);
     os << "\nextern \"C\" __global__ void __launch_bounds__(kThreads) "
        << k.name
@@ -1527,9 +1583,15 @@ emitAttentionRegion(FusionOp region, const EmitOptions &options) {
   if (maxContext > (int64_t(1) << 30))
     return fail("the cache's per-sequence capacity does not fit 32-bit positions");
   int64_t maxSpan = shape->window ? std::min(shape->window, maxContext) : maxContext;
-  if (shape->tokens > kMaxGemvTokens && prefillTakesTensorCores(*shape, options))
-    return emitPrefill(*shape, options);
-  return emitDecode(*shape, options, maxSpan);
+  // Above the GEMV sizes a step may mix decode tokens of many sequences with
+  // prefill chunks: flash-decoding takes the one-token sequences, then the
+  // chunk kernel the rest (each writes only the rows it owns).
+  bool chunks = shape->tokens > kMaxGemvTokens && prefillTakesTensorCores(*shape, options);
+  std::vector<EmittedStep> steps = emitDecode(*shape, options, maxSpan, chunks);
+  if (chunks)
+    for (EmittedStep &step : emitPrefill(*shape, options))
+      steps.push_back(std::move(step));
+  return steps;
 }
 
 } // namespace weft::cuda

@@ -14,16 +14,18 @@ namespace weft::cuda {
 
 // The steps of one "attention" region (a weft.fusion holding one
 // weft.attention; token count static; sm_80 or newer):
-//  - decode (tokens <= kMaxGemvTokens), and prefill of f32 models or of head
-//    dimensions the prefill kernel does not take: a split flash-decoding
-//    kernel, grid (tokens, kv_heads * headBlocks, splits), and when splits >
-//    1 a combine kernel, grid (tokens, num_heads), sharing Scratch buffer 0.
-//    The split kernel is SIMT (128 threads) or, for f16/bf16 groups of more
-//    than 4 query heads per KV head, tensor-core (64 threads);
-//  - prefill of f16/bf16 models with head_dim a multiple of 16 up to 128:
-//    one tensor-core kernel, grid (ceil(tokens / 64), num_heads), 128
-//    threads, reading the K/V pages of the slot of each 64-token tile's first
-//    token (a chunk is one sequence).
+//  - always a split flash-decoding kernel, grid (tokens, kv_heads *
+//    headBlocks, splits), and when splits > 1 a combine kernel, grid
+//    (tokens, num_heads), sharing Scratch buffer 0. The split kernel is
+//    SIMT (128 threads) or, for f16/bf16 groups of more than 4 query heads
+//    per KV head, tensor-core (64 threads). Each token reads the pages of
+//    its own slot, so any mix of sequences is right;
+//  - above kMaxGemvTokens tokens, for f16/bf16 with head_dim a multiple of
+//    16 up to 128, then a tensor-core chunk kernel, grid (ceil(tokens / 64),
+//    num_heads), 128 threads, for the rows of prefill chunks: rows whose
+//    neighbour has the same slot. It takes each run of equal slots in its
+//    64 rows with that sequence's block table; flash-decoding skips those
+//    rows and keeps the rest (decode tokens, one-token prompts, pads).
 // Parameters: query, positions, slots, k_cache, v_cache, block_tables, then
 // out (RegionResult 0) or partials (Scratch 0); the combine kernel takes
 // positions, slots, partials, out. All shared memory is dynamic and

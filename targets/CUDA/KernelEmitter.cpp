@@ -2072,6 +2072,7 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
        << "constexpr int BLOCK_TOKENS = " << o.blockTokens << ";\n"
        << "constexpr int MAX_BLOCKS = " << o.maxBlocksPerSequence
        << "; // block table row length\n"
+       << "constexpr int MAX_SEQUENCES = " << o.maxSequences << "; // block table rows\n"
        << "typedef " << cudaType(cacheType) << " cache_t;\n";
   for (auto [i, g] : llvm::enumerate(groups))
     os << "typedef " << cudaType(g.inType) << " in" << i << "_t;\n"
@@ -2139,9 +2140,11 @@ __device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, flo
   if (write)
     os << "  const int pos = " << inputName(positionsParam) << "[t], seq = "
        << inputName(slotsParam) << R"([t];
-  // Page of the token: block_tables[seq][pos / BLOCK_TOKENS]; tokens with a
-  // negative position or slot (padding) write nothing.
-  const int page = pos >= 0 && seq >= 0 ? block_tables[(size_t)seq * MAX_BLOCKS + pos / BLOCK_TOKENS] : -1;
+  // Page of the token: block_tables[seq][pos / BLOCK_TOKENS]; padding
+  // (slot -1) and anything outside the table write nothing. The engine
+  // checks every index before launch; this keeps a kernel in bounds anyway.
+  const bool inTable = pos >= 0 && pos < BLOCK_TOKENS * MAX_BLOCKS && seq >= 0 && seq < MAX_SEQUENCES;
+  const int page = inTable ? block_tables[(size_t)seq * MAX_BLOCKS + pos / BLOCK_TOKENS] : -1;
   const size_t cacheRow = ((size_t)(page < 0 ? 0 : page) * BLOCK_TOKENS + (pos < 0 ? 0 : pos) % BLOCK_TOKENS) * KV_HEADS;
 )";
   int64_t start = 0;

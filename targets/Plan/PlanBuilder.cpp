@@ -171,6 +171,7 @@ public:
       : source(source), topology(topology), popts(popts), options(options) {
     maxBlocksPerSequence =
         (popts.context + options.blockTokens - 1) / options.blockTokens;
+    maxSequences = popts.batch;
   }
 
   llvm::Error lowerFunction(func::FuncOp fn) {
@@ -624,7 +625,7 @@ public:
   cuda::EmitOptions emitOptions(int device) const {
     cuda::EmitOptions eo;
     eo.blockTokens = options.blockTokens;
-    eo.maxSequences = popts.batch;
+    eo.maxSequences = maxSequences;
     eo.maxBlocksPerSequence = maxBlocksPerSequence;
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
@@ -640,6 +641,7 @@ public:
   const partition::PartitionOptions &popts;
   const PlanBuildOptions &options;
   int64_t maxBlocksPerSequence = 0;
+  int64_t maxSequences = 1; // block-table rows (sequences in flight)
 
   BucketRec *current = nullptr;
   unsigned regionCounter = 0;
@@ -785,6 +787,14 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   const ModelConfig &config = source.config;
   Lowering lowering(source, topology, popts, options);
   SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+  // Block-table rows: enough sequences in flight for the largest decode
+  // bucket (and the declared batch). The KV pages stay what the partition
+  // budgeted (batch x context tokens), so a plan with --batch 1 and
+  // --max-batch 64 runs 64 sequences whose lengths together fit the cache.
+  for (func::FuncOp fn : fns)
+    if (!fn.getSymName().starts_with("prefill"))
+      if (auto t = fn->getAttrOfType<IntegerAttr>("weft.tokens"))
+        lowering.maxSequences = std::max(lowering.maxSequences, t.getInt());
   for (size_t i = 0; i < fns.size(); ++i) {
     if (options.progress)
       options.progress("lowering buckets", i, fns.size());
@@ -1007,8 +1017,10 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   if (planIR)
     *planIR = std::move(ir);
 
-  // KV cache: what the partition reserved on each device that holds layers.
-  // A tensor-parallel group splits the KV heads.
+  // KV cache: the pages the partition reserved on each device that holds
+  // layers (batch x context tokens), shared by up to max_sequences
+  // sequences through their block tables. A tensor-parallel group splits
+  // the KV heads.
   std::vector<int64_t> blocks(topology.devices.size(), 0);
   std::vector<int32_t> kvHeads(topology.devices.size(), 0);
   for (const partition::Stage &s : partition.best.stages)
@@ -1018,7 +1030,8 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     }
   auto kv = fb::CreateKvCacheSpec(b, int32_t(options.blockTokens), dtypeOf(config.dtype),
                                   int32_t(config.numKvHeads), int32_t(config.headDim),
-                                  int32_t(popts.batch), int32_t(lowering.maxBlocksPerSequence),
+                                  int32_t(lowering.maxSequences),
+                                  int32_t(lowering.maxBlocksPerSequence),
                                   b.CreateVector(blocks), b.CreateVector(kvHeads));
 
   std::string tokenizer = readOptional(source, "tokenizer.json");

@@ -145,46 +145,53 @@ protected:
     int64_t maxSpan = a.window ? std::min(a.window, maxContext) : maxContext;
     bool prefill = a.tokens > kMaxGemvTokens && a.elementBytes == 2 && a.headDim % 16 == 0 &&
                    a.headDim <= 128;
-    if (prefill) {
-      ASSERT_EQ(steps.size(), 1u) << what;
-      EXPECT_TRUE(contains(first.name, "prefill")) << first.name;
-      EXPECT_TRUE(contains(first.source, "mma.sync.aligned.m16n8k16")) << first.name;
-      EXPECT_EQ(first.grid, (std::array<int, 3>{int((a.tokens + 63) / 64), int(a.heads), 1}));
-      EXPECT_EQ(first.block, (std::array<int, 3>{128, 1, 1}));
-      ASSERT_EQ(first.params.size(), 7u);
+    // Flash-decoding (split, then combine when split) always comes first;
+    // above the GEMV sizes the chunk kernel follows for prefill chunks.
+    EXPECT_TRUE(contains(first.name, "decode")) << first.name;
+    AttentionSplitPlan p = planAttentionSplits(a.tokens, a.heads, a.kvHeads, a.headDim,
+                                               a.elementBytes, maxSpan, o.smCount);
+    EXPECT_EQ(first.grid, (std::array<int, 3>{int(a.tokens), int(a.kvHeads * p.headBlocks),
+                                              int(p.splits)}))
+        << first.name;
+    EXPECT_EQ(first.block[0], p.tensorCores ? 64 : 128) << first.name;
+    EXPECT_EQ(contains(first.source, "mma.sync"), p.tensorCores) << first.name;
+    EXPECT_TRUE(contains(first.source, "constexpr int kSplits = " + std::to_string(p.splits) +
+                                           ";"))
+        << first.name;
+    EXPECT_TRUE(contains(first.source, std::string("constexpr bool kChunkKernel = ") +
+                                           (prefill ? "true;" : "false;")))
+        << first.name;
+    EXPECT_GE(p.headBlocks * p.headsPerBlock, a.heads / a.kvHeads);
+    ASSERT_EQ(first.params.size(), 7u);
+    size_t decodeSteps = p.splits == 1 ? 1 : 2;
+    ASSERT_EQ(steps.size(), decodeSteps + (prefill ? 1 : 0)) << what;
+    if (p.splits == 1) {
       expectBinding(first.params[6], Kind::RegionResult, 0, "out", first.name);
     } else {
-      EXPECT_TRUE(contains(first.name, "decode")) << first.name;
-      AttentionSplitPlan p = planAttentionSplits(a.tokens, a.heads, a.kvHeads, a.headDim,
-                                                 a.elementBytes, maxSpan, o.smCount);
-      EXPECT_EQ(first.grid, (std::array<int, 3>{int(a.tokens), int(a.kvHeads * p.headBlocks),
-                                                int(p.splits)}))
-          << first.name;
-      EXPECT_EQ(first.block[0], p.tensorCores ? 64 : 128) << first.name;
-      EXPECT_EQ(contains(first.source, "mma.sync"), p.tensorCores) << first.name;
-      EXPECT_TRUE(contains(first.source, "constexpr int kSplits = " + std::to_string(p.splits) +
-                                             ";"))
-          << first.name;
-      EXPECT_GE(p.headBlocks * p.headsPerBlock, a.heads / a.kvHeads);
-      ASSERT_EQ(first.params.size(), 7u);
-      if (p.splits == 1) {
-        EXPECT_EQ(steps.size(), 1u) << what;
-        expectBinding(first.params[6], Kind::RegionResult, 0, "out", first.name);
-      } else {
-        ASSERT_EQ(steps.size(), 2u) << what;
-        uint64_t bytes = uint64_t(a.tokens * a.heads * p.splits * (a.headDim + 2) * 4);
-        expectBinding(first.params[6], Kind::Scratch, 0, "partials", first.name);
-        EXPECT_EQ(first.params[6].bytes, bytes) << first.name;
-        const EmittedKernel &combine = *steps[1].kernel;
-        EXPECT_TRUE(contains(combine.name, "combine")) << combine.name;
-        EXPECT_EQ(combine.grid, (std::array<int, 3>{int(a.tokens), int(a.heads), 1}));
-        ASSERT_EQ(combine.params.size(), 4u);
-        expectBinding(combine.params[0], Kind::RegionInput, 1, "positions", combine.name);
-        expectBinding(combine.params[1], Kind::RegionInput, 2, "slots", combine.name);
-        expectBinding(combine.params[2], Kind::Scratch, 0, "partials", combine.name);
-        EXPECT_EQ(combine.params[2].bytes, bytes) << combine.name;
-        expectBinding(combine.params[3], Kind::RegionResult, 0, "out", combine.name);
-      }
+      uint64_t bytes = uint64_t(a.tokens * a.heads * p.splits * (a.headDim + 2) * 4);
+      expectBinding(first.params[6], Kind::Scratch, 0, "partials", first.name);
+      EXPECT_EQ(first.params[6].bytes, bytes) << first.name;
+      const EmittedKernel &combine = *steps[1].kernel;
+      EXPECT_TRUE(contains(combine.name, "combine")) << combine.name;
+      EXPECT_EQ(combine.grid, (std::array<int, 3>{int(a.tokens), int(a.heads), 1}));
+      ASSERT_EQ(combine.params.size(), 4u);
+      expectBinding(combine.params[0], Kind::RegionInput, 1, "positions", combine.name);
+      expectBinding(combine.params[1], Kind::RegionInput, 2, "slots", combine.name);
+      expectBinding(combine.params[2], Kind::Scratch, 0, "partials", combine.name);
+      EXPECT_EQ(combine.params[2].bytes, bytes) << combine.name;
+      expectBinding(combine.params[3], Kind::RegionResult, 0, "out", combine.name);
+    }
+    if (prefill) {
+      const EmittedKernel &chunk = *steps.back().kernel;
+      EXPECT_TRUE(contains(chunk.name, "prefill")) << chunk.name;
+      EXPECT_TRUE(contains(chunk.source, "mma.sync.aligned.m16n8k16")) << chunk.name;
+      EXPECT_TRUE(contains(chunk.source, "chunkRow(slots, r)")) << chunk.name;
+      EXPECT_EQ(chunk.grid, (std::array<int, 3>{int((a.tokens + 63) / 64), int(a.heads), 1}));
+      EXPECT_EQ(chunk.block, (std::array<int, 3>{128, 1, 1}));
+      ASSERT_EQ(chunk.params.size(), 7u);
+      for (size_t i = 0; i < 6; ++i)
+        EXPECT_EQ(chunk.params[i].kind, first.params[i].kind) << chunk.name;
+      expectBinding(chunk.params[6], Kind::RegionResult, 0, "out", chunk.name);
     }
     // The split or prefill kernel reads the region's inputs, the layer's
     // caches and the block tables, in this order.
@@ -250,8 +257,9 @@ TEST_F(AttentionEmitterTest, EveryBuiltinModelEmitsAndCompiles) {
     }
     EXPECT_EQ(tokens, (std::set<int64_t>{1, 2, 4, 128})) << model;
   }
-  // Layers share their sources: a handful of kernels per model.
-  EXPECT_LE(unique.size(), 7 * builtinModelNames().size());
+  // Layers share their sources: a handful of kernels per model (buckets 1,
+  // 2, 4: split and combine; 128: split, combine and the chunk kernel).
+  EXPECT_LE(unique.size(), 9 * builtinModelNames().size());
   compileForBothArchitectures(unique);
 }
 

@@ -42,17 +42,45 @@ const char *kUsage =
     "       weft-run PLAN --random-weights --bench BUCKET [--bench-steps N]\n"
     "                [--bench-context N]   (times one bucket, e.g. decode_b32)\n";
 
-// Times `steps` runs of one bucket: every token a different sequence at
-// position `context` (decode), or one sequence's chunk (prefill).
+// Times `steps` runs of one bucket with synthetic inputs: a decode bucket
+// as that many sequences, each at position `context` with its own pages; a
+// prefill bucket as one sequence's chunk. Only sequences and pages the
+// plan's cache has are used: a shape that does not fit is an error.
 int bench(weft::engine::Engine &engine, const std::string &name, int steps, int context) {
   int bucket = engine.bucketIndex(name);
   if (bucket < 0)
     return fail("--bench: the plan has no bucket '" + name + "'");
   int tokens = engine.bucketTokens(bucket);
   bool prefill = name.rfind("prefill", 0) == 0;
+  const weft::engine::KvLayout &kv = engine.kvLayout();
+  int sequences = prefill ? 1 : tokens;
+  int64_t length = prefill ? tokens : int64_t(context) + 1; // positions each sequence holds
+  if (sequences > kv.maxSequences)
+    return fail("--bench " + name + ": " + std::to_string(sequences) +
+                " sequences, but the plan holds " + std::to_string(kv.maxSequences) +
+                " (weft-compile --max-batch / --batch)");
+  if (length > kv.maxContext())
+    return fail("--bench " + name + ": " + std::to_string(length) +
+                " positions per sequence, beyond the plan's context of " +
+                std::to_string(kv.maxContext()));
+  int64_t perSequence = (length + kv.blockTokens - 1) / kv.blockTokens;
+  if (perSequence * sequences > kv.pages)
+    return fail("--bench " + name + " --bench-context " + std::to_string(context) + ": " +
+                std::to_string(sequences) + " sequences of " + std::to_string(length) +
+                " positions need " + std::to_string(perSequence * sequences) +
+                " KV pages; the plan's cache has " + std::to_string(kv.pages) +
+                " (weft-compile --batch N --context C sizes it for N x C tokens)");
+  for (int s = 0; s < sequences; ++s) {
+    std::vector<int32_t> pages(static_cast<size_t>(perSequence));
+    for (int64_t i = 0; i < perSequence; ++i)
+      pages[size_t(i)] = int32_t(s * perSequence + i);
+    if (weft::Status st = engine.setBlockTable(s, pages); !st.isOk())
+      return fail(st.message());
+  }
+  int vocab = engine.plan().model()->vocab_size();
   weft::engine::StepInputs in;
   for (int i = 0; i < tokens; ++i) {
-    in.ids.push_back(1 + i);
+    in.ids.push_back(vocab > 1 ? 1 + i % (vocab - 1) : 0);
     in.positions.push_back(prefill ? i : context);
     in.slots.push_back(prefill ? 0 : i);
   }

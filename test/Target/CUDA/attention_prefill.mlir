@@ -1,16 +1,27 @@
-// Prefill attention: the causal flash-attention kernel on tensor cores
-// (mma.sync m16n8k16, bf16 and f16) over the paged KV cache, with and
-// without a sliding window; f32 chunks run the split kernels instead.
+// Prefill attention: above the GEMV sizes a step may hold decode tokens of
+// many sequences and prefill chunks of several, so flash-decoding (which
+// owns one-token sequences and pads) comes first and the causal chunk
+// kernel on tensor cores (mma.sync m16n8k16, bf16 and f16) follows for rows
+// whose neighbour has the same slot, each run of equal slots with its own
+// block table; with and without a sliding window. f32 chunks run the split
+// kernels alone.
 // RUN: weft-emit-cuda --block-tokens=32 --max-blocks-per-sequence=128 --max-sequences=2 %s | FileCheck %s
 // RUN: weft-emit-cuda --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SM86
 // RUN: weft-emit-cuda --no-source --compile=sm_90 %s | FileCheck %s --check-prefix=SM90
 
 // 100 tokens: two 64-row query tiles per head. head_dim 128 takes 32-key
-// tiles, two stages of K and V (2 x 2 x 32 x 136 x 2 bytes) and the rows'
-// bounds (32 bytes).
-// CHECK-LABEL: // @prefill region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel [[PREFILL:weft_attention_prefill_t100_h8_kv2_d128_bf16]]
-// CHECK-NEXT: //   grid (2, 8, 1) block (128, 1, 1) shared 34848
+// tiles, two stages of K and V (2 x 2 x 32 x 136 x 2 bytes), the rows'
+// bounds (32 bytes) and each row's slot and owned position (512 bytes).
+// CHECK-LABEL: // @prefill region 0 "attention": 3 steps
+// CHECK-NEXT: // step 0: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_split
+// CHECK: constexpr bool kChunkKernel = true;
+// CHECK: if (chunkRow(slots, t))
+// CHECK-NEXT: return; // the chunk kernel writes this row
+// CHECK: // step 1: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_combine
+// CHECK: if (chunkRow(slots, t))
+// CHECK-NEXT: return; // the chunk kernel writes this row
+// CHECK: // step 2: kernel [[PREFILL:weft_attention_prefill_t100_h8_kv2_d128_bf16]]
+// CHECK-NEXT: //   grid (2, 8, 1) block (128, 1, 1) shared 35360
 // CHECK-NEXT: //   param 0 query: RegionInput 0
 // CHECK-NEXT: //   param 1 positions: RegionInput 1
 // CHECK-NEXT: //   param 2 slots: RegionInput 2
@@ -42,13 +53,19 @@
 // CHECK-NEXT: const int *__restrict__ slots, const elem_t *__restrict__ k_cache,
 // CHECK-NEXT: const elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
 // CHECK-NEXT: elem_t *__restrict__ out)
+// The block takes the rows it owns, one run of equal slots at a time.
+// CHECK: if (tokenValid(p, slot) && chunkRow(slots, r))
+// CHECK: if (!__syncthreads_or(anyOwned))
+// CHECK: for (int segBegin = 0; segBegin < kRows;) {
+// CHECK: const int *table = block_tables + (size_t)slot * kMaxBlocks;
 // Each row is masked against its own position.
 // CHECK: key <= pr && (kWindow == 0 || pr - key < kWindow)
 
-// head_dim 64: 64-key tiles (2 x 2 x 64 x 72 x 2 + 32 bytes).
-// CHECK-LABEL: // @prefill_window region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel weft_attention_prefill_t256_h12_kv4_d64_w4096_f16
-// CHECK-NEXT: //   grid (4, 12, 1) block (128, 1, 1) shared 36896
+// head_dim 64: 64-key tiles (2 x 2 x 64 x 72 x 2 + 32 + 512 bytes).
+// CHECK-LABEL: // @prefill_window region 0 "attention": 2 steps
+// CHECK-NEXT: // step 0: kernel weft_attention_decode_t256_h12_kv4_d64_w4096_f16_s1
+// CHECK: // step 1: kernel weft_attention_prefill_t256_h12_kv4_d64_w4096_f16
+// CHECK-NEXT: //   grid (4, 12, 1) block (128, 1, 1) shared 37408
 // CHECK: //   param 3 k_cache: KCache layer 0
 // CHECK: #include <cuda_fp16.h>
 // CHECK: constexpr int kGroup = 3;
@@ -66,9 +83,10 @@
 // CHECK: //   param 6 partials: Scratch 0 (82944 bytes)
 // CHECK: // step 1: kernel weft_attention_decode_t32_h4_kv2_d16_f32_s9_combine
 // CHECK-NEXT: //   grid (32, 4, 1) block (32, 1, 1) shared 40
+// CHECK: constexpr bool kChunkKernel = false;
 
-// SM86-COUNT-4: //   compiled for sm_86: cubin ok, ptx ok
-// SM90-COUNT-4: //   compiled for sm_90: cubin ok, ptx ok
+// SM86-COUNT-7: //   compiled for sm_86: cubin ok, ptx ok
+// SM90-COUNT-7: //   compiled for sm_90: cubin ok, ptx ok
 
 func.func @prefill(%q: tensor<100x1024xbf16>, %pos: tensor<100xi32>, %slots: tensor<100xi32>,
                    %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 128, dtype = bf16>) -> tensor<100x1024xbf16> {

@@ -1,0 +1,133 @@
+// Continuous batching over a plan's buckets: every step runs the next token
+// of each running sequence together with chunks of waiting prompts (one
+// chunk may hold several sequences), on a paged KV cache with admission by
+// free pages, preemption by recomputation and cancellation at any time.
+#ifndef WEFT_RUNTIME_SERVE_SCHEDULER_H_
+#define WEFT_RUNTIME_SERVE_SCHEDULER_H_
+
+#include "runtime/serve/PagePool.h"
+#include "runtime/serve/Step.h"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace weft::serve {
+
+// How the next token is chosen. Temperature 0 is greedy; above 0 the plan
+// must sample, drawing from the softmax at that temperature restricted to
+// the top_k most likely tokens (0: all) and to the smallest set whose
+// probability reaches top_p. `seed` makes a request repeatable whatever
+// else runs beside it.
+struct SamplingParams {
+  float temperature = 0;
+  int32_t topK = 0;
+  float topP = 1;
+  uint64_t seed = 0;
+  bool greedy() const { return !(temperature > 0) && topK <= 0 && !(topP < 1); }
+};
+// Checks the values (temperature >= 0 and finite, top_k >= 0, top_p in
+// (0, 1]); an error names the bad one.
+Status checkSampling(const SamplingParams &sampling);
+
+enum class Finish { None, Length, Stop, Cancelled };
+const char *finishName(Finish f); // "length", "stop", "cancelled", ""
+
+// What a request hears, on the thread that calls Scheduler::step.
+struct Event {
+  uint64_t id = 0;
+  int32_t token = -1;         // the new token, or -1 (cancelled)
+  int index = 0;              // its index among the request's output tokens
+  Finish finish = Finish::None;
+  int stopString = -1;        // which stop string ended the request
+  // Logits of the last prompt token, with the first token, when asked for.
+  const std::vector<float> *promptLogits = nullptr;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  int maxTokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stopTokens;     // end the request (and are emitted)
+  std::vector<std::string> stopStrings; // matched in the decoded output
+  bool wantPromptLogits = false;
+  std::function<void(const Event &)> onEvent;
+};
+
+struct SchedulerOptions {
+  // Most tokens in one step (0: the largest bucket). Smaller values cap the
+  // prefill work a step adds to the decode tokens (latency of the others).
+  int maxStepTokens = 0;
+  // Bytes of a token's text, for stop strings (none without it).
+  std::function<std::string(int32_t)> tokenText;
+};
+
+struct SchedulerStats {
+  int running = 0, waiting = 0;
+  int pagesFree = 0, pagesTotal = 0;
+  uint64_t steps = 0, preemptions = 0;
+  uint64_t promptTokens = 0, generatedTokens = 0;
+};
+
+class Scheduler {
+public:
+  Scheduler(StepRunner &runner, SchedulerOptions options = {});
+  ~Scheduler();
+
+  // Queues a request; it joins at the next step. Refused here (never later)
+  // when it can never run: an empty prompt, ids outside the vocabulary,
+  // prompt + max_tokens beyond the plan's context or its whole KV cache,
+  // bad sampling values, or sampling on a plan that only takes the argmax.
+  // Thread-safe.
+  StatusOr<uint64_t> submit(Request request);
+  // Ends a request at the next step and frees its pages; it hears one last
+  // event with Finish::Cancelled. Unknown or finished ids: no-op.
+  // Thread-safe.
+  void cancel(uint64_t id);
+
+  // Runs one step (admitting, preempting and finishing sequences around
+  // it); does nothing when there is no work. An error from the runner ends
+  // every request (their last event is Cancelled) and is returned.
+  Status step();
+  // Steps until every request has finished.
+  Status runUntilIdle();
+  bool idle() const;
+  SchedulerStats stats() const;
+
+private:
+  struct Sequence;
+  void drainInbox();
+  void finish(Sequence &s, Finish why, int stopString = -1);
+  void release(Sequence &s);
+  void preempt(Sequence &s);
+  bool reservePages(Sequence &s, size_t positions);
+  int matchStop(Sequence &s, int32_t token);
+
+  StepRunner &runner_;
+  SchedulerOptions options_;
+  KvLayout kv_;
+  std::vector<int> sizes_;
+  int maxStep_ = 0;
+  PagePool pool_;
+  std::vector<int> freeSlots_;
+
+  mutable std::mutex inboxMutex_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  std::vector<uint64_t> cancels_;
+  uint64_t nextId_ = 1;
+
+  // Admitted sequences by arrival (oldest first), and the waiting ones.
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  SchedulerStats stats_;
+};
+
+} // namespace weft::serve
+
+#endif // WEFT_RUNTIME_SERVE_SCHEDULER_H_

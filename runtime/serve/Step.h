@@ -1,0 +1,58 @@
+// What one step of a plan takes and gives, and the interface the scheduler
+// drives: the engine implements it on GPUs, tests implement it on the CPU.
+#ifndef WEFT_RUNTIME_SERVE_STEP_H_
+#define WEFT_RUNTIME_SERVE_STEP_H_
+
+#include "runtime/base/Status.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace weft::serve {
+
+// The paged KV cache a plan allocates: `pages` pages of `blockTokens`
+// positions on every device that holds layers, shared by up to
+// `maxSequences` sequences (slots) through their block tables.
+struct KvLayout {
+  int blockTokens = 0;
+  int maxSequences = 0;         // block-table rows; slots are 0..maxSequences-1
+  int maxBlocksPerSequence = 0; // block-table row length
+  int pages = 0;                // pages in the pool
+  int maxContext() const { return blockTokens * maxBlocksPerSequence; }
+};
+
+// One token per entry. Slot -1 marks padding: no KV written, zero output.
+struct StepInputs {
+  std::vector<int32_t> ids, positions, slots;
+  // Sampling parameters per token, for plans that sample; empty:
+  // temperature 0 (greedy), top_k 0 (off), top_p 1, uniform 0.
+  std::vector<float> temperature, topP, uniform;
+  std::vector<int32_t> topK;
+};
+struct StepOutputs {
+  std::vector<float> logits;     // [tokens x vocab], when requested
+  std::vector<int32_t> next;     // [tokens]
+};
+
+// Runs steps of a compiled plan: a bucket is a step shape of a fixed token
+// count; any mix of sequences (decode tokens, prefill chunks) fits any
+// bucket.
+class StepRunner {
+public:
+  virtual ~StepRunner() = default;
+  virtual const KvLayout &kvLayout() const = 0;
+  virtual int vocabSize() const = 0;
+  // Whether the plan's head samples (temperature, top-k, top-p) or only
+  // takes the argmax.
+  virtual bool samples() const = 0;
+  // The token counts of the buckets, ascending, without repeats.
+  virtual std::vector<int> stepSizes() const = 0;
+  // Sets the block-table row of `slot` (see Engine::setBlockTable).
+  virtual Status setBlockTable(int slot, const std::vector<int32_t> &pages) = 0;
+  // Runs the bucket of exactly `in.ids.size()` tokens (one of stepSizes()).
+  virtual Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) = 0;
+};
+
+} // namespace weft::serve
+
+#endif // WEFT_RUNTIME_SERVE_STEP_H_
