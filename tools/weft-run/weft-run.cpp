@@ -1,14 +1,18 @@
 // weft-run: loads a plan and its weights and generates tokens (greedily, or
-// sampled) for one prompt, printing the tokens and the speed.
+// sampled) for one prompt or a file of prompts run together through the
+// scheduler, printing the tokens and the speed.
 #include "runtime/engine/Generate.h"
+#include "runtime/serve/Scheduler.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -33,9 +37,63 @@ bool parseInts(const std::string &text, std::vector<int32_t> &out) {
   return !out.empty();
 }
 
+// --prompts FILE: one prompt a line, comma-separated token ids or text
+// (encoded with the tokenizer); empty lines are skipped.
+struct PromptLine {
+  std::vector<int32_t> ids;
+  std::string text;
+  bool isText = false;
+};
+
+bool readPrompts(const std::string &path, std::vector<PromptLine> &out, std::string &error) {
+  std::ifstream f(path);
+  if (!f) {
+    error = path + ": cannot open";
+    return false;
+  }
+  std::string line;
+  int number = 0;
+  while (std::getline(f, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      continue;
+    PromptLine p;
+    std::string compact;
+    for (char c : line)
+      if (c != ' ' && c != '\t')
+        compact += c;
+    if (compact.find_first_not_of("0123456789,") == std::string::npos) {
+      if (!parseInts(compact, p.ids)) {
+        error = path + ":" + std::to_string(number) + ": expected comma-separated token ids";
+        return false;
+      }
+    } else {
+      p.text = line;
+      p.isText = true;
+    }
+    out.push_back(std::move(p));
+  }
+  if (out.empty()) {
+    error = path + ": no prompts";
+    return false;
+  }
+  return true;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = size_t(q * double(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
-    "                (--prompt-ids 1,2,3 | --prompt TEXT [--tokenizer tokenizer.json])\n"
+    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE)\n"
+    "                [--tokenizer tokenizer.json]\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
@@ -99,6 +157,93 @@ int bench(weft::engine::Engine &engine, const std::string &name, int steps, int 
   return 0;
 }
 
+// --prompts: every prompt submitted at once; the scheduler batches them.
+int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prompts,
+               int maxTokens, const std::vector<int32_t> &stopTokens,
+               const weft::engine::SamplingOptions &sampling,
+               const weft::tokenizer::Tokenizer *tokenizer, const std::string &dumpLogits,
+               double loadSeconds) {
+  using Clock = std::chrono::steady_clock;
+  struct Result {
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;
+    Clock::time_point first, last;
+    std::string finish;
+  };
+  std::vector<Result> results(prompts.size());
+  weft::serve::Scheduler scheduler(engine);
+  auto start = Clock::now();
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    weft::serve::Request r;
+    r.prompt = prompts[i].ids;
+    r.maxTokens = maxTokens;
+    r.sampling = sampling;
+    r.stopTokens = stopTokens;
+    r.wantPromptLogits = !dumpLogits.empty();
+    Result *res = &results[i];
+    r.onEvent = [res](const weft::serve::Event &e) {
+      auto now = Clock::now();
+      if (e.token >= 0) {
+        if (res->tokens.empty())
+          res->first = now;
+        res->tokens.push_back(e.token);
+      }
+      if (e.promptLogits)
+        res->logits = *e.promptLogits;
+      if (e.finish != weft::serve::Finish::None) {
+        res->last = now;
+        res->finish = weft::serve::finishName(e.finish);
+      }
+    };
+    weft::StatusOr<uint64_t> id = scheduler.submit(std::move(r));
+    if (!id.isOk())
+      return fail("--prompts: line " + std::to_string(i + 1) + ": " + id.status().message());
+  }
+  if (weft::Status st = scheduler.runUntilIdle(); !st.isOk())
+    return fail(st.message());
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  uint64_t generated = 0, promptTokens = 0;
+  std::vector<double> ttft, perSequence;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result &r = results[i];
+    std::cout << "sequence " << i << " tokens:";
+    for (int32_t t : r.tokens)
+      std::cout << " " << t;
+    std::cout << "\n";
+    if (tokenizer)
+      std::cout << "sequence " << i << " text: " << tokenizer->decode(r.tokens, true) << "\n";
+    generated += r.tokens.size();
+    promptTokens += prompts[i].ids.size();
+    double first = std::chrono::duration<double>(r.first - start).count();
+    double end = std::chrono::duration<double>(r.last - start).count();
+    ttft.push_back(first);
+    perSequence.push_back(end > 0 ? double(r.tokens.size()) / end : 0.0);
+  }
+  double mean = 0;
+  for (double v : perSequence)
+    mean += v / double(perSequence.size());
+  weft::serve::SchedulerStats st = scheduler.stats();
+  std::printf("loaded in %.2f s; %zu sequences, %llu prompt and %llu generated tokens in "
+              "%.3f s over %llu steps (%llu preemptions)\n",
+              loadSeconds, prompts.size(), (unsigned long long)promptTokens,
+              (unsigned long long)generated, seconds, (unsigned long long)st.steps,
+              (unsigned long long)st.preemptions);
+  std::printf("throughput %.1f generated tok/s; per sequence %.1f tok/s mean, %.1f p10 "
+              "(tokens over time from the start); first token %.1f ms p50, %.1f ms max\n",
+              generated / seconds, mean, percentile(perSequence, 0.1),
+              percentile(ttft, 0.5) * 1e3, percentile(ttft, 1.0) * 1e3);
+  if (!dumpLogits.empty()) {
+    std::ofstream f(dumpLogits, std::ios::binary);
+    for (const Result &r : results)
+      f.write(reinterpret_cast<const char *>(r.logits.data()),
+              std::streamsize(r.logits.size() * sizeof(float)));
+    if (!f)
+      return fail(dumpLogits + ": cannot write");
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -111,6 +256,7 @@ int main(int argc, char **argv) {
   std::string benchBucket;
   weft::engine::SamplingOptions sampling;
   int benchSteps = 20, benchContext = 128;
+  std::string promptsPath;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -149,6 +295,7 @@ int main(int argc, char **argv) {
     else if (a == "--bench-steps") benchSteps = std::atoi(value("--bench-steps"));
     else if (a == "--bench-context") benchContext = std::atoi(value("--bench-context"));
     else if (a == "--prompt") promptText = value("--prompt"), havePromptText = true;
+    else if (a == "--prompts") promptsPath = value("--prompts");
     else if (a == "--tokenizer") tokenizerPath = value("--tokenizer");
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
@@ -175,8 +322,16 @@ int main(int argc, char **argv) {
     return fail(std::string("no plan given\n") + kUsage);
   if (havePromptText && !prompt.empty())
     return fail("--prompt and --prompt-ids both given: expected one of them");
-  if (prompt.empty() && !havePromptText && benchBucket.empty())
-    return fail("no prompt given (--prompt-ids or --prompt)");
+  if (int(!prompt.empty()) + int(havePromptText) + int(!promptsPath.empty()) > 1)
+    return fail("--prompt-ids, --prompt and --prompts: expected one of them");
+  if (prompt.empty() && !havePromptText && promptsPath.empty() && benchBucket.empty())
+    return fail("no prompt given (--prompt-ids, --prompt or --prompts)");
+  std::vector<PromptLine> prompts;
+  if (!promptsPath.empty()) {
+    std::string error;
+    if (!readPrompts(promptsPath, prompts, error))
+      return fail("--prompts: " + error);
+  }
   if (benchSteps < 1 || benchContext < 1)
     return fail("--bench-steps and --bench-context must be positive");
   if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
@@ -209,6 +364,30 @@ int main(int argc, char **argv) {
     else if (!quiet)
       std::cerr << "weft-run: warning: " << t.status().message() << "; printing ids only\n";
   }
+  bool anyText = havePromptText;
+  for (const PromptLine &p : prompts)
+    anyText |= p.isText;
+  if (anyText && !tokenizer)
+    return fail(std::string(havePromptText ? "--prompt" : "--prompts") +
+                ": the plan carries no tokenizer (its checkpoint had no tokenizer.json): "
+                "give --tokenizer FILE or token ids");
+  int vocab = plan->plan().model()->vocab_size();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    PromptLine &p = prompts[i];
+    std::string where = "--prompts: line " + std::to_string(i + 1);
+    if (p.isText) {
+      weft::StatusOr<std::vector<int32_t>> ids = tokenizer->encode(p.text, true);
+      if (!ids.isOk())
+        return fail(where + ": " + ids.status().message());
+      p.ids = std::move(ids.value());
+    }
+    if (p.ids.empty())
+      return fail(where + ": the prompt has no tokens");
+    for (int32_t id : p.ids)
+      if (id >= vocab)
+        return fail(where + ": token " + std::to_string(id) +
+                    " is outside the vocabulary of " + std::to_string(vocab));
+  }
   if (havePromptText) {
     if (!tokenizer)
       return fail("--prompt: the plan carries no tokenizer (its checkpoint had no "
@@ -220,7 +399,6 @@ int main(int argc, char **argv) {
       return fail("--prompt: the text has no tokens");
     prompt = std::move(ids.value());
   }
-  int vocab = plan->plan().model()->vocab_size();
   for (int32_t id : prompt)
     if (id >= vocab)
       return fail(std::string(havePromptText ? "--prompt" : "--prompt-ids") + ": token " +
@@ -240,6 +418,10 @@ int main(int argc, char **argv) {
     std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
   if (!benchBucket.empty())
     return bench(**engine, benchBucket, benchSteps, benchContext);
+  if (!prompts.empty())
+    return runPrompts(**engine, prompts, maxTokens,
+                      options.randomWeights ? std::vector<int32_t>{} : eos, sampling,
+                      tokenizer ? &*tokenizer : nullptr, dumpLogits, loadSeconds);
   weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
       **engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos,
       sampling);

@@ -1,0 +1,359 @@
+// The scheduler over a fake runner that keeps a real paged cache of token
+// ids: each step writes every token through its slot's block table, then
+// each token's "next token" is a hash of its whole sequence read back
+// through the table. A scheduling bug (a wrong page, a missing chunk, a
+// stale table after preemption) changes the outputs or reads an unwritten
+// position.
+#include "runtime/serve/Scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+namespace weft::serve {
+namespace {
+
+constexpr int kVocab = 1000;
+
+// The "model": the next token after `context`.
+int32_t nextToken(const std::vector<int32_t> &context) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : context)
+    h = (h ^ uint64_t(t)) * 1099511628211ull;
+  return int32_t(h % kVocab);
+}
+
+std::vector<int32_t> reference(std::vector<int32_t> context, int maxTokens,
+                               const std::vector<int32_t> &stop = {}) {
+  std::vector<int32_t> out;
+  while (int(out.size()) < maxTokens) {
+    int32_t t = nextToken(context);
+    out.push_back(t);
+    context.push_back(t);
+    if (std::find(stop.begin(), stop.end(), t) != stop.end())
+      break;
+  }
+  return out;
+}
+
+class FakeRunner : public StepRunner {
+public:
+  FakeRunner(int blockTokens, int sequences, int blocksPerSequence, int pages,
+             std::vector<int> sizes)
+      : sizes_(std::move(sizes)) {
+    kv_.blockTokens = blockTokens;
+    kv_.maxSequences = sequences;
+    kv_.maxBlocksPerSequence = blocksPerSequence;
+    kv_.pages = pages;
+    tables_.assign(size_t(sequences), {});
+    cache_.assign(size_t(pages) * size_t(blockTokens), -1);
+  }
+  const KvLayout &kvLayout() const override { return kv_; }
+  int vocabSize() const override { return kVocab; }
+  bool samples() const override { return false; }
+  std::vector<int> stepSizes() const override { return sizes_; }
+  Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
+    if (slot < 0 || slot >= kv_.maxSequences || int(pages.size()) > kv_.maxBlocksPerSequence)
+      return invalidArgument("bad block table");
+    for (int32_t p : pages)
+      if (p < 0 || p >= kv_.pages)
+        return invalidArgument("bad page");
+    // A page held by two live slots at once is a leak of the allocator.
+    for (size_t s = 0; s < tables_.size(); ++s)
+      if (int(s) != slot)
+        for (int32_t p : tables_[s])
+          if (std::find(pages.begin(), pages.end(), p) != pages.end())
+            return invalidArgument("page " + std::to_string(p) + " shared by two slots");
+    tables_[size_t(slot)] = pages;
+    return Status::ok();
+  }
+  Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) override {
+    if (failNext)
+      return internalError("injected failure");
+    size_t T = in.ids.size();
+    if (std::find(sizes_.begin(), sizes_.end(), int(T)) == sizes_.end())
+      return invalidArgument("no bucket of " + std::to_string(T) + " tokens");
+    ++steps;
+    std::map<int, int> rowsOfSlot;
+    for (size_t t = 0; t < T; ++t) {
+      int slot = in.slots[t];
+      if (slot == -1)
+        continue;
+      ++rowsOfSlot[slot];
+      int32_t *cell = at(slot, in.positions[t]);
+      if (!cell)
+        return outOfRange("token " + std::to_string(t) + " outside its pages");
+      *cell = in.ids[t];
+    }
+    int chunks = 0;
+    for (auto [slot, rows] : rowsOfSlot)
+      chunks += rows > 1;
+    maxChunksInStep = std::max(maxChunksInStep, chunks);
+    mixedSteps += chunks > 0 && rowsOfSlot.size() > size_t(chunks);
+    out.next.assign(T, 0);
+    for (size_t t = 0; t < T; ++t) {
+      if (in.slots[t] == -1)
+        continue;
+      std::vector<int32_t> context;
+      for (int p = 0; p <= in.positions[t]; ++p) {
+        int32_t *cell = at(in.slots[t], p);
+        if (!cell || *cell < 0)
+          return internalError("read an unwritten position");
+        context.push_back(*cell);
+      }
+      out.next[t] = nextToken(context);
+    }
+    if (wantLogits) {
+      out.logits.assign(T * kVocab, 0.0f);
+      for (size_t t = 0; t < T; ++t)
+        out.logits[t * kVocab + size_t(out.next[t])] = 1.0f;
+    }
+    return Status::ok();
+  }
+
+  int pagesHeld() const {
+    int n = 0;
+    for (const auto &t : tables_)
+      n += int(t.size());
+    return n;
+  }
+
+  bool failNext = false;
+  int steps = 0, maxChunksInStep = 0, mixedSteps = 0;
+
+private:
+  int32_t *at(int slot, int pos) {
+    const std::vector<int32_t> &table = tables_[size_t(slot)];
+    size_t block = size_t(pos / kv_.blockTokens);
+    if (pos < 0 || block >= table.size())
+      return nullptr;
+    return &cache_[size_t(table[block]) * size_t(kv_.blockTokens) + size_t(pos % kv_.blockTokens)];
+  }
+
+  KvLayout kv_;
+  std::vector<int> sizes_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> cache_;
+};
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  Finish finish = Finish::None;
+  int finals = 0;
+  int stopString = -1;
+};
+
+Request makeRequest(std::vector<int32_t> prompt, int maxTokens, Collected &c) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.maxTokens = maxTokens;
+  r.onEvent = [&c](const Event &e) {
+    if (e.token >= 0) {
+      EXPECT_EQ(e.index, int(c.tokens.size()));
+      c.tokens.push_back(e.token);
+    }
+    if (e.finish != Finish::None) {
+      c.finish = e.finish;
+      c.stopString = e.stopString;
+      ++c.finals;
+    }
+  };
+  return r;
+}
+
+std::vector<int32_t> randomPrompt(std::mt19937 &rng, int length) {
+  std::vector<int32_t> p(static_cast<size_t>(length));
+  for (int32_t &t : p)
+    t = int32_t(rng() % kVocab);
+  return p;
+}
+
+TEST(SchedulerTest, OneSequenceMatchesTheModel) {
+  FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
+  Scheduler s(runner);
+  Collected c;
+  std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  ASSERT_TRUE(s.submit(makeRequest(prompt, 9, c)).isOk());
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_EQ(c.tokens, reference(prompt, 9));
+  EXPECT_EQ(c.finish, Finish::Length);
+  EXPECT_EQ(c.finals, 1);
+  // 11 prompt tokens in chunks of 8 then 3 (padded to 4), then 8 decode steps.
+  EXPECT_EQ(runner.steps, 10);
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(s.stats().pagesFree, 32);
+}
+
+TEST(SchedulerTest, ManySequencesShareStepsAndChunks) {
+  // 20 sequences of 1 to 40 prompt tokens, 16 slots, steps of up to 32
+  // tokens: decode tokens and chunks of several prompts share steps.
+  FakeRunner runner(4, 16, 32, 256, {1, 2, 4, 8, 16, 32});
+  Scheduler s(runner);
+  std::mt19937 rng(7);
+  std::vector<Collected> c(20);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 20; ++i) {
+    prompts.push_back(randomPrompt(rng, 1 + int(rng() % 40)));
+    ASSERT_TRUE(s.submit(makeRequest(prompts.back(), 5 + i % 7, c[size_t(i)])).isOk());
+  }
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(c[size_t(i)].tokens, reference(prompts[size_t(i)], 5 + i % 7)) << i;
+    EXPECT_EQ(c[size_t(i)].finals, 1) << i;
+  }
+  EXPECT_GE(runner.maxChunksInStep, 2); // one step held chunks of two prompts
+  EXPECT_GT(runner.mixedSteps, 0);      // and decode tokens beside a chunk
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(s.stats().pagesFree, 256);
+}
+
+TEST(SchedulerTest, PreemptedSequencesResumeWithTheSameOutput) {
+  // 24 pages of 4 tokens for 6 sequences that grow to 33 positions each
+  // (9 pages): they cannot all stay; the newest go back and are recomputed.
+  FakeRunner runner(4, 6, 16, 24, {1, 2, 4, 8, 16});
+  Scheduler s(runner);
+  std::mt19937 rng(3);
+  std::vector<Collected> c(6);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(randomPrompt(rng, 10));
+    ASSERT_TRUE(s.submit(makeRequest(prompts.back(), 24, c[size_t(i)])).isOk());
+  }
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_GT(s.stats().preemptions, 0u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(c[size_t(i)].tokens, reference(prompts[size_t(i)], 24)) << i;
+    EXPECT_EQ(c[size_t(i)].finish, Finish::Length);
+  }
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(s.stats().pagesFree, 24);
+}
+
+TEST(SchedulerTest, RandomSubmitCancelAndFinishNeverLeak) {
+  FakeRunner runner(4, 8, 16, 40, {1, 2, 4, 8, 16});
+  Scheduler s(runner);
+  std::mt19937 rng(11);
+  std::vector<std::unique_ptr<Collected>> collected;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> maxTokens;
+  std::vector<uint64_t> ids;
+  std::set<uint64_t> cancelled;
+  for (int event = 0; event < 10000; ++event) {
+    int kind = int(rng() % 10);
+    if (kind < 3) {
+      collected.push_back(std::make_unique<Collected>());
+      prompts.push_back(randomPrompt(rng, 1 + int(rng() % 30)));
+      maxTokens.push_back(1 + int(rng() % 20));
+      StatusOr<uint64_t> id =
+          s.submit(makeRequest(prompts.back(), maxTokens.back(), *collected.back()));
+      ASSERT_TRUE(id.isOk()) << id.status().message();
+      ids.push_back(*id);
+    } else if (kind == 3 && !ids.empty()) {
+      uint64_t id = ids[rng() % ids.size()];
+      s.cancel(id);
+      cancelled.insert(id);
+      s.cancel(id + 100000); // unknown: no-op
+    } else {
+      ASSERT_TRUE(s.step().isOk());
+    }
+    SchedulerStats st = s.stats();
+    ASSERT_EQ(st.pagesFree + runner.pagesHeld(), st.pagesTotal) << "event " << event;
+  }
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(s.stats().pagesFree, 40);
+  EXPECT_GT(s.stats().preemptions, 0u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Collected &c = *collected[i];
+    EXPECT_EQ(c.finals, 1) << "request " << i << " heard " << c.finals << " final events";
+    if (c.finish == Finish::Cancelled) {
+      EXPECT_TRUE(cancelled.count(ids[i])) << i;
+      std::vector<int32_t> ref = reference(prompts[i], maxTokens[i]);
+      EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), ref.begin())) << i;
+    } else {
+      // Nobody starves: everything not cancelled ran to its end, right.
+      EXPECT_EQ(c.finish, Finish::Length) << i;
+      EXPECT_EQ(c.tokens, reference(prompts[i], maxTokens[i])) << i;
+    }
+  }
+}
+
+TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
+  FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
+  // Token t reads as a letter; a stop string of two letters spans two tokens.
+  SchedulerOptions options;
+  options.tokenText = [](int32_t t) { return std::string(1, char('a' + t % 26)); };
+  Scheduler s(runner, options);
+  std::vector<int32_t> prompt = {1, 2, 3};
+  std::vector<int32_t> ref = reference(prompt, 20);
+  std::string text;
+  for (int32_t t : ref)
+    text += char('a' + t % 26);
+  Collected a, b;
+  Request ra = makeRequest(prompt, 20, a);
+  ra.stopStrings = {"zzzz", text.substr(3, 2)};
+  ASSERT_TRUE(s.submit(std::move(ra)).isOk());
+  Request rb = makeRequest(prompt, 20, b);
+  rb.stopTokens = {ref[6]};
+  ASSERT_TRUE(s.submit(std::move(rb)).isOk());
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  size_t end = text.find(text.substr(3, 2)) + 2; // first match may come earlier
+  EXPECT_EQ(a.finish, Finish::Stop);
+  EXPECT_EQ(a.stopString, 1);
+  EXPECT_EQ(a.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + long(end)));
+  EXPECT_EQ(b.finish, Finish::Stop);
+  size_t stopAt = size_t(std::find(ref.begin(), ref.end(), ref[6]) - ref.begin()) + 1;
+  EXPECT_EQ(b.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + long(stopAt)));
+}
+
+TEST(SchedulerTest, RequestsThatCanNeverRunAreRefused) {
+  FakeRunner runner(4, 2, 8, 6, {1, 2, 4});
+  Scheduler s(runner);
+  Collected c;
+  auto refused = [&](Request r, const std::string &what) {
+    StatusOr<uint64_t> id = s.submit(std::move(r));
+    ASSERT_FALSE(id.isOk()) << what;
+    EXPECT_NE(id.status().message().find(what), std::string::npos) << id.status().message();
+  };
+  refused(makeRequest({}, 4, c), "empty");
+  refused(makeRequest({1, kVocab}, 4, c), "outside the vocabulary");
+  refused(makeRequest({1, -2}, 4, c), "outside the vocabulary");
+  refused(makeRequest({1, 2}, 0, c), "max_tokens");
+  refused(makeRequest(std::vector<int32_t>(30, 1), 4, c), "context is 32"); // 33 positions
+  refused(makeRequest(std::vector<int32_t>(20, 1), 8, c), "whole cache has 6"); // 7 pages
+  Request sampled = makeRequest({1, 2}, 4, c);
+  sampled.sampling.temperature = 0.7f;
+  refused(std::move(sampled), "argmax");
+  Request badTopP = makeRequest({1, 2}, 4, c);
+  badTopP.sampling.topP = 0;
+  refused(std::move(badTopP), "top_p");
+  // Cancelling unknown ids, or twice, does nothing.
+  s.cancel(12345);
+  ASSERT_TRUE(s.submit(makeRequest({1, 2, 3}, 3, c)).isOk());
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_EQ(c.finish, Finish::Length);
+  s.cancel(1);
+  ASSERT_TRUE(s.step().isOk());
+  EXPECT_EQ(c.finals, 1);
+}
+
+TEST(SchedulerTest, RunnerErrorsEndEveryRequest) {
+  FakeRunner runner(4, 4, 8, 32, {1, 2, 4, 8});
+  Scheduler s(runner);
+  Collected a, b;
+  ASSERT_TRUE(s.submit(makeRequest({1, 2, 3}, 8, a)).isOk());
+  ASSERT_TRUE(s.step().isOk());
+  ASSERT_TRUE(s.submit(makeRequest({4, 5}, 8, b)).isOk());
+  runner.failNext = true;
+  Status st = s.step();
+  EXPECT_FALSE(st.isOk());
+  EXPECT_EQ(a.finish, Finish::Cancelled);
+  EXPECT_EQ(b.finish, Finish::Cancelled);
+  EXPECT_TRUE(s.idle());
+  EXPECT_EQ(s.stats().pagesFree, 32);
+}
+
+} // namespace
+} // namespace weft::serve
