@@ -21,6 +21,8 @@ namespace {
 
 constexpr size_t kGemmWorkspace = 32u << 20;
 constexpr size_t kStagingBytes = 64u << 20;
+constexpr uint64_t kRandomPool = 32u << 20;   // bytes copied per piece
+constexpr uint64_t kRandomSlack = 1u << 20;   // room for rotating offsets
 
 std::string devName(int d) { return "device " + std::to_string(d); }
 
@@ -487,22 +489,24 @@ struct Engine::Impl {
           return Status::ok();
         };
         if (options.randomWeights) {
-          // Small values (|x| < 2^-5) in the weight's dtype: no inf/NaN.
-          std::vector<uint16_t> host(std::min<uint64_t>(bytes, kStagingBytes) / 2 + 1);
-          for (uint16_t &h : host) {
+          // Pieces of a pool of random values already on the device, from
+          // rotating offsets: device-to-device copies, so 16 GB of weights
+          // take a fraction of a second instead of a host loop over them.
+          StatusOr<const char *> pool = randomPool(dev, device, w->dtype());
+          if (!pool.isOk())
+            return pool.status();
+          uint64_t done = 0;
+          while (done < bytes) {
             state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-            uint16_t sign = uint16_t(((state >> 20) & 1) << 15);
-            // 2^-7 * (1 + mantissa): exponent 120 in bf16, 8 in fp16.
-            h = w->dtype() == fb::DType::BF16 ? uint16_t(0x3C00 | (state & 0x7f) | sign)
-                                              : uint16_t(0x2000 | (state & 0x3ff) | sign);
+            uint64_t offset = (state % (kRandomSlack / 16)) * 16;
+            uint64_t chunk = std::min<uint64_t>(bytes - done, kRandomPool);
+            WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + done, *pool + offset, chunk,
+                                 cudaMemcpyDeviceToDevice),
+                      "filling weight '" + w->name()->str() + "'");
+            done += chunk;
           }
-          uint64_t left = bytes;
-          while (left) {
-            uint64_t chunk = std::min<uint64_t>(left, host.size() * 2);
-            WEFT_RETURN_IF_ERROR(append(reinterpret_cast<const char *>(host.data()), chunk));
-            left -= chunk;
-          }
-          WEFT_RETURN_IF_ERROR(flush());
+          copied += bytes;
+          progress("loading weights", copied, totalBytes);
           continue;
         }
         if (w->transform() == fb::Transform::Concat && w->concat_axis() != 0)
@@ -549,7 +553,41 @@ struct Engine::Impl {
       }
     }
     progress("loading weights", totalBytes, totalBytes);
+    for (auto &[key, pool] : randomPools) {
+      Device &dev = devices[size_t(key.first)];
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaFree(pool), "freeing the random-weight pool");
+      dev.allocations.erase(std::find(dev.allocations.begin(), dev.allocations.end(), pool));
+      dev.used -= kRandomPool + kRandomSlack;
+    }
+    randomPools.clear();
     return Status::ok();
+  }
+
+  // Random 16-bit values (|x| < 2^-5 as fp16 or bf16: no inf or NaN), one
+  // pool per device and dtype, for --random-weights.
+  std::map<std::pair<int, int>, void *> randomPools;
+  StatusOr<const char *> randomPool(Device &dev, int device, fb::DType dtype) {
+    bool bf16 = dtype == fb::DType::BF16;
+    auto key = std::make_pair(device, int(bf16));
+    auto it = randomPools.find(key);
+    if (it != randomPools.end())
+      return static_cast<const char *>(it->second);
+    uint64_t bytes = kRandomPool + kRandomSlack;
+    StatusOr<void *> pool = allocate(dev, device, bytes, "random weights");
+    if (!pool.isOk())
+      return pool.status();
+    std::vector<uint16_t> host(bytes / 2);
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ uint64_t(bf16);
+    for (uint16_t &h : host) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      uint16_t sign = uint16_t(((state >> 20) & 1) << 15);
+      // 2^-7 * (1 + mantissa): exponent 120 in bf16, 8 in fp16.
+      h = bf16 ? uint16_t(0x3C00 | (state & 0x7f) | sign) : uint16_t(0x2000 | (state & 0x3ff) | sign);
+    }
+    WEFT_CUDA(cudaMemcpy(*pool, host.data(), bytes, cudaMemcpyHostToDevice), "random weights");
+    randomPools[key] = *pool;
+    return static_cast<const char *>(*pool);
   }
 
   StatusOr<uint64_t> pointer(const fb::Bucket *b, int device, const fb::Arg *a) {

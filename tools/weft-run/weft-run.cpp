@@ -97,8 +97,9 @@ const char *kUsage =
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
-    "       weft-run PLAN --random-weights --bench BUCKET [--bench-steps N]\n"
-    "                [--bench-context N]   (times one bucket, e.g. decode_b32)\n";
+    "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [--bench-steps N]\n"
+    "                [--bench-context N[,N...]] [--prompts FILE ...]\n"
+    "                (times buckets, e.g. decode_b32, at each context; then the prompts)\n";
 
 // Times `steps` runs of one bucket with synthetic inputs: a decode bucket
 // as that many sequences, each at position `context` with its own pages; a
@@ -255,7 +256,8 @@ int main(int argc, char **argv) {
   bool quiet = false;
   std::string benchBucket;
   weft::engine::SamplingOptions sampling;
-  int benchSteps = 20, benchContext = 128;
+  int benchSteps = 20;
+  std::vector<int32_t> benchContexts = {128};
   std::string promptsPath;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -292,18 +294,25 @@ int main(int argc, char **argv) {
     }
     else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
     else if (a == "--bench") benchBucket = value("--bench");
-    else if (a == "--bench-steps") benchSteps = std::atoi(value("--bench-steps"));
-    else if (a == "--bench-context") benchContext = std::atoi(value("--bench-context"));
+    else if (a == "--bench-steps" || a == "--max-tokens") {
+      std::vector<int32_t> v;
+      if (!parseInts(value(a.c_str()), v) || v.size() != 1 || v[0] < 1)
+        return fail(a + ": expected a positive integer");
+      (a == "--max-tokens" ? maxTokens : benchSteps) = v[0];
+    } else if (a == "--bench-context") {
+      benchContexts.clear();
+      if (!parseInts(value("--bench-context"), benchContexts))
+        return fail("--bench-context: expected comma-separated positive integers");
+      for (int32_t c : benchContexts)
+        if (c < 1)
+          return fail("--bench-context: expected comma-separated positive integers");
+    }
     else if (a == "--prompt") promptText = value("--prompt"), havePromptText = true;
     else if (a == "--prompts") promptsPath = value("--prompts");
     else if (a == "--tokenizer") tokenizerPath = value("--tokenizer");
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
         return fail("--prompt-ids: expected comma-separated token ids");
-    } else if (a == "--max-tokens") {
-      maxTokens = std::atoi(value("--max-tokens"));
-      if (maxTokens < 1)
-        return fail("--max-tokens: expected a positive number");
     } else if (a == "--devices") {
       std::vector<int32_t> map;
       if (!parseInts(value("--devices"), map))
@@ -332,8 +341,6 @@ int main(int argc, char **argv) {
     if (!readPrompts(promptsPath, prompts, error))
       return fail("--prompts: " + error);
   }
-  if (benchSteps < 1 || benchContext < 1)
-    return fail("--bench-steps and --bench-context must be positive");
   if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
     return fail(s.message());
   if (!quiet)
@@ -416,8 +423,17 @@ int main(int argc, char **argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if ((*engine)->collectives() != "none")
     std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
-  if (!benchBucket.empty())
-    return bench(**engine, benchBucket, benchSteps, benchContext);
+  if (!benchBucket.empty()) {
+    // Every bucket at every context, in one process (one load).
+    std::stringstream list(benchBucket);
+    std::string name;
+    while (std::getline(list, name, ','))
+      for (int32_t context : benchContexts)
+        if (int rc = bench(**engine, name, benchSteps, context); rc != 0)
+          return rc;
+    if (prompts.empty())
+      return 0;
+  }
   if (!prompts.empty())
     return runPrompts(**engine, prompts, maxTokens,
                       options.randomWeights ? std::vector<int32_t>{} : eos, sampling,
