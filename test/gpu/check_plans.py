@@ -18,9 +18,16 @@ committed fixture), saves it as safetensors, runs the C++ runtime
 Two-device plans run with both declared devices on GPU 0 (peer copies) and,
 when the machine has two GPUs, on GPUs 0 and 1 (NCCL / peer-to-peer).
 
+A check with "batch" (a list of prompt lengths) runs all its prompts at once
+through `weft-run --prompts` (the scheduler: decode tokens of many
+sequences and prefill chunks of several in one step, every decode bucket
+up to the batch) and compares each sequence, by the rules above, with
+transformers running that sequence alone.
+
     WEFT_RUN=DIR/weft-run python3 test/gpu/check_plans.py DIR
 Prints one table row per run; exits non-zero on any mismatch.
 """
+import copy
 import json
 import os
 import shutil
@@ -60,7 +67,13 @@ def hf_greedy(model, prompt, steps):
 
 
 class Models:
-    """Transformers models and their saved weights, built once per model."""
+    """Transformers models and their saved weights, built once per model,
+    with an fp32 copy as the truth. The model in the checked dtype is never
+    converted in place: `model.float()` then `.to(float16)` would also round
+    the rotary `inv_freq` buffer to fp16, and every later reference would
+    then drift from the true RoPE by an angle growing with the position (an
+    earlier version of this script did that: long prompts after the first
+    check of a model looked 10x worse than they are)."""
 
     def __init__(self, plans, scratch):
         self.plans, self.scratch, self.key, self.model, self.dir = plans, scratch, None, None, None
@@ -68,7 +81,7 @@ class Models:
     def get(self, spec, dtype):
         if self.key == (spec, dtype):
             return self.model, self.dir
-        self.model = None
+        self.model, self.exact = None, None
         torch.cuda.empty_cache()
         if self.dir and self.dir.startswith(self.scratch):
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -95,15 +108,20 @@ class Models:
             model.save_pretrained(d, max_shard_size="1000GB")
             print(f"    (saved {spec} in {time.time() - t0:.1f} s)", flush=True)
         self.key, self.model, self.dir = (spec, dtype), model, d
+        self.exact = None
         return model, d
 
+    def truth(self):
+        """The same weights in fp32 (made on first use)."""
+        if self.exact is None:
+            self.exact = copy.deepcopy(self.model).float()
+        return self.exact
 
-def tie_gap(model, seq, a, b):
+
+def tie_gap(truth, seq, a, b):
     """|logit(a) - logit(b)| / max |logit| of the fp32 model after `seq`."""
-    dtype = next(model.parameters()).dtype
     with torch.no_grad():
-        l = model.float()(torch.tensor([seq], device="cuda")).logits[0, -1].float()
-        model.to(dtype)
+        l = truth(torch.tensor([seq], device="cuda")).logits[0, -1].float()
     return ((l[a] - l[b]).abs() / l.abs().max()).item()
 
 
@@ -126,6 +144,100 @@ def run_weft(runner, plan, weights, prompt, steps, devices):
         return tokens, logits, path
 
 
+def run_weft_batch(runner, plan, weights, prompts, steps, devices):
+    with tempfile.NamedTemporaryFile(suffix=".f32") as dump, \
+            tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
+        listing.flush()
+        cmd = [runner, plan, "--weights", weights, "--prompts", listing.name,
+               "--max-tokens", str(steps), "--dump-logits", dump.name, "--quiet",
+               "--skip-header-checksums"]
+        if devices:
+            cmd += ["--devices", devices]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            return None, None, run.stderr.strip()[:300], ""
+        tokens = {}
+        for line in run.stdout.splitlines():
+            if line.startswith("sequence ") and " tokens:" in line:
+                head, rest = line.split(" tokens:", 1)
+                tokens[int(head.split()[1])] = [int(t) for t in rest.split()]
+        logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
+        logits = logits.view(len(prompts), -1)
+        summary = [l for l in run.stdout.splitlines() if l.startswith(("loaded", "throughput"))]
+        path = "-"
+        for line in run.stdout.splitlines():
+            if line.startswith("all-reduce:"):
+                path = line.split(":", 1)[1].strip()
+        return [tokens.get(i, []) for i in range(len(prompts))], logits, path, " ".join(summary)
+
+
+def judge(truth, prompt, tokens, ref, logits, exact, hf_err):
+    """'ok', 'tie' or 'FAIL' for one sequence, with its error and agreement."""
+    err = rel_err(logits, exact)
+    agree = 0
+    while agree < min(len(tokens), len(ref)) and tokens[agree] == ref[agree]:
+        agree += 1
+    close = err <= TOL or err <= 1.5 * hf_err
+    verdict = "ok" if close and tokens == ref else "FAIL"
+    gap = None
+    if close and tokens != ref and agree < len(tokens) and agree < len(ref):
+        gap = tie_gap(truth, prompt + ref[:agree], ref[agree], tokens[agree])
+        if gap <= 2 * max(err, hf_err):
+            verdict = "tie"
+    return verdict, err, agree, gap
+
+
+def check_batch(c, model, truth, weights, runner, plans, gpus):
+    """One row per device mapping: every sequence of the batch against
+    transformers running it alone."""
+    dtype = DTYPES[c["dtype"]]
+    vocab = model.config.vocab_size
+    prompts = []
+    for i, n in enumerate(c["batch"]):
+        g = torch.Generator().manual_seed(len(c["name"]) * 1000 + i)
+        prompts.append(torch.randint(3, vocab, (n,), generator=g).tolist())
+    same, refs = [], []
+    with torch.no_grad():
+        for p in prompts:
+            same.append(model(torch.tensor([p], device="cuda")).logits[0, -1].float().cpu())
+            refs.append(hf_greedy(model, p, c["steps"]))
+        exact = [truth(torch.tensor([p], device="cuda")).logits[0, -1].float().cpu()
+                 for p in prompts]
+    hf_errs = [rel_err(a, b) for a, b in zip(same, exact)]
+    ok_all = True
+    mappings = [None] if c["devices"] == 1 else ["0,0"] + (["0,1"] if gpus >= 2 else [])
+    for devices in mappings:
+        where = "1" if devices in (None, "0,0") else "2"
+        tokens, logits, path, summary = run_weft_batch(
+            runner, os.path.join(plans, c["plan"]), weights, prompts, c["steps"], devices)
+        if tokens is None:
+            print(f"| {c['name']} | {where} | weft-run failed: {path} | | | | FAIL |", flush=True)
+            ok_all = False
+            continue
+        counts, worst, worst_hf, gaps = {"ok": 0, "tie": 0, "FAIL": 0}, 0.0, max(hf_errs), []
+        for i, p in enumerate(prompts):
+            verdict, err, agree, gap = judge(truth, p, tokens[i], refs[i], logits[i], exact[i],
+                                             hf_errs[i])
+            counts[verdict] += 1
+            worst = max(worst, err)
+            if gap is not None:
+                gaps.append(gap)
+            if verdict == "FAIL":
+                print(f"    sequence {i} (prompt {len(p)}): err {err:.2e}, agrees {agree}/"
+                      f"{c['steps']}\n    weft {tokens[i]}\n    hf   {refs[i]}", flush=True)
+        verdict = "FAIL" if counts["FAIL"] else "ok"
+        ok_all &= verdict == "ok"
+        shown = path if c["devices"] > 1 else "-"
+        lens = c["batch"]
+        ties = f", {counts['tie']} ties (gap <= {max(gaps):.1e})" if counts["tie"] else ""
+        print(f"| {c['name']}, prompts {min(lens)}-{max(lens)} | {where} | {worst:.2e} | "
+              f"{worst_hf:.2e} | {counts['ok']}/{len(prompts)} exact{ties} | {shown} | "
+              f"{verdict} |", flush=True)
+        print(f"    {summary}", flush=True)
+    return ok_all, len(mappings)
+
+
 def main():
     plans = sys.argv[1]
     runner = os.environ.get("WEFT_RUN", os.path.join(plans, "weft-run"))
@@ -143,14 +255,18 @@ def main():
         for c in checks:
             dtype = DTYPES[c["dtype"]]
             model, weights = models.get(c["model"], dtype)
+            if "batch" in c:
+                ok, n = check_batch(c, model, models.truth(), weights, runner, plans, gpus)
+                ok_all &= ok
+                rows += n
+                continue
             vocab = model.config.vocab_size
             g = torch.Generator().manual_seed(len(c["name"]))
             prompt = torch.randint(3, vocab, (c["prompt"],), generator=g).tolist()
             with torch.no_grad():
                 ids = torch.tensor([prompt], device="cuda")
                 same = model(ids).logits[0, -1].float().cpu()
-                exact = model.float()(ids).logits[0, -1].float().cpu()
-                model.to(dtype)
+                exact = models.truth()(ids).logits[0, -1].float().cpu()
             ref = hf_greedy(model, prompt, c["steps"])
             hf_err = rel_err(same, exact)
             mappings = [None] if c["devices"] == 1 else ["0,0"] + (["0,1"] if gpus >= 2 else [])
@@ -175,7 +291,8 @@ def main():
                     # Where the sequences part, a tie within half precision
                     # is not a bug: the fp32 truth, after the common prefix,
                     # scores both tokens within the logits' measured error.
-                    gap = tie_gap(model, prompt + ref[:agree], ref[agree], tokens[agree])
+                    gap = tie_gap(models.truth(), prompt + ref[:agree], ref[agree],
+                                  tokens[agree])
                     greedy += f" (gap {gap:.1e})"
                     if gap <= 2 * max(err, hf_err):
                         verdict = "tie"

@@ -25,6 +25,18 @@ check() {
     "$@" >> "$checks"
 }
 
+# check_batch NAME PLAN MODEL DTYPE STEPS DEVICES LENGTHS: the prompts (one
+# per length, comma-separated) run together through weft-run --prompts;
+# every sequence is compared with transformers running it alone.
+check_batch() {
+  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s]}\n' \
+    "$@" >> "$checks"
+}
+# lengths N MAX: N prompt lengths from 1 to MAX, spread and shuffled.
+lengths() {
+  python3 -c 'import random,sys; n,m=int(sys.argv[1]),int(sys.argv[2]); r=random.Random(n*7919+m); v=[1+(m-1)*i//max(1,n-1) for i in range(n)]; r.shuffle(v); print(",".join(map(str,v)))' "$1" "$2"
+}
+
 # The Hugging Face fixtures: one device, and tensor parallel over two.
 for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16; do
   name="${f%%:*}"; dtype="${f##*:}"
@@ -36,6 +48,10 @@ for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 l
     check "fixture $name, TP 2" "$name-tp.weft" "fixture:$name" "$dtype" 8 32 2
   fi
 done
+
+build_plan --model "$root/test/fixtures/qwen2" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32 \
+  -o "$out/qwen2-mb32.weft"
+check_batch "fixture qwen2 (bf16), 24 sequences" qwen2-mb32.weft fixture:qwen2 bfloat16 16 1 "$(lengths 24 60)"
 
 # model NAME LAYERS CONFIG_JSON: a sparse checkpoint (headers only), its
 # config.json kept in cfg/NAME for transformers on the GPU machine.
@@ -59,6 +75,21 @@ check "  same, prompt 20 (cuBLASLt prefill)" llama8b-2l.weft cfg/llama8b-2l floa
 check "  same, pipeline 3090+3060" llama8b-2l-pipeline.weft cfg/llama8b-2l float16 8 32 2
 check "  same, TP 2" llama8b-2l-tp.weft cfg/llama8b-2l float16 8 32 2
 check "  same, TP 2, prompt 20" llama8b-2l-tp.weft cfg/llama8b-2l float16 20 32 2
+# Batched: every decode bucket (1 to 64) with sequences of different
+# lengths, prefill chunks holding several sequences beside decode tokens;
+# one device, a pipeline and tensor parallel.
+build_plan --model "$out/ckpt" --topology h200 --batch 8 --max-batch 64 --prefill-chunks 32,512 \
+  -o "$out/llama8b-2l-mb64.weft"
+build_plan --model "$out/ckpt" --topology rtx3090+rtx3060 --memory-cap 0=2.4GB,1=2.4GB --batch 8 \
+  --max-batch 64 --prefill-chunks 32,512 -o "$out/llama8b-2l-pipeline-mb64.weft"
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --batch 8 --max-batch 64 \
+  --prefill-chunks 32,512 -o "$out/llama8b-2l-tp-mb64.weft"
+for n in 3 8 16 32; do
+  check_batch "Llama-3.1-8B sizes, 2 layers, $n sequences" llama8b-2l-mb64.weft cfg/llama8b-2l float16 16 1 "$(lengths $n 300)"
+done
+check_batch "Llama-3.1-8B sizes, 2 layers, 64 sequences" llama8b-2l-mb64.weft cfg/llama8b-2l float16 32 1 "$(lengths 64 700)"
+check_batch "  same, pipeline 3090+3060" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
+check_batch "  same, TP 2" llama8b-2l-tp-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
 
 # Mistral 7B and Qwen2 7B layer sizes, 2 layers.
 model mistral7b-2l 2 '{"architectures": ["MistralForCausalLM"], "model_type": "mistral",
@@ -130,6 +161,7 @@ build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --max-ba
 build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 32 \
   -o "$out/llama8b-fp16-tp.weft"
 check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
+check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama8b float16 16 1 "$(lengths 100 700)"
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
 rm -rf "$out/ckpt"
 

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Batched decode of Llama 3.1 8B fp16 next to its bandwidth floor, and the
+scheduler against the bucket it runs, on the GPU machine:
+
+    python3 test/gpu/bench_batches.py DIR [OUT]
+
+DIR is what make_plans.sh wrote (llama8b-fp16-b100.weft, weft-run). One
+weft-run process times every decode bucket at contexts 80, 512 and 4000
+(each of the batch's sequences at that position, with its own KV pages)
+and a 512-token prefill chunk. The floor of a step is the bytes it must
+read over the copy bandwidth measured in the same run: every weight except
+the embedding table (one row of it per token), plus each sequence's K and V
+up to its position. A step faster than its floor is a bug and is marked so.
+
+Then `weft-run --prompts` serves 100 prompts of 32 tokens, 100 new tokens
+each, through the scheduler, beside decode_b100 alone (same process), and
+prints what the scheduler keeps of the bucket's throughput.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+WEIGHTS = 16_060_522_496      # Llama 3.1 8B fp16, all tensors
+EMBEDDING = 128_256 * 4096 * 2
+KV_PER_POSITION = 32 * 8 * 128 * 2 * 2  # layers x kv heads x dim x (K,V) x bytes
+BUCKETS = [1, 8, 16, 32, 64, 100]
+CONTEXTS = [80, 512, 4000]
+
+
+def copy_bandwidth():
+    """Device-to-device copy of 2 GiB, bytes read + written, median of 20."""
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    times = []
+    for i in range(25):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        torch.cuda.synchronize()
+        if i >= 5:
+            times.append(s.elapsed_time(e) / 1e3)
+    times.sort()
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * n / times[len(times) // 2]
+
+
+def main():
+    d = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(d, "results")
+    os.makedirs(out, exist_ok=True)
+    run = os.path.join(d, "weft-run")
+    plan = os.path.join(d, "llama8b-fp16-b100.weft")
+    bw = copy_bandwidth()
+    buckets = ",".join(f"decode_b{b}" for b in BUCKETS)
+    cmd = [run, plan, "--random-weights", "--quiet", "--bench", buckets, "--bench-steps", "20",
+           "--bench-context", ",".join(map(str, CONTEXTS))]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    open(os.path.join(out, "batches.txt"), "w").write(r.stdout + r.stderr)
+    if r.returncode:
+        print(r.stdout, r.stderr)
+        sys.exit(1)
+    pre = subprocess.run([run, plan, "--random-weights", "--quiet", "--bench", "prefill_c512"],
+                         capture_output=True, text=True)
+    rows = {}
+    for line in (r.stdout + pre.stdout).splitlines():
+        m = re.match(r"bucket (\S+): (\d+) tokens, ([\d.]+) ms/step, ([\d.]+) tokens/s .*context (\d+)",
+                     line)
+        if m:
+            rows[(m.group(1), int(m.group(5)))] = float(m.group(3))
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s")
+    print("| batch | context | ms/step | floor ms | of floor | tok/s | tok/s per seq |")
+    print("|---|---|---|---|---|---|---|")
+    bad = 0
+    for b in BUCKETS:
+        for c in CONTEXTS:
+            ms = rows.get((f"decode_b{b}", c))
+            if ms is None:
+                continue
+            floor = (WEIGHTS - EMBEDDING + b * (c + 1) * KV_PER_POSITION) / bw * 1e3
+            flag = "" if ms >= floor else " **faster than its floor: BUG**"
+            bad += ms < floor
+            print(f"| {b} | {c} | {ms:.2f} | {floor:.2f} | {floor / ms * 100:.0f}%{flag} | "
+                  f"{b / ms * 1e3:,.0f} | {1e3 / ms:.0f} |")
+    if ("prefill_c512", 512) in rows:
+        ms = rows[("prefill_c512", 512)]
+        print(f"| prefill 512 | 512 | {ms:.2f} | | | {512 / ms * 1e3:,.0f} | |")
+
+    # The scheduler: 100 prompts of 32 tokens, 100 new tokens each.
+    g = torch.Generator().manual_seed(100)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        for _ in range(100):
+            f.write(",".join(map(str, torch.randint(3, 128000, (32,), generator=g).tolist())) + "\n")
+        prompts = f.name
+    s = subprocess.run([run, plan, "--random-weights", "--quiet", "--bench", "decode_b100",
+                        "--bench-context", "80", "--bench-steps", "50", "--prompts", prompts,
+                        "--max-tokens", "100"], capture_output=True, text=True)
+    open(os.path.join(out, "serve.txt"), "w").write(s.stdout + s.stderr)
+    if s.returncode:
+        print(s.stdout[-2000:], s.stderr[-2000:])
+        sys.exit(1)
+    bucket = re.search(r"bucket decode_b100: \d+ tokens, ([\d.]+) ms/step", s.stdout)
+    thr = re.search(r"throughput ([\d.]+) generated tok/s; per sequence ([\d.]+) tok/s mean, "
+                    r"([\d.]+) p10.*first token ([\d.]+) ms p50, ([\d.]+) ms max", s.stdout)
+    summary = [l for l in s.stdout.splitlines() if l.startswith(("loaded", "throughput"))]
+    print("\n".join(summary))
+    if bucket and thr:
+        bucket_tps = 100 / float(bucket.group(1)) * 1e3
+        print(f"| scheduler, 100 x (32 + 100) | {float(thr.group(1)):,.0f} tok/s total | "
+              f"{float(thr.group(2)):.1f} tok/s per sequence (p10 {float(thr.group(3)):.1f}) | "
+              f"TTFT p50 {float(thr.group(4)):.0f} ms, max {float(thr.group(5)):.0f} ms | "
+              f"decode_b100 alone {bucket_tps:,.0f} tok/s | kept "
+              f"{float(thr.group(1)) / bucket_tps * 100:.0f}% |")
+    if bad:
+        print(f"{bad} rows faster than their floor")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# compute-sanitizer memcheck over the batched plans make_plans.sh writes:
+# one device, a 3090+3060 pipeline and tensor parallel (both declared
+# devices on GPU 0, and on GPUs 0 and 1 where there are two), each at
+# decode buckets 1, 2, 4, 8 and 64 and with a
+# step that mixes prefill chunks of several sequences with decode tokens.
+#   test/gpu/sanitize.sh DIR
+# Prints one line per run and exits non-zero on any reported error.
+set -uo pipefail
+dir="${1:-.gpu}"
+san="${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}"
+prompts=$(mktemp)
+python3 -c 'import random; r=random.Random(5); print("\n".join(",".join(str(r.randrange(3,128000)) for _ in range(n)) for n in (1, 7, 33, 90, 2, 140, 17, 60)))' > "$prompts"
+rc=0
+gpus=$(nvidia-smi -L | wc -l)
+runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0")
+if [[ $gpus -ge 2 ]]; then
+  runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")
+fi
+for r in "${runs[@]}"; do
+  plan="${r%%:*}"; map="${r##*:}"
+  devices=""
+  [[ -n $map ]] && devices="--devices $map"
+  for what in bench prompts; do
+    if [[ $what == bench ]]; then
+      args=(--bench decode_b1,decode_b2,decode_b4,decode_b8,decode_b64 --bench-steps 1 --bench-context 40)
+    else
+      args=(--prompts "$prompts" --max-tokens 4)
+    fi
+    log=$(timeout 300 "$san" --tool memcheck --error-exitcode 7 "$dir/weft-run" "$dir/$plan.weft" --random-weights \
+      --quiet --no-cuda-graphs $devices "${args[@]}" 2>&1)
+    code=$?
+    summary=$(grep -E "ERROR SUMMARY" <<<"$log" | tail -1)
+    echo "memcheck $plan ${map:+on GPUs $map }$what: exit $code, ${summary:-no summary}"
+    if [[ $code != 0 ]]; then
+      rc=1
+      grep -E "Invalid|error|Error" <<<"$log" | head -20
+    fi
+  done
+done
+rm -f "$prompts"
+exit $rc
