@@ -224,7 +224,8 @@ def check_batch(c, model, truth, weights, runner, plans, gpus):
             if gap is not None:
                 gaps.append(gap)
             if verdict == "FAIL":
-                print(f"    sequence {i} (prompt {len(p)}): err {err:.2e}, agrees {agree}/"
+                print(f"    sequence {i} (prompt {len(p)}): err {err:.2e} (HF {hf_errs[i]:.2e}), "
+                      f"agrees {agree}/"
                       f"{c['steps']}\n    weft {tokens[i]}\n    hf   {refs[i]}", flush=True)
         verdict = "FAIL" if counts["FAIL"] else "ok"
         ok_all &= verdict == "ok"
