@@ -6,10 +6,12 @@
 #include "runtime/gpu/Nccl.h"
 #include "runtime/io/MappedFile.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/serve/BlockTables.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace weft::engine {
@@ -65,12 +67,9 @@ struct Engine::Impl {
   int vocab = 0;
   int maxSequences = 0, maxBlocks = 0, blockTokens = 0;
   KvLayout layout;
-  // Host copy of the block tables ([maxSequences][maxBlocks], -1: no page),
-  // how many leading entries of each row are set, and which devices still
-  // need the latest copy.
-  std::vector<int32_t> tables;
-  std::vector<int> pagesOf;
-  std::vector<bool> tablesStale;
+  // The host's block tables; each device records the version it holds.
+  std::optional<serve::BlockTables> tables;
+  std::vector<uint64_t> tablesVersion;
   std::vector<int> prefill, decode;
 
   struct Device {
@@ -301,12 +300,6 @@ struct Engine::Impl {
     vocab = p->model()->vocab_size();
     for (const fb::Bucket *b : *p->buckets())
       maxTokens = std::max(maxTokens, b->tokens());
-    if (uint64_t(maxSequences) * uint64_t(maxBlocks) > (1u << 28))
-      return invalidArgument("kv_cache: " + std::to_string(maxSequences) + " sequences x " +
-                             std::to_string(maxBlocks) + " blocks is too large a block table");
-    tables.assign(size_t(maxSequences) * size_t(maxBlocks), -1);
-    pagesOf.assign(size_t(maxSequences), 0);
-    tablesStale.assign(devices.size(), false);
     // A tensor-parallel rank holds its share of the KV heads.
     auto blockBytesOn = [&](size_t device, uint64_t &bytes) {
       const auto *heads = kv->kv_heads_per_device();
@@ -343,6 +336,11 @@ struct Engine::Impl {
     layout.blockTokens = blockTokens;
     layout.maxSequences = maxSequences;
     layout.maxBlocksPerSequence = maxBlocks;
+    StatusOr<serve::BlockTables> bt = serve::BlockTables::create(layout);
+    if (!bt.isOk())
+      return bt.status();
+    tables.emplace(std::move(bt.value()));
+    tablesVersion.assign(devices.size(), tables->version());
     int layerCount = p->model()->num_layers();
     for (size_t i = 0; i < devices.size(); ++i) {
       Device &dev = devices[i];
@@ -369,10 +367,11 @@ struct Engine::Impl {
       WEFT_CUDA(cudaMemcpy(dev.inputs[int(fb::InputKind::TopP)], ones.data(),
                            ones.size() * 4, cudaMemcpyHostToDevice), "top_p");
       // Block tables: one row per slot, filled by setBlockTable.
-      StatusOr<void *> bt = allocate(dev, d, tables.size() * 4, "block tables");
+      const std::vector<int32_t> &rows = tables->data();
+      StatusOr<void *> bt = allocate(dev, d, rows.size() * 4, "block tables");
       if (!bt.isOk()) return bt.status();
       dev.blockTables = *bt;
-      WEFT_CUDA(cudaMemcpy(dev.blockTables, tables.data(), tables.size() * 4,
+      WEFT_CUDA(cudaMemcpy(dev.blockTables, rows.data(), rows.size() * 4,
                            cudaMemcpyHostToDevice), "block tables");
       dev.inputs[int(fb::InputKind::BlockTables)] = dev.blockTables;
       dev.kCache.assign(size_t(layerCount), nullptr);
@@ -614,57 +613,6 @@ struct Engine::Impl {
     return internalError("unknown argument kind");
   }
 
-  // Every index a kernel will follow, checked on the host first.
-  Status checkTokens(const std::string &where, const StepInputs &in) {
-    std::set<std::pair<int32_t, int32_t>> seen;
-    for (size_t t = 0; t < in.ids.size(); ++t) {
-      std::string at = where + ": token " + std::to_string(t) + ": ";
-      int32_t id = in.ids[t], slot = in.slots[t], pos = in.positions[t];
-      if (id < 0 || id >= vocab)
-        return outOfRange(at + "id " + std::to_string(id) + " is outside the vocabulary of " +
-                          std::to_string(vocab));
-      if (slot == kPaddingSlot)
-        continue;
-      if (slot < 0 || slot >= maxSequences)
-        return outOfRange(at + "slot " + std::to_string(slot) + " is outside the plan's " +
-                          std::to_string(maxSequences) + " sequences (padding is -1)");
-      if (pos < 0 || pos >= layout.maxContext())
-        return outOfRange(at + "position " + std::to_string(pos) + " is outside the context of " +
-                          std::to_string(layout.maxContext()));
-      int need = pos / blockTokens + 1;
-      if (need > pagesOf[size_t(slot)])
-        return outOfRange(at + "position " + std::to_string(pos) + " of slot " +
-                          std::to_string(slot) + " needs " + std::to_string(need) +
-                          " KV pages but the slot has " + std::to_string(pagesOf[size_t(slot)]));
-      if (!seen.insert({slot, pos}).second)
-        return invalidArgument(at + "slot " + std::to_string(slot) + " position " +
-                               std::to_string(pos) + " appears twice in the step");
-    }
-    return Status::ok();
-  }
-
-  Status setBlockTable(int slot, const std::vector<int32_t> &pages) {
-    if (slot < 0 || slot >= maxSequences)
-      return outOfRange("block table: slot " + std::to_string(slot) + " is outside the plan's " +
-                        std::to_string(maxSequences) + " sequences");
-    if (pages.size() > size_t(maxBlocks))
-      return outOfRange("block table of slot " + std::to_string(slot) + ": " +
-                        std::to_string(pages.size()) + " pages, more than the " +
-                        std::to_string(maxBlocks) + " a sequence may have (context " +
-                        std::to_string(layout.maxContext()) + ")");
-    for (size_t i = 0; i < pages.size(); ++i)
-      if (pages[i] < 0 || pages[i] >= layout.pages)
-        return outOfRange("block table of slot " + std::to_string(slot) + ": page " +
-                          std::to_string(pages[i]) + " (entry " + std::to_string(i) +
-                          ") is outside the pool of " + std::to_string(layout.pages));
-    int32_t *row = tables.data() + size_t(slot) * size_t(maxBlocks);
-    std::fill(row, row + maxBlocks, -1);
-    std::copy(pages.begin(), pages.end(), row);
-    pagesOf[size_t(slot)] = int(pages.size());
-    std::fill(tablesStale.begin(), tablesStale.end(), true);
-    return Status::ok();
-  }
-
   Status run(int bi, const StepInputs &in, bool wantLogits, StepOutputs &out) {
     const fb::Bucket *b = p->buckets()->Get(uint32_t(bi));
     size_t T = size_t(b->tokens());
@@ -675,7 +623,8 @@ struct Engine::Impl {
       if (n != 0 && n != T)
         return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
                                " tokens, expected " + std::to_string(T));
-    WEFT_RETURN_IF_ERROR(checkTokens(where, in));
+    // Every index a kernel will follow, checked on the host first.
+    WEFT_RETURN_IF_ERROR(tables->check(where, in, vocab));
     std::set<int> used;
     int outputDevice = -1;
     for (const fb::Step *s : *b->steps()) {
@@ -693,13 +642,14 @@ struct Engine::Impl {
     for (int d : used) {
       Device &dev = devices[size_t(d)];
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-      if (tablesStale[size_t(d)]) {
+      if (tablesVersion[size_t(d)] != tables->version()) {
         // Pageable source: the copy is staged before the call returns, so
-        // the host may change `tables` again right away.
-        WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, tables.data(), tables.size() * 4,
+        // the host may change the tables again right away.
+        const std::vector<int32_t> &rows = tables->data();
+        WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, rows.data(), rows.size() * 4,
                                   cudaMemcpyHostToDevice, dev.stream),
                   where + ": block tables");
-        tablesStale[size_t(d)] = false;
+        tablesVersion[size_t(d)] = tables->version();
       }
       for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
                                {fb::InputKind::Positions, &in.positions},
@@ -1016,7 +966,7 @@ Status Engine::runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) 
   return invalidArgument("no bucket of " + std::to_string(tokens) + " tokens in the plan");
 }
 Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
-  return impl_->setBlockTable(slot, pages);
+  return impl_->tables->set(slot, pages);
 }
 const std::string &Engine::collectives() const { return impl_->collectives; }
 

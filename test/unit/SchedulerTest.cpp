@@ -4,11 +4,13 @@
 // through the table. A scheduling bug (a wrong page, a missing chunk, a
 // stale table after preemption) changes the outputs or reads an unwritten
 // position.
+#include "runtime/serve/BlockTables.h"
 #include "runtime/serve/Scheduler.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -49,6 +51,7 @@ public:
     kv_.pages = pages;
     tables_.assign(size_t(sequences), {});
     cache_.assign(size_t(pages) * size_t(blockTokens), -1);
+    checks_.emplace(std::move(BlockTables::create(kv_).value()));
   }
   const KvLayout &kvLayout() const override { return kv_; }
   int vocabSize() const override { return kVocab; }
@@ -67,7 +70,7 @@ public:
           if (std::find(pages.begin(), pages.end(), p) != pages.end())
             return invalidArgument("page " + std::to_string(p) + " shared by two slots");
     tables_[size_t(slot)] = pages;
-    return Status::ok();
+    return checks_->set(slot, pages);
   }
   Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) override {
     if (failNext)
@@ -76,6 +79,8 @@ public:
     if (std::find(sizes_.begin(), sizes_.end(), int(T)) == sizes_.end())
       return invalidArgument("no bucket of " + std::to_string(T) + " tokens");
     ++steps;
+    // The engine's own checks: every step the scheduler builds must pass.
+    WEFT_RETURN_IF_ERROR(checks_->check("step", in, kVocab));
     std::map<int, int> rowsOfSlot;
     for (size_t t = 0; t < T; ++t) {
       int slot = in.slots[t];
@@ -136,6 +141,7 @@ private:
   std::vector<int> sizes_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int32_t> cache_;
+  std::optional<BlockTables> checks_;
 };
 
 struct Collected {
