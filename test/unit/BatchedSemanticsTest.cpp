@@ -1,0 +1,199 @@
+// The scheduler's steps mean what they should: the reference interpreter
+// runs the compiled buckets (decode tokens of several sequences beside
+// prompt chunks of several sequences, padded, with preemption) and every
+// sequence gets the logits and tokens it gets alone, and for the fixture's
+// own prompt the ones Hugging Face transformers computed.
+#include "compiler/Import/Checkpoint.h"
+#include "compiler/Import/Importer.h"
+#include "compiler/Reference/FixtureRunner.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/Weft/IR/WeftOps.h"
+#include "runtime/serve/BlockTables.h"
+#include "runtime/serve/Scheduler.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <random>
+
+namespace weft {
+namespace {
+
+using reference::Tensor;
+
+// A StepRunner over the interpreter: the step goes through the function of
+// its size; the interpreter's cache is keyed by (layer, slot, position), so
+// block tables only need to pass the engine's checks. Pads (slot -1) run in
+// a spare slot of their own, since the interpreter refuses negative slots.
+class InterpreterRunner : public serve::StepRunner {
+public:
+  InterpreterRunner(mlir::ModuleOp module, const reference::WeightStore &weights,
+                    int64_t vocab, serve::KvLayout kv)
+      : interpreter_(weights, &cache_), vocab_(vocab), kv_(kv),
+        tables_(std::move(serve::BlockTables::create(kv).value())) {
+    for (auto fn : module.getOps<mlir::func::FuncOp>())
+      if (auto t = fn->getAttrOfType<mlir::IntegerAttr>("weft.tokens"))
+        if (!bySize_.count(int(t.getInt())) || fn.getSymName().starts_with("decode"))
+          bySize_[int(t.getInt())] = fn;
+  }
+  const serve::KvLayout &kvLayout() const override { return kv_; }
+  int vocabSize() const override { return int(vocab_); }
+  bool samples() const override { return false; }
+  std::vector<int> stepSizes() const override {
+    std::vector<int> sizes;
+    for (auto &[n, fn] : bySize_)
+      sizes.push_back(n);
+    return sizes;
+  }
+  Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
+    return tables_.set(slot, pages);
+  }
+  Status runStep(const serve::StepInputs &in, bool wantLogits, serve::StepOutputs &out) override {
+    WEFT_RETURN_IF_ERROR(tables_.check("step", in, int(vocab_)));
+    auto it = bySize_.find(int(in.ids.size()));
+    if (it == bySize_.end())
+      return invalidArgument("no function of " + std::to_string(in.ids.size()) + " tokens");
+    ++steps;
+    std::vector<int32_t> slots = in.slots, positions = in.positions;
+    int chunks = 0, decodes = 0;
+    std::map<int32_t, int> rows;
+    for (size_t t = 0; t < slots.size(); ++t) {
+      if (slots[t] < 0) {
+        slots[t] = kv_.maxSequences; // the pads' own slot
+        positions[t] = int32_t(t);
+      } else {
+        ++rows[slots[t]];
+      }
+    }
+    for (auto [slot, n] : rows)
+      (n > 1 ? chunks : decodes) += 1;
+    mixedSteps += chunks > 0 && decodes > 0;
+    multiChunkSteps += chunks > 1;
+    mlir::func::FuncOp fn = it->second;
+    std::vector<Tensor> args;
+    args.push_back(Tensor::ints(std::vector<int32_t>(in.ids)));
+    args.push_back(Tensor::ints(std::move(positions)));
+    args.push_back(Tensor::ints(std::move(slots)));
+    args.push_back(Tensor());
+    for (unsigned i = 4; i < fn.getNumArguments(); ++i)
+      args.push_back(Tensor::floats({int64_t(in.ids.size())}));
+    llvm::Expected<std::vector<Tensor>> r = interpreter_.run(fn, std::move(args));
+    if (!r)
+      return internalError(llvm::toString(r.takeError()));
+    out.next = (*r)[1].i;
+    if (wantLogits)
+      out.logits = (*r)[0].f;
+    return Status::ok();
+  }
+
+  int steps = 0, mixedSteps = 0, multiChunkSteps = 0;
+
+private:
+  reference::KvCache cache_;
+  reference::Interpreter interpreter_;
+  int64_t vocab_;
+  serve::KvLayout kv_;
+  serve::BlockTables tables_;
+  std::map<int, mlir::func::FuncOp> bySize_;
+};
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+};
+
+TEST(BatchedSemanticsTest, MixedStepsMatchEachSequenceAlone) {
+  registerAllWeftPasses();
+  mlir::MLIRContext context;
+  context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
+  std::string dir = std::string(WEFT_FIXTURES_DIR) + "/llama";
+  llvm::Expected<ModelSource> source = loadModelSource(dir);
+  ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+  llvm::Expected<reference::WeightStore> weights =
+      reference::WeightStore::fromCheckpoint(*source->checkpoint);
+  ASSERT_TRUE(bool(weights)) << llvm::toString(weights.takeError());
+  llvm::Expected<reference::FixtureReference> expected = reference::readFixtureReference(dir);
+  ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
+
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, source->config);
+  mlir::PassManager pm(&context);
+  CompileOptions options;
+  options.maxBatch = 8;          // decode buckets 1, 2, 4, 8
+  options.prefillChunks = {16};  // and a 16-token step
+  buildDefaultPipeline(pm, options);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+
+  serve::KvLayout kv;
+  kv.blockTokens = 4;
+  kv.maxSequences = 6;
+  kv.maxBlocksPerSequence = 16; // context 64
+  kv.pages = 28;                // too few for all at once: preemption
+  int64_t vocab = expected->vocabSize;
+
+  // The fixture's prompt, and others of 1 to 30 tokens.
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> prompts = {expected->promptIds};
+  for (int n : {1, 30, 7, 2, 19, 12, 25}) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int32_t &t : p)
+      t = int32_t(rng() % uint32_t(vocab));
+    prompts.push_back(p);
+  }
+  const int maxTokens = 10;
+
+  auto run = [&](const std::vector<std::vector<int32_t>> &batch, InterpreterRunner &runner,
+                 serve::SchedulerStats *stats) {
+    std::vector<Result> results(batch.size());
+    serve::Scheduler scheduler(runner);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      serve::Request r;
+      r.prompt = batch[i];
+      r.maxTokens = maxTokens;
+      r.wantPromptLogits = true;
+      Result *res = &results[i];
+      r.onEvent = [res](const serve::Event &e) {
+        if (e.token >= 0)
+          res->tokens.push_back(e.token);
+        if (e.promptLogits)
+          res->logits = *e.promptLogits;
+      };
+      EXPECT_TRUE(scheduler.submit(std::move(r)).isOk());
+    }
+    Status st = scheduler.runUntilIdle();
+    EXPECT_TRUE(st.isOk()) << st.message();
+    if (stats)
+      *stats = scheduler.stats();
+    return results;
+  };
+
+  InterpreterRunner together(*module, *weights, vocab, kv);
+  serve::SchedulerStats stats;
+  std::vector<Result> batched = run(prompts, together, &stats);
+  // The schedule really mixed: decode tokens beside chunks, chunks of two
+  // prompts in one step, and preemption.
+  EXPECT_GT(together.mixedSteps, 0);
+  EXPECT_GT(together.multiChunkSteps, 0);
+  EXPECT_GT(stats.preemptions, 0u);
+
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    InterpreterRunner alone(*module, *weights, vocab, kv);
+    std::vector<Result> single = run({prompts[i]}, alone, nullptr);
+    EXPECT_EQ(batched[i].tokens, single[0].tokens) << "prompt " << i;
+    EXPECT_LE(reference::maxRelativeError(batched[i].logits, single[0].logits), 1e-5)
+        << "prompt " << i;
+  }
+  // And the fixture's prompt gives what transformers computed.
+  std::vector<float> last(expected->logits.end() - vocab, expected->logits.end());
+  EXPECT_LE(reference::maxRelativeError(batched[0].logits, last), 1e-4);
+  size_t n = std::min(batched[0].tokens.size(), expected->greedyContinuation.size());
+  EXPECT_TRUE(std::equal(batched[0].tokens.begin(), batched[0].tokens.begin() + long(n),
+                         expected->greedyContinuation.begin()));
+}
+
+} // namespace
+} // namespace weft
