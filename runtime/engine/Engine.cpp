@@ -932,6 +932,20 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   auto byTokens = [&](int a, int b) { return e->bucketTokens(a) < e->bucketTokens(b); };
   std::sort(impl.prefill.begin(), impl.prefill.end(), byTokens);
   std::sort(impl.decode.begin(), impl.decode.end(), byTokens);
+  if (options.warmUp) {
+    uint32_t count = impl.p->buckets()->size();
+    for (uint32_t i = 0; i < count; ++i) {
+      impl.progress("warming up buckets", i, count);
+      size_t T = size_t(e->bucketTokens(int(i)));
+      StepInputs in;
+      in.ids.assign(T, 0);
+      in.positions.assign(T, 0);
+      in.slots.assign(T, kPaddingSlot);
+      StepOutputs out;
+      WEFT_RETURN_IF_ERROR(impl.run(int(i), in, false, out));
+    }
+    impl.progress("warming up buckets", count, count);
+  }
   return e;
 }
 

@@ -32,6 +32,10 @@ struct EngineOptions {
   // distinct GPUs and libnccl.so.2 loads; otherwise (or when false) they
   // gather through peer copies and a generated accumulate kernel.
   bool allowNccl = true;
+  // Run every bucket once at load, with padding tokens only: CUDA graphs
+  // are recorded and cuBLASLt algorithms chosen before the first request,
+  // so the first request is as fast as the hundredth.
+  bool warmUp = true;
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 

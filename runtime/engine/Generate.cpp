@@ -8,8 +8,8 @@ namespace weft::engine {
 Status checkSampling(const Engine &engine, const SamplingOptions &s) {
   WEFT_RETURN_IF_ERROR(serve::checkSampling(s));
   if (!s.greedy() && !engine.samples())
-    return failedPrecondition("the plan picks tokens by argmax; compile it with "
-                              "weft-compile --sampling to sample");
+    return failedPrecondition("the plan picks tokens by argmax (compiled with "
+                              "--sampling=false): it cannot sample");
   return Status::ok();
 }
 

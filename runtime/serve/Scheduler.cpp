@@ -85,8 +85,8 @@ StatusOr<uint64_t> Scheduler::submit(Request request) {
                            " KV pages; the plan's whole cache has " + std::to_string(kv_.pages));
   WEFT_RETURN_IF_ERROR(checkSampling(request.sampling));
   if (!request.sampling.greedy() && !runner_.samples())
-    return failedPrecondition("the plan picks tokens by argmax; compile it with "
-                              "weft-compile --sampling to sample");
+    return failedPrecondition("the plan picks tokens by argmax (compiled with "
+                              "--sampling=false): it cannot sample");
   if (sizes_.empty() || kv_.maxSequences < 1)
     return failedPrecondition("the plan has no buckets or no sequences");
   auto s = std::make_unique<Sequence>();

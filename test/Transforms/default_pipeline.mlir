@@ -15,7 +15,7 @@
 // CHECK: weft.weight_concat {{.+}} -> tensor<28672x4096xbf16>
 // CHECK: weft.fusion "rms_norm_linear_swiglu" {{.+}} {dims = {hidden = 4096 : i64, k = 4096 : i64, n = 28672 : i64, tokens = 1 : i64, width = 14336 : i64}}
 // CHECK: weft.fusion "linear_residual" {{.+}} {dims = {k = 14336 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}
-// CHECK: weft.fusion "rms_norm_logits_argmax" {{.+}} {dims = {hidden = 4096 : i64, tokens = 1 : i64, vocab = 128256 : i64}}
+// CHECK: weft.fusion "rms_norm_logits_sample" {{.+}} {dims = {hidden = 4096 : i64, tokens = 1 : i64, vocab = 128256 : i64}}
 // CHECK-LABEL: func.func @decode_b2
 // CHECK-LABEL: func.func @decode_b4
 // CHECK-LABEL: func.func @prefill_c256

@@ -21,7 +21,7 @@
 // CHECK-NOT: dist.transfer
 // CHECK: weft.fusion "linear_residual" ({{.+}}, %[[T]]) {{.+}}stage = 1
 // CHECK-NOT: dist.transfer
-// CHECK: weft.fusion "rms_norm_logits_argmax" {{.+}}stage = 1
+// CHECK: weft.fusion "rms_norm_logits_sample" {{.+}}stage = 1
 
 // TP: dist.partition = {{.+}}description = "tp:h200[0+1] layers 0-15"
 // TP: weft.fusion "embedding" {{.+}}devices = [0]>
@@ -31,7 +31,7 @@
 // TP-NEXT: ^bb0
 // TP: dist.all_reduce %[[O]] {devices = array<i64: 0, 1>}
 // TP: weft.weight "model.layers.0.mlp.down_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>}
-// TP: weft.fusion "rms_norm_logits_argmax" {{.+}}devices = [0]>
+// TP: weft.fusion "rms_norm_logits_sample" {{.+}}devices = [0]>
 
 // NOFIT: error: weft-partition: llama-3.2-1b (bf16 weights, batch 4096, context 131072) does not fit topology 'rtx3060': rtx3060-12g #0 short by
 

@@ -52,8 +52,11 @@ cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
 cl::opt<bool> sampling("sampling",
-                       cl::desc("End the graph with weft.sample instead of weft.argmax"),
-                       cl::init(false), cl::cat(category));
+                       cl::desc("End the graph with weft.sample (temperature, top-k, "
+                                "top-p per token; temperature 0 is greedy), so every "
+                                "request may sample (default); --sampling=false ends "
+                                "it with weft.argmax (greedy only)"),
+                       cl::init(true), cl::cat(category));
 cl::opt<int64_t> maxBatch("max-batch",
                           cl::desc("Largest decode batch (decode buckets are the "
                                    "powers of two up to it)"),
