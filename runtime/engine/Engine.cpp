@@ -1,32 +1,26 @@
-// Loading plans and weights onto GPUs, and running buckets step by step.
+// Running the plan's buckets (CUDA graphs or step by step: launches, GEMMs,
+// copies, all-reduces), and the Engine that sets every piece up for them.
 #include "runtime/engine/Engine.h"
 
+#include "runtime/engine/Devices.h"
+#include "runtime/engine/KernelTable.h"
+#include "runtime/engine/KvCache.h"
+#include "runtime/engine/WeightLoader.h"
 #include "runtime/gpu/Cuda.h"
 #include "runtime/gpu/Gemm.h"
 #include "runtime/gpu/Nccl.h"
-#include "runtime/io/MappedFile.h"
-#include "runtime/io/Safetensors.h"
-#include "runtime/serve/BlockTables.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
-#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace weft::engine {
 
 namespace fb = ::weft::plan::fb;
-using gpu::cudaStatus;
 
 namespace {
-
-constexpr size_t kGemmWorkspace = 32u << 20;
-constexpr size_t kStagingBytes = 64u << 20;
-constexpr uint64_t kRandomPool = 32u << 20;   // bytes copied per piece
-constexpr uint64_t kRandomSlack = 1u << 20;   // room for rotating offsets
-
-std::string devName(int d) { return "device " + std::to_string(d); }
 
 cudaDataType_t cudaType(fb::DType t) {
   switch (t) {
@@ -37,58 +31,22 @@ cudaDataType_t cudaType(fb::DType t) {
   }
 }
 
-io::DType ioType(fb::DType t) {
-  switch (t) {
-  case fb::DType::F16: return io::DType::F16;
-  case fb::DType::BF16: return io::DType::BF16;
-  case fb::DType::F32: return io::DType::F32;
-  case fb::DType::I8: return io::DType::I8;
-  case fb::DType::I32: return io::DType::I32;
-  case fb::DType::I64: return io::DType::I64;
-  default: return io::DType::U8;
-  }
-}
-
-uint64_t elements(const flatbuffers::Vector<int64_t> *shape) {
-  uint64_t n = 1;
-  for (int64_t d : *shape)
-    n *= uint64_t(d);
-  return n;
-}
-
 } // namespace
 
 struct Engine::Impl {
   plan::PlanFile file;
   const fb::Plan *p = nullptr;
   EngineOptions options;
-  const gpu::Driver *drv = nullptr;
   int maxTokens = 1;
   int vocab = 0;
-  int maxSequences = 0, maxBlocks = 0, blockTokens = 0;
-  KvLayout layout;
-  // The host's block tables; each device records the version it holds.
-  std::optional<serve::BlockTables> tables;
-  std::vector<uint64_t> tablesVersion;
   std::vector<int> prefill, decode;
 
-  struct Device {
-    int gpu = 0;
-    uint64_t capacity = 0, used = 0; // declared memory (cap), allocated
-    cudaStream_t stream = nullptr;
-    cudaEvent_t done = nullptr;
-    cudaEvent_t join = nullptr; // forks and joins graph captures and launches
-    std::vector<CUfunction> functions;
-    void *arena = nullptr;
-    std::vector<void *> weights;
-    std::vector<void *> kCache, vCache;
-    void *blockTables = nullptr;
-    std::map<int, void *> inputs; // InputKind -> buffer
-    std::unique_ptr<gpu::GemmRunner> gemm;
-    std::vector<void *> allocations;
-  };
-  std::vector<Device> devices;
-  std::map<std::pair<int, int>, CUmodule> modules; // (gpu, kernel)
+  // Members are destroyed in reverse order: after ~Impl has destroyed the
+  // graphs and communicators, the devices free their memory, events and
+  // streams, and the kernels' modules unload last.
+  KernelTable kernels;
+  DeviceSet devices;
+  KvCacheManager kv;
   std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
   std::set<int> uncapturable; // buckets run step by step (NCCL, or a failed capture)
   // NCCL communicators of each tensor-parallel group (by its devices);
@@ -105,90 +63,11 @@ struct Engine::Impl {
     for (auto &[group, list] : comms)
       for (gpu::NcclComm c : list)
         nccl->destroy(c);
-    for (Device &d : devices) {
-      cudaSetDevice(d.gpu);
-      for (void *a : d.allocations)
-        cudaFree(a);
-      d.gemm.reset();
-      if (d.done) cudaEventDestroy(d.done);
-      if (d.join) cudaEventDestroy(d.join);
-      if (d.stream) cudaStreamDestroy(d.stream);
-    }
-    if (drv)
-      for (auto &[key, m] : modules)
-        drv->moduleUnload(m);
   }
 
   void progress(const std::string &phase, uint64_t done, uint64_t total) {
     if (options.progress)
       options.progress(phase, done, total);
-  }
-
-  StatusOr<void *> allocate(Device &d, int index, uint64_t bytes, const std::string &what) {
-    bytes = std::max<uint64_t>(bytes, 256);
-    if (d.used + bytes > d.capacity)
-      return Status(StatusCode::kResourceExhausted,
-                    devName(index) + ": " + what + " needs " + std::to_string(bytes) +
-                        " bytes but only " + std::to_string(d.capacity - d.used) +
-                        " of its declared " + std::to_string(d.capacity) + " remain");
-    WEFT_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
-    void *ptr = nullptr;
-    WEFT_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&ptr, bytes),
-                                    devName(index) + ": allocating " + what));
-    d.used += bytes;
-    d.allocations.push_back(ptr);
-    return ptr;
-  }
-
-  Status setUpDevices() {
-    StatusOr<int> count = gpu::deviceCount();
-    if (!count.isOk())
-      return count.status();
-    StatusOr<const gpu::Driver *> d = gpu::driver();
-    if (!d.isOk())
-      return d.status();
-    drv = *d;
-    const auto *declared = p->topology()->devices();
-    size_t n = declared->size();
-    if (!options.deviceMap.empty() && options.deviceMap.size() != n)
-      return invalidArgument("--devices lists " + std::to_string(options.deviceMap.size()) +
-                             " GPUs for a plan of " + std::to_string(n) + " devices");
-    devices.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      Device &dev = devices[i];
-      dev.gpu = options.deviceMap.empty() ? (int(i) < *count ? int(i) : 0)
-                                          : options.deviceMap[i];
-      if (dev.gpu < 0 || dev.gpu >= *count)
-        return invalidArgument("--devices: GPU " + std::to_string(dev.gpu) +
-                               " does not exist (found " + std::to_string(*count) + ")");
-      const fb::Device *decl = declared->Get(uint32_t(i));
-      cudaDeviceProp prop{};
-      WEFT_CUDA(cudaGetDeviceProperties(&prop, dev.gpu), "cudaGetDeviceProperties");
-      int cc = prop.major * 10 + prop.minor;
-      std::string arch = decl->arch() ? decl->arch()->str() : "";
-      int planCc = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
-      if (planCc / 10 > cc / 10 || (planCc / 10 == cc / 10 && planCc > cc))
-        return failedPrecondition(devName(int(i)) + " (" + decl->name()->str() +
-                                  "): the plan's code is for " + arch + " but GPU " +
-                                  std::to_string(dev.gpu) + " (" + prop.name + ") is sm_" +
-                                  std::to_string(cc));
-      uint64_t declaredBytes = decl->memory_cap_bytes()
-                                   ? std::min(decl->memory_bytes(), decl->memory_cap_bytes())
-                                   : decl->memory_bytes();
-      dev.capacity = std::min<uint64_t>(declaredBytes, prop.totalGlobalMem);
-      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-      WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
-      WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");
-      WEFT_CUDA(cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming), "event");
-      StatusOr<std::unique_ptr<gpu::GemmRunner>> g =
-          gpu::GemmRunner::create(dev.gpu, kGemmWorkspace);
-      if (!g.isOk())
-        return g.status();
-      dev.gemm = std::move(g.value());
-      dev.used += kGemmWorkspace;
-      dev.functions.assign(p->kernels()->size(), nullptr);
-    }
-    return Status::ok();
   }
 
   // A communicator per tensor-parallel group whose devices are distinct
@@ -240,112 +119,21 @@ struct Engine::Impl {
     return Status::ok();
   }
 
-  // Which devices launch each kernel, and which layers' caches each holds.
-  Status loadKernels() {
-    std::set<std::pair<int, uint32_t>> needed;
-    for (const fb::Bucket *b : *p->buckets())
-      for (const fb::Step *s : *b->steps())
-        if (const fb::Launch *l = s->op_as_Launch())
-          needed.insert({s->device(), l->kernel()});
-        else if (const fb::AllReduce *r = s->op_as_AllReduce())
-          needed.insert({s->device(), uint32_t(r->accumulate_kernel())});
-    size_t done = 0;
-    for (auto [device, k] : needed) {
-      progress("loading kernels", done++, needed.size());
-      Device &dev = devices[size_t(device)];
-      const fb::Kernel *kernel = p->kernels()->Get(k);
-      auto it = modules.find({dev.gpu, int(k)});
-      if (it == modules.end()) {
-        cudaDeviceProp prop{};
-        WEFT_CUDA(cudaGetDeviceProperties(&prop, dev.gpu), "cudaGetDeviceProperties");
-        std::string want = "sm_" + std::to_string(prop.major * 10 + prop.minor);
-        const fb::KernelBinary *cubin = nullptr, *ptx = nullptr;
-        for (const fb::KernelBinary *bin : *kernel->binaries()) {
-          if (bin->arch()->str() == want && bin->cubin() && bin->cubin()->size())
-            cubin = bin;
-          if (bin->ptx() && bin->ptx()->size())
-            ptx = bin;
-        }
-        std::string image;
-        const void *data = nullptr;
-        if (cubin) {
-          data = cubin->cubin()->data();
-        } else if (ptx && options.allowPtxJit) {
-          image = ptx->ptx()->str();
-          data = image.c_str();
-        } else {
-          return failedPrecondition("kernel " + kernel->name()->str() + ": no " + want +
-                                    " binary in the plan (and PTX JIT is off)");
-        }
-        WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-        WEFT_CUDA(cudaFree(nullptr), "creating the CUDA context");
-        CUmodule m;
-        WEFT_CU(drv->moduleLoadData(&m, data), "loading kernel " + kernel->name()->str());
-        it = modules.emplace(std::make_pair(dev.gpu, int(k)), m).first;
-      }
-      CUfunction fn;
-      WEFT_CU(drv->moduleGetFunction(&fn, it->second, kernel->name()->c_str()),
-              "kernel " + kernel->name()->str());
-      dev.functions[k] = fn;
-    }
-    progress("loading kernels", needed.size(), needed.size());
-    return Status::ok();
-  }
-
+  // Each device's activation arena, token inputs and logits, then its
+  // part of the KV cache.
   Status allocateBuffers() {
-    const fb::KvCacheSpec *kv = p->kv_cache();
-    maxSequences = kv->max_sequences();
-    maxBlocks = kv->max_blocks_per_sequence();
-    blockTokens = kv->block_tokens();
     vocab = p->model()->vocab_size();
     for (const fb::Bucket *b : *p->buckets())
       maxTokens = std::max(maxTokens, b->tokens());
-    // A tensor-parallel rank holds its share of the KV heads.
-    auto blockBytesOn = [&](size_t device, uint64_t &bytes) {
-      const auto *heads = kv->kv_heads_per_device();
-      uint64_t h = heads && device < heads->size() ? uint64_t(heads->Get(uint32_t(device)))
-                                                   : uint64_t(kv->num_kv_heads());
-      return plan::dtypeBytes(kv->dtype(), uint64_t(blockTokens) * h * uint64_t(kv->head_dim()),
-                              bytes);
-    };
-    std::vector<std::set<int>> layers(devices.size());
+    WEFT_RETURN_IF_ERROR(kv.setUp(*p, devices.size()));
     std::vector<uint64_t> arena(devices.size(), 0);
-    for (const fb::Bucket *b : *p->buckets()) {
-      for (const fb::Step *s : *b->steps())
-        if (const fb::Launch *l = s->op_as_Launch())
-          for (const fb::Arg *a : *l->args())
-            if (a->kind() == fb::ArgKind::KCache || a->kind() == fb::ArgKind::VCache)
-              layers[size_t(s->device())].insert(a->index());
+    for (const fb::Bucket *b : *p->buckets())
       for (const fb::DeviceBuffers *db : *b->devices())
         arena[size_t(db->device())] = std::max(arena[size_t(db->device())], db->arena_bytes());
-    }
-    // Page ids are shared by every device's cache (one block table), so
-    // the pool is the smallest count among the devices that hold layers.
-    layout.pages = -1;
-    for (size_t i = 0; i < devices.size(); ++i)
-      if (!layers[i].empty()) {
-        int64_t n = kv->blocks_per_device() && i < kv->blocks_per_device()->size()
-                        ? kv->blocks_per_device()->Get(uint32_t(i))
-                        : 0;
-        if (n < 1 || n > INT32_MAX)
-          return invalidArgument("kv_cache.blocks_per_device[" + std::to_string(i) + "]: " +
-                                 std::to_string(n) + " pages for a device with layers");
-        layout.pages = layout.pages < 0 ? int(n) : std::min(layout.pages, int(n));
-      }
-    layout.pages = std::max(layout.pages, 0);
-    layout.blockTokens = blockTokens;
-    layout.maxSequences = maxSequences;
-    layout.maxBlocksPerSequence = maxBlocks;
-    StatusOr<serve::BlockTables> bt = serve::BlockTables::create(layout);
-    if (!bt.isOk())
-      return bt.status();
-    tables.emplace(std::move(bt.value()));
-    tablesVersion.assign(devices.size(), tables->version());
-    int layerCount = p->model()->num_layers();
     for (size_t i = 0; i < devices.size(); ++i) {
       Device &dev = devices[i];
       int d = int(i);
-      StatusOr<void *> a = allocate(dev, d, arena[i], "its activation arena");
+      StatusOr<void *> a = devices.allocate(d, arena[i], "its activation arena");
       if (!a.isOk()) return a.status();
       dev.arena = *a;
       // Inputs: token vectors for the largest bucket, outputs, sampling.
@@ -353,240 +141,22 @@ struct Engine::Impl {
                               fb::InputKind::Slots, fb::InputKind::NextTokens,
                               fb::InputKind::Temperature, fb::InputKind::TopK,
                               fb::InputKind::TopP, fb::InputKind::Uniform}) {
-        StatusOr<void *> in = allocate(dev, d, uint64_t(maxTokens) * 4, "inputs");
+        StatusOr<void *> in = devices.allocate(d, uint64_t(maxTokens) * 4, "inputs");
         if (!in.isOk()) return in.status();
         WEFT_CUDA(cudaMemset(*in, 0, uint64_t(maxTokens) * 4), "zeroing inputs");
         dev.inputs[int(k)] = *in;
       }
       StatusOr<void *> logits =
-          allocate(dev, d, uint64_t(maxTokens) * uint64_t(vocab) * 4, "logits");
+          devices.allocate(d, uint64_t(maxTokens) * uint64_t(vocab) * 4, "logits");
       if (!logits.isOk()) return logits.status();
       dev.inputs[int(fb::InputKind::Logits)] = *logits;
       // top_p = 1 means no nucleus cut; temperature 0 means greedy.
       std::vector<float> ones(size_t(maxTokens), 1.0f);
       WEFT_CUDA(cudaMemcpy(dev.inputs[int(fb::InputKind::TopP)], ones.data(),
                            ones.size() * 4, cudaMemcpyHostToDevice), "top_p");
-      // Block tables: one row per slot, filled by setBlockTable.
-      const std::vector<int32_t> &rows = tables->data();
-      StatusOr<void *> bt = allocate(dev, d, rows.size() * 4, "block tables");
-      if (!bt.isOk()) return bt.status();
-      dev.blockTables = *bt;
-      WEFT_CUDA(cudaMemcpy(dev.blockTables, rows.data(), rows.size() * 4,
-                           cudaMemcpyHostToDevice), "block tables");
-      dev.inputs[int(fb::InputKind::BlockTables)] = dev.blockTables;
-      dev.kCache.assign(size_t(layerCount), nullptr);
-      dev.vCache.assign(size_t(layerCount), nullptr);
-      uint64_t blockBytes = 0;
-      if (!blockBytesOn(i, blockBytes))
-        return invalidArgument("kv_cache: unsupported dtype");
-      uint64_t cacheBytes = uint64_t(layout.pages) * blockBytes;
-      for (int layer : layers[i]) {
-        StatusOr<void *> k = allocate(dev, d, cacheBytes, "the K cache of layer " + std::to_string(layer));
-        if (!k.isOk()) return k.status();
-        StatusOr<void *> v = allocate(dev, d, cacheBytes, "the V cache of layer " + std::to_string(layer));
-        if (!v.isOk()) return v.status();
-        dev.kCache[size_t(layer)] = *k;
-        dev.vCache[size_t(layer)] = *v;
-      }
+      WEFT_RETURN_IF_ERROR(kv.allocate(devices, i));
     }
     return Status::ok();
-  }
-
-  Status loadWeights() {
-    const fb::Manifest *m = p->manifest();
-    size_t count = m->weights()->size();
-    for (Device &d : devices)
-      d.weights.assign(count, nullptr);
-    uint64_t totalBytes = 0;
-    for (const fb::Weight *w : *m->weights()) {
-      uint64_t b = 0;
-      plan::dtypeBytes(w->dtype(), elements(w->shape()), b);
-      totalBytes += b / uint64_t(std::max(1, w->shard_parts())) * w->devices()->size();
-    }
-    // Source files, checked against the headers the plan was compiled for.
-    std::vector<io::SafetensorsHeader> headers;
-    std::vector<io::MappedFile> maps;
-    if (!options.randomWeights) {
-      if (options.weightsDir.empty())
-        return invalidArgument("no weights: give a checkpoint directory or --random-weights");
-      for (const fb::SourceFile *f : *m->files()) {
-        std::string path = options.weightsDir + "/" + f->file()->str();
-        StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(path);
-        if (!h.isOk())
-          return h.status();
-        StatusOr<io::MappedFile> map = io::MappedFile::open(path);
-        if (!map.isOk())
-          return map.status();
-        std::string_view bytes = map->bytes();
-        uint64_t fnv = plan::fnv1a64(bytes.data() + 8, h->headerSize);
-        if (!options.skipHeaderChecksums &&
-            (fnv != f->header_fnv1a64() || h->headerSize != f->header_size()))
-          return failedPrecondition(path + ": safetensors header differs from the one the "
-                                    "plan was compiled against (checksum); recompile the "
-                                    "plan for these weights");
-        headers.push_back(std::move(h.value()));
-        maps.push_back(std::move(map.value()));
-      }
-      if (m->files()->size() == 0)
-        return failedPrecondition("the plan was compiled from a built-in model without a "
-                                  "checkpoint: use --random-weights");
-    }
-
-    void *staging = nullptr;
-    WEFT_CUDA(cudaMallocHost(&staging, kStagingBytes), "pinned staging buffer");
-    struct FreeHost {
-      void *p;
-      ~FreeHost() { cudaFreeHost(p); }
-    } freeStaging{staging};
-    uint64_t copied = 0, state = 0x9e3779b97f4a7c15ull;
-
-    for (uint32_t wi = 0; wi < count; ++wi) {
-      const fb::Weight *w = m->weights()->Get(wi);
-      // Tensor parallelism: rank r of `devices` holds slice r along
-      // shard_axis (of every source, for a concat).
-      int parts = std::max(1, w->shard_parts());
-      int axis = parts > 1 ? w->shard_axis() : -1;
-      uint64_t full = 0;
-      plan::dtypeBytes(w->dtype(), elements(w->shape()), full);
-      uint64_t bytes = full / uint64_t(parts);
-      for (uint32_t rank = 0; rank < w->devices()->size(); ++rank) {
-        int32_t device = w->devices()->Get(rank);
-        uint64_t r = parts > 1 ? rank : 0;
-        Device &dev = devices[size_t(device)];
-        StatusOr<void *> dst = allocate(dev, device, bytes, "weight '" + w->name()->str() + "'");
-        if (!dst.isOk())
-          return dst.status();
-        dev.weights[wi] = *dst;
-        // Bytes gather in the pinned staging buffer and go up a chunk at a
-        // time (a column shard arrives as many short row pieces).
-        uint64_t offset = 0, filled = 0;
-        auto flush = [&]() -> Status {
-          if (!filled)
-            return Status::ok();
-          WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, filled,
-                               cudaMemcpyHostToDevice), "uploading weights");
-          offset += filled;
-          copied += filled;
-          filled = 0;
-          progress("loading weights", copied, totalBytes);
-          return Status::ok();
-        };
-        auto append = [&](const char *src, uint64_t n) -> Status {
-          while (n) {
-            if (offset + filled + n > bytes)
-              return failedPrecondition("weight '" + w->name()->str() +
-                                        "': sources hold more than the plan's " +
-                                        std::to_string(bytes) + " bytes");
-            uint64_t chunk = std::min<uint64_t>(n, kStagingBytes - filled);
-            std::memcpy(static_cast<char *>(staging) + filled, src, chunk);
-            filled += chunk;
-            src += chunk;
-            n -= chunk;
-            if (filled == kStagingBytes)
-              WEFT_RETURN_IF_ERROR(flush());
-          }
-          return Status::ok();
-        };
-        if (options.randomWeights) {
-          // Pieces of a pool of random values already on the device, from
-          // rotating offsets: device-to-device copies, so 16 GB of weights
-          // take a fraction of a second instead of a host loop over them.
-          StatusOr<const char *> pool = randomPool(dev, device, w->dtype());
-          if (!pool.isOk())
-            return pool.status();
-          uint64_t done = 0;
-          while (done < bytes) {
-            state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-            uint64_t offset = (state % (kRandomSlack / 16)) * 16;
-            uint64_t chunk = std::min<uint64_t>(bytes - done, kRandomPool);
-            WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + done, *pool + offset, chunk,
-                                 cudaMemcpyDeviceToDevice),
-                      "filling weight '" + w->name()->str() + "'");
-            done += chunk;
-          }
-          copied += bytes;
-          progress("loading weights", copied, totalBytes);
-          continue;
-        }
-        if (w->transform() == fb::Transform::Concat && w->concat_axis() != 0)
-          return unimplemented("weight '" + w->name()->str() + "': concat along axis " +
-                               std::to_string(w->concat_axis()));
-        for (const fb::SourceTensor *src : *w->sources()) {
-          if (src->file() < 0 || size_t(src->file()) >= headers.size())
-            return invalidArgument("weight '" + w->name()->str() + "': source '" +
-                                   src->name()->str() + "' has no checkpoint file");
-          const io::SafetensorsHeader &h = headers[size_t(src->file())];
-          const io::TensorInfo *t = h.find(src->name()->str());
-          if (!t)
-            return notFound(h.path + ": tensor '" + src->name()->str() +
-                            "' that the plan needs is missing");
-          std::vector<int64_t> shape(src->shape()->begin(), src->shape()->end());
-          if (t->shape != shape || t->dtype != ioType(src->dtype()))
-            return failedPrecondition(h.path + ": tensor '" + src->name()->str() +
-                                      "' does not match the plan's manifest (dtype or shape)");
-          const char *data = maps[size_t(src->file())].bytes().data() + h.dataOffset() +
-                             t->dataBegin;
-          uint64_t n = t->numBytes();
-          if (axis < 0) {
-            WEFT_RETURN_IF_ERROR(append(data, n));
-          } else if (axis == 0) {
-            // Rows [r * R/parts, (r+1) * R/parts): one contiguous piece.
-            uint64_t rows = uint64_t(shape[0]), piece = n / rows * (rows / uint64_t(parts));
-            WEFT_RETURN_IF_ERROR(append(data + r * piece, piece));
-          } else if (axis == 1 && shape.size() == 2) {
-            // Columns [r * C/parts, (r+1) * C/parts) of every row.
-            uint64_t rows = uint64_t(shape[0]), rowBytes = n / rows;
-            uint64_t piece = rowBytes / uint64_t(parts);
-            for (uint64_t row = 0; row < rows; ++row)
-              WEFT_RETURN_IF_ERROR(append(data + row * rowBytes + r * piece, piece));
-          } else {
-            return unimplemented("weight '" + w->name()->str() + "': shards along axis " +
-                                 std::to_string(axis));
-          }
-        }
-        WEFT_RETURN_IF_ERROR(flush());
-        if (offset != bytes)
-          return failedPrecondition("weight '" + w->name()->str() + "': sources hold " +
-                                    std::to_string(offset) + " bytes, the plan expects " +
-                                    std::to_string(bytes));
-      }
-    }
-    progress("loading weights", totalBytes, totalBytes);
-    for (auto &[key, pool] : randomPools) {
-      Device &dev = devices[size_t(key.first)];
-      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-      WEFT_CUDA(cudaFree(pool), "freeing the random-weight pool");
-      dev.allocations.erase(std::find(dev.allocations.begin(), dev.allocations.end(), pool));
-      dev.used -= kRandomPool + kRandomSlack;
-    }
-    randomPools.clear();
-    return Status::ok();
-  }
-
-  // Random 16-bit values (|x| < 2^-5 as fp16 or bf16: no inf or NaN), one
-  // pool per device and dtype, for --random-weights.
-  std::map<std::pair<int, int>, void *> randomPools;
-  StatusOr<const char *> randomPool(Device &dev, int device, fb::DType dtype) {
-    bool bf16 = dtype == fb::DType::BF16;
-    auto key = std::make_pair(device, int(bf16));
-    auto it = randomPools.find(key);
-    if (it != randomPools.end())
-      return static_cast<const char *>(it->second);
-    uint64_t bytes = kRandomPool + kRandomSlack;
-    StatusOr<void *> pool = allocate(dev, device, bytes, "random weights");
-    if (!pool.isOk())
-      return pool.status();
-    std::vector<uint16_t> host(bytes / 2);
-    uint64_t state = 0x9e3779b97f4a7c15ull ^ uint64_t(bf16);
-    for (uint16_t &h : host) {
-      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-      uint16_t sign = uint16_t(((state >> 20) & 1) << 15);
-      // 2^-7 * (1 + mantissa): exponent 120 in bf16, 8 in fp16.
-      h = bf16 ? uint16_t(0x3C00 | (state & 0x7f) | sign) : uint16_t(0x2000 | (state & 0x3ff) | sign);
-    }
-    WEFT_CUDA(cudaMemcpy(*pool, host.data(), bytes, cudaMemcpyHostToDevice), "random weights");
-    randomPools[key] = *pool;
-    return static_cast<const char *>(*pool);
   }
 
   StatusOr<uint64_t> pointer(const fb::Bucket *b, int device, const fb::Arg *a) {
@@ -624,7 +194,7 @@ struct Engine::Impl {
         return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
                                " tokens, expected " + std::to_string(T));
     // Every index a kernel will follow, checked on the host first.
-    WEFT_RETURN_IF_ERROR(tables->check(where, in, vocab));
+    WEFT_RETURN_IF_ERROR(kv.tables().check(where, in, vocab));
     std::set<int> used;
     int outputDevice = -1;
     for (const fb::Step *s : *b->steps()) {
@@ -642,15 +212,7 @@ struct Engine::Impl {
     for (int d : used) {
       Device &dev = devices[size_t(d)];
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-      if (tablesVersion[size_t(d)] != tables->version()) {
-        // Pageable source: the copy is staged before the call returns, so
-        // the host may change the tables again right away.
-        const std::vector<int32_t> &rows = tables->data();
-        WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, rows.data(), rows.size() * 4,
-                                  cudaMemcpyHostToDevice, dev.stream),
-                  where + ": block tables");
-        tablesVersion[size_t(d)] = tables->version();
-      }
+      WEFT_RETURN_IF_ERROR(kv.uploadIfStale(dev, size_t(d), where));
       for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
                                {fb::InputKind::Positions, &in.positions},
                                {fb::InputKind::Slots, &in.slots},
@@ -777,9 +339,9 @@ struct Engine::Impl {
         }
         CUfunction fn = dev.functions[l->kernel()];
         if (l->shared_bytes() > 48 * 1024)
-          WEFT_CU(drv->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          WEFT_CU(devices.driver()->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         l->shared_bytes()), at);
-        WEFT_CU(drv->launchKernel(fn, uint32_t(l->grid()->Get(0)), uint32_t(l->grid()->Get(1)),
+        WEFT_CU(devices.driver()->launchKernel(fn, uint32_t(l->grid()->Get(0)), uint32_t(l->grid()->Get(1)),
                                   uint32_t(l->grid()->Get(2)), uint32_t(l->block()->Get(0)),
                                   uint32_t(l->block()->Get(1)), uint32_t(l->block()->Get(2)),
                                   uint32_t(l->shared_bytes()),
@@ -872,7 +434,7 @@ struct Engine::Impl {
       WEFT_CUDA(cudaMemcpyPeerAsync(scratch, root.gpu, buffers[i], peer.gpu, bytes, root.stream),
                 at);
       void *params[] = {&buffers[0], &scratch};
-      WEFT_CU(drv->launchKernel(accumulate, blocks, 1, 1, 256, 1, 1, 0,
+      WEFT_CU(devices.driver()->launchKernel(accumulate, blocks, 1, 1, 256, 1, 1, 0,
                                 reinterpret_cast<CUstream>(root.stream), params, nullptr),
               at);
     }
@@ -922,11 +484,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   e->impl_ = std::make_unique<Impl>(std::move(plan));
   Impl &impl = *e->impl_;
   impl.options = options;
-  WEFT_RETURN_IF_ERROR(impl.setUpDevices());
+  Progress progress = [&impl](const std::string &phase, uint64_t done, uint64_t total) {
+    impl.progress(phase, done, total);
+  };
+  WEFT_RETURN_IF_ERROR(impl.devices.setUp(*impl.p, impl.options));
   WEFT_RETURN_IF_ERROR(impl.setUpCollectives());
-  WEFT_RETURN_IF_ERROR(impl.loadKernels());
+  WEFT_RETURN_IF_ERROR(impl.kernels.load(*impl.p, impl.options, impl.devices, progress));
   WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
-  WEFT_RETURN_IF_ERROR(impl.loadWeights());
+  WEFT_RETURN_IF_ERROR(loadWeights(*impl.p, impl.options, impl.devices, progress));
   for (uint32_t i = 0; i < impl.p->buckets()->size(); ++i)
     (impl.p->buckets()->Get(i)->prefill() ? impl.prefill : impl.decode).push_back(int(i));
   auto byTokens = [&](int a, int b) { return e->bucketTokens(a) < e->bucketTokens(b); };
@@ -961,7 +526,7 @@ int Engine::bucketIndex(const std::string &name) const {
 const std::vector<int> &Engine::prefillBuckets() const { return impl_->prefill; }
 const std::vector<int> &Engine::decodeBuckets() const { return impl_->decode; }
 int Engine::bucketTokens(int b) const { return impl_->p->buckets()->Get(uint32_t(b))->tokens(); }
-const KvLayout &Engine::kvLayout() const { return impl_->layout; }
+const KvLayout &Engine::kvLayout() const { return impl_->kv.layout(); }
 int Engine::vocabSize() const { return impl_->vocab; }
 
 std::vector<int> Engine::stepSizes() const {
@@ -980,7 +545,7 @@ Status Engine::runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) 
   return invalidArgument("no bucket of " + std::to_string(tokens) + " tokens in the plan");
 }
 Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
-  return impl_->tables->set(slot, pages);
+  return impl_->kv.tables().set(slot, pages);
 }
 const std::string &Engine::collectives() const { return impl_->collectives; }
 

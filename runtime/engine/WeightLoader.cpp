@@ -1,0 +1,260 @@
+// Reading checkpoint weights (or random ones) onto the devices, through a
+// pinned staging buffer.
+#include "runtime/engine/WeightLoader.h"
+
+#include "runtime/io/MappedFile.h"
+#include "runtime/io/Safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace weft::engine {
+
+namespace fb = ::weft::plan::fb;
+
+namespace {
+
+constexpr size_t kStagingBytes = 64u << 20;
+constexpr uint64_t kRandomPool = 32u << 20;   // bytes copied per piece
+constexpr uint64_t kRandomSlack = 1u << 20;   // room for rotating offsets
+
+io::DType ioType(fb::DType t) {
+  switch (t) {
+  case fb::DType::F16: return io::DType::F16;
+  case fb::DType::BF16: return io::DType::BF16;
+  case fb::DType::F32: return io::DType::F32;
+  case fb::DType::I8: return io::DType::I8;
+  case fb::DType::I32: return io::DType::I32;
+  case fb::DType::I64: return io::DType::I64;
+  default: return io::DType::U8;
+  }
+}
+
+uint64_t elements(const flatbuffers::Vector<int64_t> *shape) {
+  uint64_t n = 1;
+  for (int64_t d : *shape)
+    n *= uint64_t(d);
+  return n;
+}
+
+// Random 16-bit values (|x| < 2^-5 as fp16 or bf16: no inf or NaN), one
+// pool per device and dtype, for --random-weights.
+class RandomPools {
+public:
+  explicit RandomPools(DeviceSet &devices) : devices(devices) {}
+
+  StatusOr<const char *> get(int device, fb::DType dtype) {
+    bool bf16 = dtype == fb::DType::BF16;
+    auto key = std::make_pair(device, int(bf16));
+    auto it = randomPools.find(key);
+    if (it != randomPools.end())
+      return static_cast<const char *>(it->second);
+    uint64_t bytes = kRandomPool + kRandomSlack;
+    StatusOr<void *> pool = devices.allocate(device, bytes, "random weights");
+    if (!pool.isOk())
+      return pool.status();
+    std::vector<uint16_t> host(bytes / 2);
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ uint64_t(bf16);
+    for (uint16_t &h : host) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      uint16_t sign = uint16_t(((state >> 20) & 1) << 15);
+      // 2^-7 * (1 + mantissa): exponent 120 in bf16, 8 in fp16.
+      h = bf16 ? uint16_t(0x3C00 | (state & 0x7f) | sign) : uint16_t(0x2000 | (state & 0x3ff) | sign);
+    }
+    WEFT_CUDA(cudaMemcpy(*pool, host.data(), bytes, cudaMemcpyHostToDevice), "random weights");
+    randomPools[key] = *pool;
+    return static_cast<const char *>(*pool);
+  }
+
+  // Gives the pools' memory back once every weight is filled; a failed
+  // load leaves them to the DeviceSet, which frees every allocation.
+  Status release() {
+    for (auto &[key, pool] : randomPools) {
+      Device &dev = devices[size_t(key.first)];
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaFree(pool), "freeing the random-weight pool");
+      dev.allocations.erase(std::find(dev.allocations.begin(), dev.allocations.end(), pool));
+      dev.used -= kRandomPool + kRandomSlack;
+    }
+    randomPools.clear();
+    return Status::ok();
+  }
+
+private:
+  DeviceSet &devices;
+  std::map<std::pair<int, int>, void *> randomPools;
+};
+
+} // namespace
+
+Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet &devices,
+                   const Progress &progress) {
+  RandomPools randomPools(devices);
+  const fb::Manifest *m = plan.manifest();
+  size_t count = m->weights()->size();
+  for (Device &d : devices)
+    d.weights.assign(count, nullptr);
+  uint64_t totalBytes = 0;
+  for (const fb::Weight *w : *m->weights()) {
+    uint64_t b = 0;
+    weft::plan::dtypeBytes(w->dtype(), elements(w->shape()), b);
+    totalBytes += b / uint64_t(std::max(1, w->shard_parts())) * w->devices()->size();
+  }
+  // Source files, checked against the headers the plan was compiled for.
+  std::vector<io::SafetensorsHeader> headers;
+  std::vector<io::MappedFile> maps;
+  if (!options.randomWeights) {
+    if (options.weightsDir.empty())
+      return invalidArgument("no weights: give a checkpoint directory or --random-weights");
+    for (const fb::SourceFile *f : *m->files()) {
+      std::string path = options.weightsDir + "/" + f->file()->str();
+      StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(path);
+      if (!h.isOk())
+        return h.status();
+      StatusOr<io::MappedFile> map = io::MappedFile::open(path);
+      if (!map.isOk())
+        return map.status();
+      std::string_view bytes = map->bytes();
+      uint64_t fnv = weft::plan::fnv1a64(bytes.data() + 8, h->headerSize);
+      if (!options.skipHeaderChecksums &&
+          (fnv != f->header_fnv1a64() || h->headerSize != f->header_size()))
+        return failedPrecondition(path + ": safetensors header differs from the one the "
+                                  "plan was compiled against (checksum); recompile the "
+                                  "plan for these weights");
+      headers.push_back(std::move(h.value()));
+      maps.push_back(std::move(map.value()));
+    }
+    if (m->files()->size() == 0)
+      return failedPrecondition("the plan was compiled from a built-in model without a "
+                                "checkpoint: use --random-weights");
+  }
+
+  void *staging = nullptr;
+  WEFT_CUDA(cudaMallocHost(&staging, kStagingBytes), "pinned staging buffer");
+  struct FreeHost {
+    void *p;
+    ~FreeHost() { cudaFreeHost(p); }
+  } freeStaging{staging};
+  uint64_t copied = 0, state = 0x9e3779b97f4a7c15ull;
+
+  for (uint32_t wi = 0; wi < count; ++wi) {
+    const fb::Weight *w = m->weights()->Get(wi);
+    // Tensor parallelism: rank r of `devices` holds slice r along
+    // shard_axis (of every source, for a concat).
+    int parts = std::max(1, w->shard_parts());
+    int axis = parts > 1 ? w->shard_axis() : -1;
+    uint64_t full = 0;
+    weft::plan::dtypeBytes(w->dtype(), elements(w->shape()), full);
+    uint64_t bytes = full / uint64_t(parts);
+    for (uint32_t rank = 0; rank < w->devices()->size(); ++rank) {
+      int32_t device = w->devices()->Get(rank);
+      uint64_t r = parts > 1 ? rank : 0;
+      Device &dev = devices[size_t(device)];
+      StatusOr<void *> dst = devices.allocate(device, bytes, "weight '" + w->name()->str() + "'");
+      if (!dst.isOk())
+        return dst.status();
+      dev.weights[wi] = *dst;
+      // Bytes gather in the pinned staging buffer and go up a chunk at a
+      // time (a column shard arrives as many short row pieces).
+      uint64_t offset = 0, filled = 0;
+      auto flush = [&]() -> Status {
+        if (!filled)
+          return Status::ok();
+        WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, filled,
+                             cudaMemcpyHostToDevice), "uploading weights");
+        offset += filled;
+        copied += filled;
+        filled = 0;
+        progress("loading weights", copied, totalBytes);
+        return Status::ok();
+      };
+      auto append = [&](const char *src, uint64_t n) -> Status {
+        while (n) {
+          if (offset + filled + n > bytes)
+            return failedPrecondition("weight '" + w->name()->str() +
+                                      "': sources hold more than the plan's " +
+                                      std::to_string(bytes) + " bytes");
+          uint64_t chunk = std::min<uint64_t>(n, kStagingBytes - filled);
+          std::memcpy(static_cast<char *>(staging) + filled, src, chunk);
+          filled += chunk;
+          src += chunk;
+          n -= chunk;
+          if (filled == kStagingBytes)
+            WEFT_RETURN_IF_ERROR(flush());
+        }
+        return Status::ok();
+      };
+      if (options.randomWeights) {
+        // Pieces of a pool of random values already on the device, from
+        // rotating offsets: device-to-device copies, so 16 GB of weights
+        // take a fraction of a second instead of a host loop over them.
+        StatusOr<const char *> pool = randomPools.get(device, w->dtype());
+        if (!pool.isOk())
+          return pool.status();
+        uint64_t done = 0;
+        while (done < bytes) {
+          state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+          uint64_t offset = (state % (kRandomSlack / 16)) * 16;
+          uint64_t chunk = std::min<uint64_t>(bytes - done, kRandomPool);
+          WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + done, *pool + offset, chunk,
+                               cudaMemcpyDeviceToDevice),
+                    "filling weight '" + w->name()->str() + "'");
+          done += chunk;
+        }
+        copied += bytes;
+        progress("loading weights", copied, totalBytes);
+        continue;
+      }
+      if (w->transform() == fb::Transform::Concat && w->concat_axis() != 0)
+        return unimplemented("weight '" + w->name()->str() + "': concat along axis " +
+                             std::to_string(w->concat_axis()));
+      for (const fb::SourceTensor *src : *w->sources()) {
+        if (src->file() < 0 || size_t(src->file()) >= headers.size())
+          return invalidArgument("weight '" + w->name()->str() + "': source '" +
+                                 src->name()->str() + "' has no checkpoint file");
+        const io::SafetensorsHeader &h = headers[size_t(src->file())];
+        const io::TensorInfo *t = h.find(src->name()->str());
+        if (!t)
+          return notFound(h.path + ": tensor '" + src->name()->str() +
+                          "' that the plan needs is missing");
+        std::vector<int64_t> shape(src->shape()->begin(), src->shape()->end());
+        if (t->shape != shape || t->dtype != ioType(src->dtype()))
+          return failedPrecondition(h.path + ": tensor '" + src->name()->str() +
+                                    "' does not match the plan's manifest (dtype or shape)");
+        const char *data = maps[size_t(src->file())].bytes().data() + h.dataOffset() +
+                           t->dataBegin;
+        uint64_t n = t->numBytes();
+        if (axis < 0) {
+          WEFT_RETURN_IF_ERROR(append(data, n));
+        } else if (axis == 0) {
+          // Rows [r * R/parts, (r+1) * R/parts): one contiguous piece.
+          uint64_t rows = uint64_t(shape[0]), piece = n / rows * (rows / uint64_t(parts));
+          WEFT_RETURN_IF_ERROR(append(data + r * piece, piece));
+        } else if (axis == 1 && shape.size() == 2) {
+          // Columns [r * C/parts, (r+1) * C/parts) of every row.
+          uint64_t rows = uint64_t(shape[0]), rowBytes = n / rows;
+          uint64_t piece = rowBytes / uint64_t(parts);
+          for (uint64_t row = 0; row < rows; ++row)
+            WEFT_RETURN_IF_ERROR(append(data + row * rowBytes + r * piece, piece));
+        } else {
+          return unimplemented("weight '" + w->name()->str() + "': shards along axis " +
+                               std::to_string(axis));
+        }
+      }
+      WEFT_RETURN_IF_ERROR(flush());
+      if (offset != bytes)
+        return failedPrecondition("weight '" + w->name()->str() + "': sources hold " +
+                                  std::to_string(offset) + " bytes, the plan expects " +
+                                  std::to_string(bytes));
+    }
+  }
+  progress("loading weights", totalBytes, totalBytes);
+  WEFT_RETURN_IF_ERROR(randomPools.release());
+  return Status::ok();
+}
+
+} // namespace weft::engine
