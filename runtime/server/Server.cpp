@@ -1,0 +1,538 @@
+// weft-serve's HTTP layer (see Server.h): routes, the engine thread,
+// streams, metrics and shutdown.
+#include "runtime/server/Server.h"
+
+#include "runtime/server/Metrics.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace weft::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t unixTime() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Bytes at the end of `s` that start a UTF-8 character not yet complete.
+size_t incompleteTail(const std::string &s) {
+  size_t n = s.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    unsigned char c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80)
+      continue; // a continuation byte: look further back
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+// What the engine thread tells one request's HTTP handler.
+struct Channel {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  serve::Finish finish = serve::Finish::None;
+  bool ended = false;
+  Clock::time_point submitted, last;
+};
+
+// One request's text so far: the decoded output cut at a stop string, and
+// how much of it can be sent (complete characters, and not what might be
+// the start of a stop string while the request runs).
+struct TextState {
+  size_t sent = 0;
+  std::string text;
+  size_t ready = 0;
+};
+
+void updateText(const tokenizer::Tokenizer *tok, const std::vector<int32_t> &tokens,
+                const std::vector<std::string> &stops, bool ended, TextState &t) {
+  if (!tok)
+    return;
+  t.text = tok->decode(tokens, /*skipSpecial=*/true);
+  size_t cut = std::string::npos;
+  size_t longest = 0;
+  for (const std::string &s : stops) {
+    longest = std::max(longest, s.size());
+    size_t at = t.text.find(s);
+    if (at != std::string::npos)
+      cut = std::min(cut, at);
+  }
+  if (cut != std::string::npos) {
+    t.text.resize(cut);
+    t.ready = cut;
+    return;
+  }
+  size_t ready = t.text.size();
+  if (!ended) {
+    ready -= incompleteTail(t.text);
+    ready = longest > 1 && ready >= longest - 1 ? ready - (longest - 1) : (longest > 1 ? 0 : ready);
+  }
+  t.ready = std::max(ready, t.sent);
+}
+
+} // namespace
+
+struct Server::Impl {
+  serve::StepRunner &runner;
+  const tokenizer::Tokenizer *tok;
+  ServerOptions opt;
+  std::unique_ptr<serve::Scheduler> scheduler;
+  httplib::Server http;
+  std::thread httpThread, engineThread;
+  int boundPort = 0;
+  int listenSocket = -1;
+
+  std::mutex workMutex;
+  std::condition_variable workCv;
+  bool engineStop = false;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> started{false};
+
+  std::mutex activeMutex;
+  std::map<uint64_t, std::shared_ptr<Channel>> active; // requests not yet ended
+  std::condition_variable activeCv;
+
+  mutable std::mutex errorMutex;
+  Status engineError = Status::ok();
+  std::atomic<int> running{0}, waiting{0}, pagesFree{0}, pagesTotal{0};
+  std::atomic<uint64_t> serial{0};
+  Metrics metrics;
+
+  std::mutex stopMutex;
+  bool stopped = false, done = false;
+  std::condition_variable stoppedCv;
+
+  Impl(serve::StepRunner &r, const tokenizer::Tokenizer *t, ServerOptions o)
+      : runner(r), tok(t), opt(std::move(o)) {}
+
+  bool engineFailed() const {
+    std::lock_guard<std::mutex> l(errorMutex);
+    return !engineError.isOk();
+  }
+
+  // The engine thread: steps while there is work, sleeps otherwise.
+  void engineLoop() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> l(workMutex);
+        workCv.wait(l, [&] { return engineStop || !scheduler->idle(); });
+        if (engineStop && scheduler->idle())
+          return;
+      }
+      Status s = scheduler->step();
+      serve::SchedulerStats st = scheduler->stats();
+      running = st.running;
+      waiting = st.waiting;
+      pagesFree = st.pagesFree;
+      pagesTotal = st.pagesTotal;
+      if (!s.isOk()) {
+        std::lock_guard<std::mutex> l(errorMutex);
+        engineError = s;
+        return; // every request heard Cancelled; new ones get 503
+      }
+    }
+  }
+
+  void wake() {
+    std::lock_guard<std::mutex> l(workMutex);
+    workCv.notify_all();
+  }
+
+  static void sendError(httplib::Response &res, const ApiError &e) {
+    res.status = e.status;
+    res.set_content(e.json(), "application/json");
+  }
+
+  static ApiError error(int status, std::string message, std::string type,
+                        std::string code = "") {
+    ApiError e;
+    e.status = status;
+    e.message = std::move(message);
+    e.type = std::move(type);
+    e.code = std::move(code);
+    return e;
+  }
+
+  bool authorized(const httplib::Request &req, httplib::Response &res) {
+    if (opt.apiKey.empty())
+      return true;
+    std::string auth = req.get_header_value("Authorization");
+    if (auth == "Bearer " + opt.apiKey)
+      return true;
+    sendError(res, error(401, auth.empty() ? "missing API key (Authorization: Bearer ...)"
+                                           : "invalid API key",
+                         "authentication_error", "invalid_api_key"));
+    return false;
+  }
+
+  void completions(const httplib::Request &req, httplib::Response &res, bool chat) {
+    if (!authorized(req, res))
+      return;
+    if (stopping || engineFailed()) {
+      sendError(res, error(503, stopping ? "the server is shutting down"
+                                         : "the engine failed: " + engineStatus().message(),
+                           "server_error", "unavailable"));
+      return;
+    }
+    auto parsed = std::make_shared<CompletionRequest>();
+    if (std::optional<ApiError> e = parseCompletionRequest(req.body, chat, opt.limits, *parsed))
+      return sendError(res, *e);
+    CompletionRequest &r = *parsed;
+    if (r.model != opt.modelName) {
+      ApiError e = error(400, "model '" + r.model + "' is not served here; this server has '" +
+                                  opt.modelName + "'",
+                         "invalid_request_error", "model_not_found");
+      e.param = "model";
+      return sendError(res, e);
+    }
+    std::vector<int32_t> prompt;
+    if (chat) {
+      sendError(res, error(400, "chat templates are not supported by this server yet: use "
+                                "/v1/completions",
+                           "invalid_request_error"));
+      return;
+    }
+    if (r.promptIsIds) {
+      prompt = r.promptIds;
+    } else {
+      if (!tok) {
+        ApiError e = error(400, "this plan carries no tokenizer: give the prompt as token ids",
+                           "invalid_request_error");
+        e.param = "prompt";
+        return sendError(res, e);
+      }
+      StatusOr<std::vector<int32_t>> ids = tok->encode(r.promptText, true);
+      if (!ids.isOk()) {
+        ApiError e = error(400, "prompt: " + ids.status().message(), "invalid_request_error");
+        e.param = "prompt";
+        return sendError(res, e);
+      }
+      prompt = std::move(ids.value());
+    }
+    int context = runner.kvLayout().maxContext();
+    if (prompt.empty() || int64_t(prompt.size()) + r.maxTokens - 1 > context) {
+      ApiError e = error(400,
+                         "the prompt has " + std::to_string(prompt.size()) +
+                             " tokens; with max_tokens " + std::to_string(r.maxTokens) +
+                             " that is more than the context of " + std::to_string(context),
+                         "invalid_request_error", "context_length_exceeded");
+      e.param = prompt.empty() ? "prompt" : "max_tokens";
+      return sendError(res, e);
+    }
+    {
+      std::lock_guard<std::mutex> l(activeMutex);
+      if (int(active.size()) >= opt.maxRequests) {
+        res.set_header("Retry-After", "1");
+        sendError(res, error(429, "the server is at its limit of " +
+                                      std::to_string(opt.maxRequests) +
+                                      " requests in flight; try again later",
+                             "rate_limit_error", "too_many_requests"));
+        return;
+      }
+    }
+    auto channel = std::make_shared<Channel>();
+    channel->submitted = Clock::now();
+    serve::Request sr;
+    sr.prompt = prompt;
+    sr.maxTokens = r.maxTokens;
+    sr.sampling = r.sampling;
+    sr.stopTokens = opt.stopTokens;
+    sr.stopStrings = r.stop;
+    int promptTokens = int(prompt.size());
+    sr.onEvent = [this, channel, promptTokens](const serve::Event &e) {
+      auto now = Clock::now();
+      std::lock_guard<std::mutex> l(channel->m);
+      if (e.token >= 0) {
+        if (channel->tokens.empty())
+          metrics.observeFirstToken(seconds(now - channel->submitted));
+        else
+          metrics.observeInterToken(seconds(now - channel->last));
+        channel->tokens.push_back(e.token);
+        channel->last = now;
+      }
+      if (e.finish != serve::Finish::None) {
+        channel->finish = e.finish;
+        channel->ended = true;
+        metrics.observeEnd(seconds(now - channel->submitted), promptTokens,
+                           int(channel->tokens.size()), finishReasonName(e.finish));
+      }
+      channel->cv.notify_all();
+    };
+    StatusOr<uint64_t> id = scheduler->submit(std::move(sr));
+    if (!id.isOk())
+      return sendError(res, error(400, id.status().message(), "invalid_request_error"));
+    {
+      std::lock_guard<std::mutex> l(activeMutex);
+      active[*id] = channel;
+    }
+    wake();
+    std::string cid = completionId(chat, ++serial);
+    int64_t created = unixTime();
+    uint64_t requestId = *id;
+
+    if (!r.stream) {
+      {
+        std::unique_lock<std::mutex> l(channel->m);
+        channel->cv.wait(l, [&] { return channel->ended; });
+      }
+      finished(requestId);
+      TextState t;
+      updateText(tok, channel->tokens, r.stop, true, t);
+      Usage u{promptTokens, int(channel->tokens.size())};
+      res.set_content(completionJson(r, cid, created, opt.modelName, t.text,
+                                     finishReasonName(channel->finish), u),
+                      "application/json");
+      return;
+    }
+
+    auto text = std::make_shared<TextState>();
+    auto first = std::make_shared<bool>(true);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, parsed, channel, text, first, cid, created, promptTokens](size_t,
+                                                                        httplib::DataSink &sink) {
+          std::vector<int32_t> tokens;
+          bool ended;
+          serve::Finish finish;
+          {
+            std::unique_lock<std::mutex> l(channel->m);
+            channel->cv.wait_for(l, std::chrono::milliseconds(200), [&] {
+              return channel->ended || channel->tokens.size() > 0;
+            });
+            tokens = channel->tokens;
+            ended = channel->ended;
+            finish = channel->finish;
+          }
+          updateText(tok, tokens, parsed->stop, ended, *text);
+          std::string out;
+          if (text->ready > text->sent || *first) {
+            out += streamChunk(*parsed, cid, created, opt.modelName,
+                               text->text.substr(text->sent, text->ready - text->sent),
+                               nullptr, *first);
+            text->sent = text->ready;
+            *first = false;
+          }
+          if (ended) {
+            out += streamChunk(*parsed, cid, created, opt.modelName, "",
+                               finishReasonName(finish), false);
+            if (parsed->includeUsage)
+              out += usageChunk(*parsed, cid, created, opt.modelName,
+                                {promptTokens, int(tokens.size())});
+            out += streamDone();
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size()))
+            return false; // the client left: the releaser cancels
+          if (ended) {
+            sink.done();
+            return true;
+          }
+          // Wait for more only once the tokens seen here are sent.
+          std::unique_lock<std::mutex> l(channel->m);
+          channel->cv.wait_for(l, std::chrono::milliseconds(200), [&] {
+            return channel->ended || channel->tokens.size() > tokens.size();
+          });
+          return sink.is_writable ? sink.is_writable() : true;
+        },
+        [this, requestId](bool success) {
+          if (!success) {
+            // A vanished client: its request ends now and frees its pages.
+            scheduler->cancel(requestId);
+            metrics.countDisconnect();
+            wake();
+          }
+          finished(requestId);
+        });
+  }
+
+  void finished(uint64_t id) {
+    std::lock_guard<std::mutex> l(activeMutex);
+    active.erase(id);
+    activeCv.notify_all();
+  }
+
+  Status engineStatus() const {
+    std::lock_guard<std::mutex> l(errorMutex);
+    return engineError;
+  }
+
+  void routes() {
+    http.Post("/v1/completions", [this](const httplib::Request &q, httplib::Response &s) {
+      completions(q, s, false);
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request &q, httplib::Response &s) {
+      completions(q, s, true);
+    });
+    http.Get("/v1/models", [this](const httplib::Request &q, httplib::Response &s) {
+      if (!authorized(q, s))
+        return;
+      nlohmann::json model = {{"id", opt.modelName},
+                              {"object", "model"},
+                              {"created", unixTime()},
+                              {"owned_by", "weft"},
+                              {"max_model_len", runner.kvLayout().maxContext()}};
+      s.set_content(nlohmann::json{{"object", "list"}, {"data", {model}}}.dump(),
+                    "application/json");
+    });
+    http.Get("/health", [this](const httplib::Request &, httplib::Response &s) {
+      bool ok = !stopping && !engineFailed();
+      s.status = ok ? 200 : 503;
+      s.set_content(ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})",
+                    "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request &, httplib::Response &s) {
+      size_t inFlight;
+      {
+        std::lock_guard<std::mutex> l(activeMutex);
+        inFlight = active.size();
+      }
+      s.set_content(metrics.render(running, waiting, pagesFree, pagesTotal, int(inFlight)),
+                    "text/plain; version=0.0.4");
+    });
+    // Every error without a body of its own (no route, body too large, a
+    // bad request line) answers in OpenAI's shape.
+    http.set_error_handler([](const httplib::Request &q, httplib::Response &s) {
+      if (!s.body.empty())
+        return;
+      std::string message = s.status == 404   ? "no route " + q.method + " " + q.path
+                            : s.status == 413 ? "the request body is too large"
+                            : s.status == 405 ? "method not allowed"
+                                              : "bad request";
+      ApiError e = error(s.status, message,
+                         s.status == 404 ? "not_found_error" : "invalid_request_error");
+      s.set_content(e.json(), "application/json");
+    });
+    http.set_exception_handler(
+        [](const httplib::Request &, httplib::Response &s, std::exception_ptr) {
+          s.status = 500;
+          s.set_content(error(500, "internal error", "server_error").json(), "application/json");
+        });
+  }
+};
+
+Server::Server() = default;
+
+Server::~Server() {
+  if (impl_)
+    stop();
+}
+
+StatusOr<std::unique_ptr<Server>> Server::create(serve::StepRunner &runner,
+                                                 const tokenizer::Tokenizer *tokenizer,
+                                                 ServerOptions options) {
+  if (options.port < 0 || options.port > 65535)
+    return invalidArgument("port " + std::to_string(options.port) + ": expected 0 to 65535");
+  if (options.maxRequests < 1 || options.httpThreads < 2)
+    return invalidArgument("max requests and HTTP threads must be positive");
+  std::unique_ptr<Server> s(new Server());
+  s->impl_ = std::make_unique<Impl>(runner, tokenizer, std::move(options));
+  Impl &impl = *s->impl_;
+  impl.opt.limits.maxContext = runner.kvLayout().maxContext();
+  if (tokenizer && !impl.opt.scheduler.tokenText)
+    impl.opt.scheduler.tokenText = [tokenizer](int32_t t) {
+      return tokenizer->decode({t}, true);
+    };
+  impl.scheduler = std::make_unique<serve::Scheduler>(runner, impl.opt.scheduler);
+  impl.http.set_payload_max_length(impl.opt.limits.maxBodyBytes);
+  int threads = impl.opt.httpThreads;
+  impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // SO_REUSEADDR only (httplib's default adds SO_REUSEPORT, which would let
+  // a second server share a busy port instead of failing); the socket is
+  // kept so that start() can raise the listen backlog above httplib's 5.
+  Impl *raw = &impl;
+  impl.http.set_socket_options([raw](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    raw->listenSocket = sock;
+  });
+  impl.http.set_keep_alive_max_count(1000);
+  impl.http.set_read_timeout(30);
+  impl.http.set_write_timeout(30);
+  impl.routes();
+  return s;
+}
+
+Status Server::start() {
+  Impl &impl = *impl_;
+  impl.boundPort = impl.opt.port == 0
+                       ? impl.http.bind_to_any_port(impl.opt.host)
+                       : (impl.http.bind_to_port(impl.opt.host, impl.opt.port) ? impl.opt.port
+                                                                               : -1);
+  if (impl.boundPort <= 0)
+    return failedPrecondition("cannot listen on " + impl.opt.host + ":" + std::to_string(impl.opt.port) +
+                       " (in use, or not an address of this machine)");
+  // A burst of clients (hundreds of streams opening at once) must not
+  // overflow the accept queue: listen() again with a deep backlog.
+  if (impl.listenSocket >= 0)
+    ::listen(impl.listenSocket, 4096);
+  impl.engineThread = std::thread([&impl] { impl.engineLoop(); });
+  impl.httpThread = std::thread([&impl] { impl.http.listen_after_bind(); });
+  impl.started = true;
+  return Status::ok();
+}
+
+int Server::port() const { return impl_->boundPort; }
+
+Status Server::engineStatus() const { return impl_->engineStatus(); }
+
+void Server::stop() {
+  Impl &impl = *impl_;
+  {
+    std::lock_guard<std::mutex> l(impl.stopMutex);
+    if (impl.stopped)
+      return;
+    impl.stopped = true;
+  }
+  impl.stopping = true; // new requests get 503
+  if (impl.started) {
+    // Drain: in-flight requests may finish for a while, then are cancelled.
+    std::unique_lock<std::mutex> l(impl.activeMutex);
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(impl.opt.drainSeconds));
+    if (!impl.activeCv.wait_until(l, deadline, [&] { return impl.active.empty(); })) {
+      for (auto &[id, channel] : impl.active)
+        impl.scheduler->cancel(id);
+      impl.wake();
+      impl.activeCv.wait_for(l, std::chrono::seconds(10), [&] { return impl.active.empty(); });
+    }
+  }
+  impl.http.stop();
+  if (impl.httpThread.joinable())
+    impl.httpThread.join();
+  {
+    std::lock_guard<std::mutex> l(impl.workMutex);
+    impl.engineStop = true;
+    impl.workCv.notify_all();
+  }
+  if (impl.engineThread.joinable())
+    impl.engineThread.join();
+  std::lock_guard<std::mutex> l(impl.stopMutex);
+  impl.done = true;
+  impl.stoppedCv.notify_all();
+}
+
+void Server::wait() {
+  Impl &impl = *impl_;
+  std::unique_lock<std::mutex> l(impl.stopMutex);
+  impl.stoppedCv.wait(l, [&] { return impl.done; });
+}
+
+} // namespace weft::server

@@ -1,0 +1,387 @@
+// weft-serve's HTTP layer on loopback over a fake engine: every route and
+// error in OpenAI's shape, server-sent event streams, stop strings, the
+// API key, the bounded queue (429), clients that vanish, 256 concurrent
+// streams, and the drain on stop.
+#include "runtime/server/Server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <thread>
+
+namespace weft::server {
+namespace {
+
+using nlohmann::json;
+
+// Deterministic "model": the next token is a hash of the sequence so far
+// (read back through the pages the scheduler gave it), so a request's
+// output does not depend on what runs beside it. `stepDelay` makes steps
+// take time, for tests of load and disconnects.
+class FakeEngine : public serve::StepRunner {
+public:
+  FakeEngine(int vocab, std::vector<int32_t> letters, int sequences, int pages)
+      : vocab_(vocab), letters_(std::move(letters)) {
+    kv_.blockTokens = 4;
+    kv_.maxSequences = sequences;
+    kv_.maxBlocksPerSequence = 64; // context 256
+    kv_.pages = pages;
+    tables_.assign(size_t(sequences), {});
+    cache_.assign(size_t(pages) * 4, -1);
+  }
+  const serve::KvLayout &kvLayout() const override { return kv_; }
+  int vocabSize() const override { return vocab_; }
+  bool samples() const override { return true; }
+  std::vector<int> stepSizes() const override { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
+  Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
+    std::lock_guard<std::mutex> l(m_);
+    tables_[size_t(slot)] = pages;
+    return Status::ok();
+  }
+  Status runStep(const serve::StepInputs &in, bool, serve::StepOutputs &out) override {
+    if (stepDelay.count())
+      std::this_thread::sleep_for(stepDelay);
+    std::lock_guard<std::mutex> l(m_);
+    for (size_t t = 0; t < in.ids.size(); ++t)
+      if (in.slots[t] >= 0)
+        *cell(in.slots[t], in.positions[t]) = in.ids[t];
+    out.next.assign(in.ids.size(), 0);
+    for (size_t t = 0; t < in.ids.size(); ++t) {
+      if (in.slots[t] < 0)
+        continue;
+      uint64_t h = 1469598103934665603ull;
+      for (int p = 0; p <= in.positions[t]; ++p)
+        h = (h ^ uint64_t(*cell(in.slots[t], p))) * 1099511628211ull;
+      // Only tokens that read as one ASCII letter: the text is easy to
+      // reason about (one byte a token).
+      out.next[t] = letters_[h % letters_.size()];
+    }
+    return Status::ok();
+  }
+  int pagesInUse() {
+    std::lock_guard<std::mutex> l(m_);
+    int n = 0;
+    for (const auto &t : tables_)
+      n += int(t.size());
+    return n;
+  }
+  std::chrono::milliseconds stepDelay{0};
+
+private:
+  int32_t *cell(int slot, int pos) {
+    return &cache_[size_t(tables_[size_t(slot)][size_t(pos / 4)]) * 4 + size_t(pos % 4)];
+  }
+  std::mutex m_;
+  int vocab_;
+  std::vector<int32_t> letters_;
+  serve::KvLayout kv_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> cache_;
+};
+
+class ServerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    StatusOr<tokenizer::Tokenizer> t = tokenizer::Tokenizer::fromFile(
+        std::string(WEFT_FIXTURES_DIR) + "/tokenizers/byte_level_regex/tokenizer.json");
+    ASSERT_TRUE(t.isOk()) << t.status().message();
+    tok = std::make_unique<tokenizer::Tokenizer>(std::move(t.value()));
+    std::vector<int32_t> letters;
+    for (int32_t id = 0; id < tok->vocabSize(); ++id) {
+      std::string t = tok->decode({id}, true);
+      if (t.size() == 1 && std::isalpha(static_cast<unsigned char>(t[0])))
+        letters.push_back(id);
+    }
+    ASSERT_GE(letters.size(), 10u);
+    engine = std::make_unique<FakeEngine>(tok->vocabSize(), letters, 512, 8192);
+  }
+  void TearDown() override {
+    if (server)
+      server->stop();
+  }
+  void startServer(ServerOptions o = {}) {
+    o.port = 0;
+    o.modelName = "fake";
+    o.drainSeconds = o.drainSeconds == 30 ? 2 : o.drainSeconds;
+    StatusOr<std::unique_ptr<Server>> s = Server::create(*engine, tok.get(), o);
+    ASSERT_TRUE(s.isOk()) << s.status().message();
+    server = std::move(s.value());
+    ASSERT_TRUE(server->start().isOk());
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", server->port());
+    c.set_read_timeout(20);
+    return c;
+  }
+  httplib::Result post(const std::string &path, const json &body,
+                       const httplib::Headers &headers = {}) {
+    return client().Post(path.c_str(), headers, body.dump(), "application/json");
+  }
+  // The events of one streamed request, and whether [DONE] ended it.
+  struct Streamed {
+    std::vector<json> events;
+    bool done = false; // ended with data: [DONE]
+    std::string raw;
+  };
+  Streamed stream(const json &body) {
+    httplib::Client c = client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string data;
+    req.content_receiver = [&](const char *d, size_t n, uint64_t, uint64_t) {
+      data.append(d, n);
+      return true;
+    };
+    httplib::Result r = c.send(req);
+    EXPECT_TRUE(r) << "no response";
+    if (r)
+      EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+    Streamed out;
+    out.raw = data;
+    size_t at = 0;
+    while (at < data.size()) {
+      size_t end = data.find("\n\n", at);
+      EXPECT_NE(end, std::string::npos) << "an event without its blank line";
+      if (end == std::string::npos)
+        break;
+      std::string ev = data.substr(at, end - at);
+      EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+      if (ev == "data: [DONE]")
+        out.done = true;
+      else
+        out.events.push_back(json::parse(ev.substr(6)));
+      at = end + 2;
+    }
+    return out;
+  }
+  static json body(std::string prompt, int maxTokens, bool stream = false) {
+    return {{"model", "fake"}, {"prompt", prompt}, {"max_tokens", maxTokens},
+            {"temperature", 0}, {"stream", stream}};
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<FakeEngine> engine;
+  std::unique_ptr<Server> server;
+};
+
+TEST_F(ServerTest, ModelsHealthAndMetrics) {
+  startServer();
+  httplib::Result m = client().Get("/v1/models");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  json models = json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "fake");
+  EXPECT_EQ(models["data"][0]["object"], "model");
+  httplib::Result h = client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  ASSERT_TRUE(post("/v1/completions", body("Hello", 5)));
+  httplib::Result metrics = client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  for (const char *name :
+       {"weft_requests_running ", "weft_requests_waiting ", "weft_kv_cache_usage_ratio ",
+        "weft_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
+        "weft_inter_token_latency_seconds_count 4", "weft_e2e_request_latency_seconds_count 1",
+        "weft_generation_tokens_total 5", "weft_requests_finished_total{finish_reason=\"length\"} 1"})
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
+}
+
+TEST_F(ServerTest, CompletionAndItsStreamAgree) {
+  startServer();
+  httplib::Result r = post("/v1/completions", body("Hello world", 12));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json a = json::parse(r->body);
+  EXPECT_EQ(a["object"], "text_completion");
+  EXPECT_EQ(a["model"], "fake");
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "length");
+  int promptTokens = int(tok->encode("Hello world", true).value().size());
+  EXPECT_EQ(a["usage"]["prompt_tokens"], promptTokens);
+  EXPECT_EQ(a["usage"]["completion_tokens"], 12);
+  std::string text = a["choices"][0]["text"];
+  EXPECT_EQ(text.size(), 12u) << text; // one letter a token
+
+  json s = body("Hello world", 12, true);
+  s["stream_options"] = {{"include_usage", true}};
+  Streamed st = stream(s);
+  ASSERT_TRUE(st.done) << st.raw;
+  const std::vector<json> &events = st.events;
+  ASSERT_GE(events.size(), 3u);
+  std::string streamed;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "text_completion");
+    EXPECT_EQ(events[i]["id"], events[0]["id"]);
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    streamed += events[i]["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
+}
+
+TEST_F(ServerTest, StopStringsCutTheText) {
+  startServer();
+  httplib::Result r = post("/v1/completions", body("abc", 40));
+  ASSERT_TRUE(r && r->status == 200);
+  std::string full = json::parse(r->body)["choices"][0]["text"];
+  std::string stop = full.substr(10, 2);
+  json b = body("abc", 40);
+  b["stop"] = {stop};
+  r = post("/v1/completions", b);
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  json a = json::parse(r->body);
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(a["choices"][0]["text"], full.substr(0, full.find(stop)));
+  // Streamed, the stop string never leaks out either.
+  b["stream"] = true;
+  Streamed st = stream(b);
+  std::string streamed;
+  for (const json &e : st.events)
+    if (!e["choices"].empty())
+      streamed += e["choices"][0]["text"].get<std::string>();
+  EXPECT_TRUE(st.done) << st.raw;
+  EXPECT_EQ(streamed, full.substr(0, full.find(stop)));
+}
+
+TEST_F(ServerTest, ErrorsInOpenAiShape) {
+  ServerOptions o;
+  o.apiKey = "sekret";
+  o.limits.maxBodyBytes = 4096;
+  startServer(o);
+  httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  auto expect = [&](httplib::Result r, int status, const std::string &what) {
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->status, status) << r->body;
+    json e = json::parse(r->body);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(what), std::string::npos) << r->body;
+    EXPECT_TRUE(e["error"].contains("type") && e["error"].contains("param") &&
+                e["error"].contains("code"));
+  };
+  expect(post("/v1/completions", body("x", 2)), 401, "missing API key");
+  expect(post("/v1/completions", body("x", 2), {{"Authorization", "Bearer no"}}), 401,
+         "invalid API key");
+  expect(client().Post("/v1/completions", auth, "{nope", "application/json"), 400,
+         "not valid JSON");
+  json wrong = body("x", 2);
+  wrong["model"] = "gpt-4";
+  expect(post("/v1/completions", wrong, auth), 400, "model 'gpt-4' is not served here");
+  expect(post("/v1/completions", body("x", 0), auth), 400, "at least 1");
+  expect(post("/v1/completions", body(std::string(200, 'x'), 200), auth), 400,
+         "more than the context of 256");
+  json ids = {{"model", "fake"}, {"prompt", {1, 999999}}};
+  expect(post("/v1/completions", ids, auth), 400, "outside the vocabulary");
+  expect(client().Post("/v1/completions", auth, std::string(5000, ' '), "application/json"), 413,
+         "too large");
+  expect(client().Get("/v1/nothing", auth), 404, "no route GET /v1/nothing");
+  json chat = {{"model", "fake"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  expect(post("/v1/chat/completions", chat, auth), 400, "chat templates are not supported");
+  httplib::Result ok = post("/v1/completions", body("x", 2), auth);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerTest, FullQueueAnswers429) {
+  ServerOptions o;
+  o.maxRequests = 2;
+  engine->stepDelay = std::chrono::milliseconds(20);
+  startServer(o);
+  std::atomic<int> okCount{0};
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 2; ++i)
+    slow.emplace_back([&] {
+      httplib::Result r = post("/v1/completions", body("slow", 30));
+      okCount += r && r->status == 200;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  httplib::Result r = post("/v1/completions", body("third", 2));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429) << r->body;
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  for (std::thread &t : slow)
+    t.join();
+  EXPECT_EQ(okCount, 2);
+}
+
+TEST_F(ServerTest, VanishedClientsAreCancelledAndFreeTheirPages) {
+  engine->stepDelay = std::chrono::milliseconds(5);
+  startServer();
+  for (int i = 0; i < 4; ++i) {
+    httplib::Client c = client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body("go away", 200, true).dump();
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) {
+      return ++chunks < 3; // hang up after a few chunks
+    };
+    c.send(req);
+  }
+  // The server notices at its next write, cancels, and the pages return.
+  for (int i = 0; i < 200 && engine->pagesInUse() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(engine->pagesInUse(), 0);
+  httplib::Result m = client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("weft_client_disconnects_total 4"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("weft_requests_finished_total{finish_reason=\"abort\"} 4"),
+            std::string::npos);
+}
+
+TEST_F(ServerTest, TwoHundredFiftySixStreamsAtOnce) {
+  startServer();
+  const int n = 256;
+  std::atomic<int> complete{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i)
+    clients.emplace_back([&, i] {
+      Streamed st = stream(body("stream " + std::to_string(i), 8, true));
+      std::string text;
+      for (const json &e : st.events)
+        text += e["choices"][0]["text"].get<std::string>();
+      complete += st.done && text.size() == 8;
+    });
+  for (std::thread &t : clients)
+    t.join();
+  EXPECT_EQ(complete, n);
+  EXPECT_EQ(engine->pagesInUse(), 0);
+}
+
+TEST_F(ServerTest, StopDrainsThenCancels) {
+  ServerOptions o;
+  o.drainSeconds = 0.3;
+  engine->stepDelay = std::chrono::milliseconds(10);
+  startServer(o);
+  std::atomic<int> finished{0};
+  std::string reason;
+  std::thread longRequest([&] {
+    httplib::Result r = post("/v1/completions", body("long", 250));
+    if (r && r->status == 200) {
+      reason = json::parse(r->body)["choices"][0]["finish_reason"];
+      ++finished;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  server->stop();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  longRequest.join();
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(reason, "abort") << "cancelled after the drain";
+  EXPECT_LT(took, 3.0);
+  EXPECT_EQ(engine->pagesInUse(), 0);
+  EXPECT_FALSE(client().Get("/health")); // no longer listening
+}
+
+} // namespace
+} // namespace weft::server

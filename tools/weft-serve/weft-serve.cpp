@@ -1,0 +1,195 @@
+// weft-serve: loads a plan and its weights and serves them over an
+// OpenAI-compatible HTTP API (see runtime/server), until SIGTERM or SIGINT,
+// which drain the requests in flight before exiting 0.
+#include "runtime/engine/Engine.h"
+#include "runtime/server/Server.h"
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <pthread.h>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+int fail(const std::string &msg) {
+  std::cerr << "weft-serve: error: " << msg << "\n";
+  return 1;
+}
+
+bool parseInt(const std::string &text, long long lo, long long hi, long long &out) {
+  if (text.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end || errno || v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
+const char *kUsage =
+    "usage: weft-serve PLAN (--weights DIR | --random-weights) [--host ADDR] [--port N]\n"
+    "                  [--model-name NAME] [--api-key KEY] [--max-requests N]\n"
+    "                  [--http-threads N] [--drain-seconds S] [--tokenizer tokenizer.json]\n"
+    "                  [--devices 0,1] [--skip-header-checksums] [--no-nccl] [--quiet]\n"
+    "  Serves POST /v1/completions (and streams), GET /v1/models, /health, /metrics.\n"
+    "  WEFT_API_KEY in the environment sets --api-key.\n";
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, tokenizerPath;
+  weft::engine::EngineOptions options;
+  weft::server::ServerOptions server;
+  server.port = 8000;
+  bool quiet = false;
+  if (const char *key = std::getenv("WEFT_API_KEY"))
+    server.apiKey = key;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc)
+        return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto number = [&](long long lo, long long hi, long long &out) -> bool {
+      std::optional<std::string> v = value();
+      return v && parseInt(*v, lo, hi, out);
+    };
+    long long n = 0;
+    if (a == "--weights") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--weights needs a directory");
+      options.weightsDir = *v;
+    } else if (a == "--random-weights") {
+      options.randomWeights = true;
+    } else if (a == "--skip-header-checksums") {
+      options.skipHeaderChecksums = true;
+    } else if (a == "--no-nccl") {
+      options.allowNccl = false;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "--host") {
+      std::optional<std::string> v = value();
+      if (!v || v->empty()) return fail("--host needs an address");
+      server.host = *v;
+    } else if (a == "--port") {
+      if (!number(0, 65535, n)) return fail("--port: expected 0 to 65535");
+      server.port = int(n);
+    } else if (a == "--model-name") {
+      std::optional<std::string> v = value();
+      if (!v || v->empty()) return fail("--model-name needs a name");
+      server.modelName = *v;
+    } else if (a == "--api-key") {
+      std::optional<std::string> v = value();
+      if (!v || v->empty()) return fail("--api-key needs a key");
+      server.apiKey = *v;
+    } else if (a == "--max-requests") {
+      if (!number(1, 1 << 20, n)) return fail("--max-requests: expected a positive integer");
+      server.maxRequests = int(n);
+    } else if (a == "--http-threads") {
+      if (!number(2, 1 << 14, n)) return fail("--http-threads: expected 2 to 16384");
+      server.httpThreads = int(n);
+    } else if (a == "--drain-seconds") {
+      if (!number(0, 3600, n)) return fail("--drain-seconds: expected 0 to 3600");
+      server.drainSeconds = double(n);
+    } else if (a == "--tokenizer") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--tokenizer needs a file");
+      tokenizerPath = *v;
+    } else if (a == "--devices") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--devices needs GPU indices");
+      std::stringstream ss(*v);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!parseInt(item, 0, 1024, n)) return fail("--devices: expected comma-separated GPU indices");
+        options.deviceMap.push_back(int(n));
+      }
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && planPath.empty()) {
+      planPath = a;
+    } else {
+      return fail("unknown argument '" + a + "'\n" + kUsage);
+    }
+  }
+  if (planPath.empty())
+    return fail(std::string("no plan given\n") + kUsage);
+  if (options.weightsDir.empty() && !options.randomWeights)
+    return fail("no weights: give --weights DIR or --random-weights");
+
+  // SIGTERM and SIGINT go to one thread that stops the server (blocked in
+  // every other thread, which inherit this mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
+  if (!plan.isOk())
+    return fail(plan.status().message());
+  std::optional<weft::tokenizer::Tokenizer> tokenizer;
+  if (!tokenizerPath.empty()) {
+    weft::StatusOr<weft::tokenizer::Tokenizer> t =
+        weft::tokenizer::Tokenizer::fromFile(tokenizerPath);
+    if (!t.isOk())
+      return fail(t.status().message());
+    tokenizer.emplace(std::move(t.value()));
+  } else if (const auto *json = plan->plan().tokenizer_json(); json && json->size()) {
+    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromJson(
+        std::string_view(json->data(), json->size()), planPath + " (tokenizer_json)");
+    if (t.isOk())
+      tokenizer.emplace(std::move(t.value()));
+    else
+      std::cerr << "weft-serve: warning: " << t.status().message()
+                << "; prompts must be token ids\n";
+  } else {
+    std::cerr << "weft-serve: warning: the plan carries no tokenizer; prompts must be token "
+                 "ids (or give --tokenizer)\n";
+  }
+  if (const auto *e = plan->plan().model()->eos_token_ids())
+    server.stopTokens.assign(e->begin(), e->end());
+  if (!quiet)
+    options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
+      int pct = total ? int(100 * done / total) : 100;
+      std::fprintf(stderr, "\r%s %3d%%%s", phase.c_str(), pct, done == total ? "\n" : "");
+    };
+  weft::StatusOr<std::unique_ptr<weft::engine::Engine>> engine =
+      weft::engine::Engine::create(std::move(plan.value()), options);
+  if (!engine.isOk())
+    return fail(engine.status().message());
+  weft::StatusOr<std::unique_ptr<weft::server::Server>> s = weft::server::Server::create(
+      **engine, tokenizer ? &*tokenizer : nullptr, server);
+  if (!s.isOk())
+    return fail(s.status().message());
+  if (weft::Status st = (*s)->start(); !st.isOk())
+    return fail(st.message());
+  std::printf("weft-serve: serving '%s' on http://%s:%d (POST /v1/completions, GET "
+              "/v1/models /health /metrics)\n",
+              server.modelName.c_str(), server.host.c_str(), (*s)->port());
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "weft-serve: %s: draining (up to %.0f s)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", server.drainSeconds);
+    (*s)->stop();
+  });
+  (*s)->wait();
+  waiter.join();
+  weft::Status engineStatus = (*s)->engineStatus();
+  if (!engineStatus.isOk())
+    return fail("the engine failed: " + engineStatus.message());
+  return 0;
+}
