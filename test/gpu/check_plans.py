@@ -125,6 +125,14 @@ def tie_gap(truth, seq, a, b):
     return ((l[a] - l[b]).abs() / l.abs().max()).item()
 
 
+def allreduce_path(stdout):
+    """What weft-run said about its all-reduces ("-" when it said nothing)."""
+    for line in stdout.splitlines():
+        if line.startswith("all-reduce:"):
+            return line.split(":", 1)[1].strip()
+    return "-"
+
+
 def run_weft(runner, plan, weights, prompt, steps, devices):
     with tempfile.NamedTemporaryFile(suffix=".f32") as dump:
         cmd = [runner, plan, "--weights", weights, "--prompt-ids", ",".join(map(str, prompt)),
@@ -137,11 +145,7 @@ def run_weft(runner, plan, weights, prompt, steps, devices):
             return None, None, run.stderr.strip()[:300]
         tokens = [int(t) for t in run.stdout.split("tokens:")[1].split("\n")[0].split()]
         logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
-        path = "-"
-        for line in run.stdout.splitlines():
-            if line.startswith("all-reduce:"):
-                path = line.split(":", 1)[1].strip()
-        return tokens, logits, path
+        return tokens, logits, allreduce_path(run.stdout)
 
 
 def run_weft_batch(runner, plan, weights, prompts, steps, devices):
@@ -165,11 +169,8 @@ def run_weft_batch(runner, plan, weights, prompts, steps, devices):
         logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
         logits = logits.view(len(prompts), -1)
         summary = [l for l in run.stdout.splitlines() if l.startswith(("loaded", "throughput"))]
-        path = "-"
-        for line in run.stdout.splitlines():
-            if line.startswith("all-reduce:"):
-                path = line.split(":", 1)[1].strip()
-        return [tokens.get(i, []) for i in range(len(prompts))], logits, path, " ".join(summary)
+        return ([tokens.get(i, []) for i in range(len(prompts))], logits,
+                allreduce_path(run.stdout), " ".join(summary))
 
 
 def judge(truth, prompt, tokens, ref, logits, exact, hf_err):
