@@ -3,6 +3,7 @@
 // API key, the bounded queue (429), clients that vanish, 256 concurrent
 // streams, and the drain on stop.
 #include "runtime/server/Server.h"
+#include "test/unit/FakeEngine.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -17,71 +18,8 @@ namespace weft::server {
 namespace {
 
 using nlohmann::json;
-
-// Deterministic "model": the next token is a hash of the sequence so far
-// (read back through the pages the scheduler gave it), so a request's
-// output does not depend on what runs beside it. `stepDelay` makes steps
-// take time, for tests of load and disconnects.
-class FakeEngine : public serve::StepRunner {
-public:
-  FakeEngine(int vocab, std::vector<int32_t> letters, int sequences, int pages)
-      : vocab_(vocab), letters_(std::move(letters)) {
-    kv_.blockTokens = 4;
-    kv_.maxSequences = sequences;
-    kv_.maxBlocksPerSequence = 64; // context 256
-    kv_.pages = pages;
-    tables_.assign(size_t(sequences), {});
-    cache_.assign(size_t(pages) * 4, -1);
-  }
-  const serve::KvLayout &kvLayout() const override { return kv_; }
-  int vocabSize() const override { return vocab_; }
-  bool samples() const override { return true; }
-  std::vector<int> stepSizes() const override { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
-  Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
-    std::lock_guard<std::mutex> l(m_);
-    tables_[size_t(slot)] = pages;
-    return Status::ok();
-  }
-  Status runStep(const serve::StepInputs &in, bool, serve::StepOutputs &out) override {
-    if (stepDelay.count())
-      std::this_thread::sleep_for(stepDelay);
-    std::lock_guard<std::mutex> l(m_);
-    for (size_t t = 0; t < in.ids.size(); ++t)
-      if (in.slots[t] >= 0)
-        *cell(in.slots[t], in.positions[t]) = in.ids[t];
-    out.next.assign(in.ids.size(), 0);
-    for (size_t t = 0; t < in.ids.size(); ++t) {
-      if (in.slots[t] < 0)
-        continue;
-      uint64_t h = 1469598103934665603ull;
-      for (int p = 0; p <= in.positions[t]; ++p)
-        h = (h ^ uint64_t(*cell(in.slots[t], p))) * 1099511628211ull;
-      // Only tokens that read as one ASCII letter: the text is easy to
-      // reason about (one byte a token).
-      out.next[t] = letters_[h % letters_.size()];
-    }
-    return Status::ok();
-  }
-  int pagesInUse() {
-    std::lock_guard<std::mutex> l(m_);
-    int n = 0;
-    for (const auto &t : tables_)
-      n += int(t.size());
-    return n;
-  }
-  std::chrono::milliseconds stepDelay{0};
-
-private:
-  int32_t *cell(int slot, int pos) {
-    return &cache_[size_t(tables_[size_t(slot)][size_t(pos / 4)]) * 4 + size_t(pos % 4)];
-  }
-  std::mutex m_;
-  int vocab_;
-  std::vector<int32_t> letters_;
-  serve::KvLayout kv_;
-  std::vector<std::vector<int32_t>> tables_;
-  std::vector<int32_t> cache_;
-};
+using weft::testing::FakeEngine;
+using weft::testing::letterTokens;
 
 class ServerTest : public ::testing::Test {
 protected:
@@ -90,12 +28,7 @@ protected:
         std::string(WEFT_FIXTURES_DIR) + "/tokenizers/byte_level_regex/tokenizer.json");
     ASSERT_TRUE(t.isOk()) << t.status().message();
     tok = std::make_unique<tokenizer::Tokenizer>(std::move(t.value()));
-    std::vector<int32_t> letters;
-    for (int32_t id = 0; id < tok->vocabSize(); ++id) {
-      std::string t = tok->decode({id}, true);
-      if (t.size() == 1 && std::isalpha(static_cast<unsigned char>(t[0])))
-        letters.push_back(id);
-    }
+    std::vector<int32_t> letters = letterTokens(*tok);
     ASSERT_GE(letters.size(), 10u);
     engine = std::make_unique<FakeEngine>(tok->vocabSize(), letters, 512, 8192);
   }

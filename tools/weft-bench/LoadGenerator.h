@@ -1,0 +1,67 @@
+// The load of the reference serving workload against any OpenAI-compatible
+// server: closed-loop users (or Poisson arrivals) sending streamed chat or
+// completion requests, timed per request and per token.
+#ifndef WEFT_TOOLS_WEFT_BENCH_LOADGENERATOR_H_
+#define WEFT_TOOLS_WEFT_BENCH_LOADGENERATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::bench {
+
+struct LoadOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string apiKey;
+  std::string model;
+  bool chat = true;           // /v1/chat/completions, else /v1/completions
+  int users = 100;            // closed loop: each sends the next when one ends
+  int requestsPerUser = 10;   // the reference: 10 x N requests at N users
+  double rate = 0;            // > 0: Poisson arrivals (requests/s) instead
+  int requests = 0;           // with rate: how many in all (0: users x requestsPerUser)
+  int maxTokens = 100;
+  bool longContext = false;   // prepend a ~250-token paragraph to each prompt
+  uint64_t seed = 1;
+  double timeoutSeconds = 600;
+};
+
+struct RequestResult {
+  bool ok = false;
+  std::string error;          // why not ok
+  double seconds = 0;         // end to end
+  double ttft = 0;            // to the first text
+  std::vector<double> gaps;   // between text chunks
+  int outputTokens = 0;       // from usage, else counted chunks
+};
+
+struct Summary {
+  int users = 0, requests = 0, errors = 0;
+  double wallSeconds = 0;
+  double tpsMean = 0, tpsP50 = 0, tpsP10 = 0, tpsP1 = 0; // tokens/s per request
+  double ttftMean = 0, ttftP50 = 0, ttftP99 = 0;
+  double itlP50 = 0, itlP99 = 0;
+  double totalTokensPerSecond = 0, requestsPerSecond = 0;
+  std::vector<std::string> firstErrors;
+};
+
+// Runs one level of load and summarizes it. Never throws; connection
+// failures and bad answers are counted as errors with their reason.
+Summary runLoad(const LoadOptions &options, std::vector<RequestResult> *results = nullptr);
+
+// The prompts: fixed one-sentence instructions, and the paragraph the
+// long-context variant prepends.
+const std::vector<std::string> &shortPrompts();
+const std::string &longParagraph();
+
+// Percentile of `v` (q in [0, 1]), nearest rank; 0 for an empty list.
+double percentile(std::vector<double> v, double q);
+
+// JSON of several levels, and an SVG of per-request tokens/s and TTFT
+// against concurrency.
+std::string summariesJson(const std::vector<Summary> &levels, const LoadOptions &options);
+std::string summariesSvg(const std::vector<Summary> &levels, const std::string &title);
+
+} // namespace weft::bench
+
+#endif // WEFT_TOOLS_WEFT_BENCH_LOADGENERATOR_H_

@@ -1,0 +1,160 @@
+// weft-bench: the reference serving workload (N concurrent users, each
+// sending streamed chat or completion requests in a closed loop, or Poisson
+// arrivals) against any OpenAI-compatible server; prints per-request
+// tokens/s, time to first token, inter-token latency, throughput and
+// errors for each level, and writes them as JSON and an SVG picture.
+#include "tools/weft-bench/LoadGenerator.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+int fail(const std::string &msg) {
+  std::cerr << "weft-bench: error: " << msg << "\n";
+  return 1;
+}
+
+bool parseNumber(const std::string &s, double lo, double hi, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end || errno || !(v >= lo && v <= hi))
+    return false;
+  out = v;
+  return true;
+}
+
+const char *kUsage =
+    "usage: weft-bench --model NAME [--url http://HOST:PORT] [--endpoint chat|completions]\n"
+    "                  [--users 1,10,50,100] [--requests-per-user 10] [--rate R --requests N]\n"
+    "                  [--max-tokens 100] [--long-context] [--api-key KEY] [--seed S]\n"
+    "                  [--json FILE] [--svg FILE]\n";
+
+} // namespace
+
+int main(int argc, char **argv) {
+  weft::bench::LoadOptions o;
+  std::vector<int> levels = {100};
+  std::string jsonPath, svgPath;
+  if (const char *key = std::getenv("OPENAI_API_KEY"))
+    o.apiKey = key;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    double v = 0;
+    if (a == "--model") {
+      o.model = value();
+    } else if (a == "--url") {
+      std::string url = value();
+      const std::string prefix = "http://";
+      if (url.rfind(prefix, 0) != 0)
+        return fail("--url: expected http://HOST:PORT, got '" + url + "'");
+      url = url.substr(prefix.size());
+      while (!url.empty() && url.back() == '/')
+        url.pop_back();
+      size_t colon = url.rfind(':');
+      if (colon == std::string::npos || !parseNumber(url.substr(colon + 1), 1, 65535, v))
+        return fail("--url: expected http://HOST:PORT");
+      o.host = url.substr(0, colon);
+      o.port = int(v);
+    } else if (a == "--endpoint") {
+      std::string e = value();
+      if (e != "chat" && e != "completions")
+        return fail("--endpoint: expected chat or completions");
+      o.chat = e == "chat";
+    } else if (a == "--users") {
+      levels.clear();
+      std::stringstream ss(value());
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!parseNumber(item, 1, 100000, v) || v != double(int(v)))
+          return fail("--users: expected comma-separated positive integers");
+        levels.push_back(int(v));
+      }
+      if (levels.empty())
+        return fail("--users: expected comma-separated positive integers");
+    } else if (a == "--requests-per-user") {
+      if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
+        return fail("--requests-per-user: expected a positive integer");
+      o.requestsPerUser = int(v);
+    } else if (a == "--rate") {
+      if (!parseNumber(value(), 1e-6, 1e6, v))
+        return fail("--rate: expected requests per second above 0");
+      o.rate = v;
+    } else if (a == "--requests") {
+      if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
+        return fail("--requests: expected a positive integer");
+      o.requests = int(v);
+    } else if (a == "--max-tokens") {
+      if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
+        return fail("--max-tokens: expected a positive integer");
+      o.maxTokens = int(v);
+    } else if (a == "--long-context") {
+      o.longContext = true;
+    } else if (a == "--api-key") {
+      o.apiKey = value();
+    } else if (a == "--seed") {
+      if (!parseNumber(value(), 0, 1e15, v))
+        return fail("--seed: expected a non-negative integer");
+      o.seed = uint64_t(v);
+    } else if (a == "--json") {
+      jsonPath = value();
+    } else if (a == "--svg") {
+      svgPath = value();
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      return fail("unknown argument '" + a + "'\n" + kUsage);
+    }
+  }
+  if (o.model.empty())
+    return fail(std::string("--model is required (the name the server serves)\n") + kUsage);
+  if (o.rate > 0)
+    levels = {0};
+  std::printf("| users | requests | errors | tok/s per request (mean / p50 / p10 / p1) | "
+              "TTFT mean / p50 / p99 | ITL p50 / p99 | total tok/s | req/s |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  std::vector<weft::bench::Summary> results;
+  for (int users : levels) {
+    o.users = users;
+    weft::bench::Summary s = weft::bench::runLoad(o);
+    std::printf("| %s | %d | %d | %.1f / %.1f / %.1f / %.1f | %.0f / %.0f / %.0f ms | "
+                "%.1f / %.1f ms | %.0f | %.2f |\n",
+                o.rate > 0 ? ("rate " + std::to_string(o.rate)).c_str()
+                           : std::to_string(users).c_str(),
+                s.requests, s.errors, s.tpsMean, s.tpsP50, s.tpsP10, s.tpsP1, s.ttftMean * 1e3,
+                s.ttftP50 * 1e3, s.ttftP99 * 1e3, s.itlP50 * 1e3, s.itlP99 * 1e3,
+                s.totalTokensPerSecond, s.requestsPerSecond);
+    for (const std::string &e : s.firstErrors)
+      std::printf("    error: %s\n", e.c_str());
+    std::fflush(stdout);
+    results.push_back(s);
+  }
+  if (!jsonPath.empty()) {
+    std::ofstream f(jsonPath);
+    f << weft::bench::summariesJson(results, o);
+    if (!f)
+      return fail(jsonPath + ": cannot write");
+  }
+  if (!svgPath.empty()) {
+    std::ofstream f(svgPath);
+    f << weft::bench::summariesSvg(results, "weft-bench: " + o.model + ", max_tokens " +
+                                                std::to_string(o.maxTokens));
+    if (!f)
+      return fail(svgPath + ": cannot write");
+  }
+  int errors = 0;
+  for (const weft::bench::Summary &s : results)
+    errors += s.errors;
+  return errors ? 2 : 0;
+}
