@@ -11,6 +11,8 @@
 #include <climits>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -119,11 +121,21 @@ std::vector<std::string> chars(std::string_view s) {
   return out;
 }
 
+// One pass into a new string: replacing in place would move the tail at
+// every match (a megabyte of spaces took minutes).
 void replaceAll(std::string &s, const std::string &from, const std::string &to) {
-  if (from.empty())
+  if (from.empty() || s.find(from) == std::string::npos)
     return;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
+  std::string out;
+  out.reserve(s.size());
+  size_t start = 0;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, start)) {
+    out.append(s, start, at - start);
+    out += to;
+    start = at + from.size();
+  }
+  out.append(s, start, std::string::npos);
+  s.swap(out);
 }
 
 // A compiled PCRE2 pattern (UTF, Unicode properties).
@@ -238,9 +250,18 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, int32_t> vocab;
   std::vector<std::string> tokens; // by id ("" for holes)
   std::unordered_map<std::string, int> mergeRank; // "a\x01b" -> rank
+  // Words already merged (encode runs on many threads of a server).
+  static constexpr size_t kCachedWordBytes = 256, kCacheWords = 1 << 16;
+  mutable std::mutex cacheMutex;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
   bool ignoreMerges = false, byteFallback = false, fuseUnk = false;
   int32_t unkId = -1;
   std::vector<AddedToken> added;
+  struct TrieNode {
+    std::map<unsigned char, int> next;
+    int token = -1; // index into `added` of the token ending here
+  };
+  std::vector<TrieNode> trie = std::vector<TrieNode>(1);
   std::map<int32_t, size_t> addedById;
   std::vector<Normalizer> normalizers;
   std::vector<PreTokenizer> preTokenizers;
@@ -488,7 +509,12 @@ struct Tokenizer::Impl {
     tokens[size_t(id)] = token;
   }
 
-  // BPE of one pre-token, appending ids.
+  // BPE of one pre-token, appending ids. Merges come from a heap of the
+  // adjacent pairs (lowest rank first, then leftmost, as Hugging Face's
+  // BPE applies them) over a linked list of symbols: O(n log n) in the
+  // word's length, where rescanning the word after every merge was
+  // quadratic (a 30 kB prompt of a metaspace model is one word). Words seen
+  // before come from a cache.
   Status bpe(const std::string &word, std::vector<int32_t> &out) const {
     if (ignoreMerges) {
       auto it = vocab.find(word);
@@ -497,22 +523,85 @@ struct Tokenizer::Impl {
         return Status::ok();
       }
     }
-    std::vector<std::string> symbols = chars(word);
-    while (symbols.size() > 1) {
-      int best = INT_MAX;
-      size_t at = 0;
-      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-        auto it = mergeRank.find(symbols[i] + '\x01' + symbols[i + 1]);
-        if (it != mergeRank.end() && it->second < best) {
-          best = it->second;
-          at = i;
-        }
+    bool cacheable = word.size() <= kCachedWordBytes;
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      auto hit = cache.find(word);
+      if (hit != cache.end()) {
+        out.insert(out.end(), hit->second.begin(), hit->second.end());
+        return Status::ok();
       }
-      if (best == INT_MAX)
-        break;
-      symbols[at] += symbols[at + 1];
-      symbols.erase(symbols.begin() + long(at) + 1);
     }
+    std::vector<std::string> symbols = mergeWord(word);
+    size_t before = out.size();
+    WEFT_RETURN_IF_ERROR(emitSymbols(symbols, out));
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      if (cache.size() >= kCacheWords)
+        cache.clear();
+      cache.emplace(word, std::vector<int32_t>(out.begin() + long(before), out.end()));
+    }
+    return Status::ok();
+  }
+
+  std::vector<std::string> mergeWord(const std::string &word) const {
+    std::vector<std::string> sym = chars(word);
+    size_t n = sym.size();
+    if (n < 2 || mergeRank.empty())
+      return sym;
+    std::vector<int> prev(n), next(n);
+    for (size_t i = 0; i < n; ++i) {
+      prev[i] = int(i) - 1;
+      next[i] = i + 1 < n ? int(i + 1) : -1;
+    }
+    // (rank, left position, right position): a popped pair is applied only
+    // if both symbols are still there and still adjacent, and unchanged
+    // since it was pushed (their lengths say so).
+    struct Pair {
+      int rank, left, right;
+      size_t leftLen, rightLen;
+      bool operator>(const Pair &o) const {
+        return rank != o.rank ? rank > o.rank : left > o.left;
+      }
+    };
+    std::priority_queue<Pair, std::vector<Pair>, std::greater<Pair>> heap;
+    std::string key;
+    auto push = [&](int l, int r) {
+      if (l < 0 || r < 0)
+        return;
+      key.assign(sym[size_t(l)]);
+      key += '\x01';
+      key += sym[size_t(r)];
+      auto it = mergeRank.find(key);
+      if (it != mergeRank.end())
+        heap.push({it->second, l, r, sym[size_t(l)].size(), sym[size_t(r)].size()});
+    };
+    for (size_t i = 0; i + 1 < n; ++i)
+      push(int(i), int(i + 1));
+    while (!heap.empty()) {
+      Pair p = heap.top();
+      heap.pop();
+      if (sym[size_t(p.left)].size() != p.leftLen || sym[size_t(p.right)].size() != p.rightLen ||
+          next[size_t(p.left)] != p.right || p.leftLen == 0)
+        continue; // stale: one side was merged since
+      sym[size_t(p.left)] += sym[size_t(p.right)];
+      sym[size_t(p.right)].clear();
+      int after = next[size_t(p.right)];
+      next[size_t(p.left)] = after;
+      if (after >= 0)
+        prev[size_t(after)] = p.left;
+      push(prev[size_t(p.left)], p.left);
+      push(p.left, after);
+    }
+    std::vector<std::string> merged;
+    for (int i = 0; i >= 0; i = next[size_t(i)])
+      merged.push_back(std::move(sym[size_t(i)]));
+    return merged;
+  }
+
+  // The ids of merged symbols: the vocabulary, else byte fallback, else the
+  // unknown token.
+  Status emitSymbols(const std::vector<std::string> &symbols, std::vector<int32_t> &out) const {
     bool lastUnk = false;
     for (const std::string &s : symbols) {
       auto it = vocab.find(s);
@@ -685,6 +774,22 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
   impl.addedById.clear();
   for (size_t i = 0; i < impl.added.size(); ++i)
     impl.addedById[impl.added[i].id] = i;
+  // A trie of the added tokens: the text is scanned once, not compared
+  // with every added token at every byte.
+  impl.trie.assign(1, Impl::TrieNode());
+  for (size_t i = 0; i < impl.added.size(); ++i) {
+    int node = 0;
+    for (unsigned char c : impl.added[i].content) {
+      auto it = impl.trie[size_t(node)].next.find(c);
+      if (it == impl.trie[size_t(node)].next.end()) {
+        impl.trie.emplace_back();
+        it = impl.trie[size_t(node)].next.emplace(c, int(impl.trie.size() - 1)).first;
+      }
+      node = it->second;
+    }
+    if (impl.trie[size_t(node)].token < 0) // longest first: the first of equals wins
+      impl.trie[size_t(node)].token = int(i);
+  }
   auto part = [&](const char *key) { return j.contains(key) ? j[key] : Json(); };
   WEFT_RETURN_IF_ERROR(impl.parseNormalizer(part("normalizer"), "normalizer"));
   WEFT_RETURN_IF_ERROR(impl.parsePreTokenizer(part("pre_tokenizer"), "pre_tokenizer"));
@@ -729,12 +834,17 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add
   };
   size_t start = 0, at = 0;
   while (at < text.size()) {
+    // The longest added token that starts here, by walking the trie.
     const AddedToken *hit = nullptr;
-    for (const AddedToken &a : impl.added)
-      if (text.compare(at, a.content.size(), a.content) == 0) {
-        hit = &a;
+    for (int node = 0, i = 0; at + size_t(i) < text.size(); ++i) {
+      const Impl::TrieNode &t = impl.trie[size_t(node)];
+      auto child = t.next.find(static_cast<unsigned char>(text[at + size_t(i)]));
+      if (child == t.next.end())
         break;
-      }
+      node = child->second;
+      if (impl.trie[size_t(node)].token >= 0)
+        hit = &impl.added[size_t(impl.trie[size_t(node)].token)];
+    }
     if (!hit) {
       ++at;
       continue;

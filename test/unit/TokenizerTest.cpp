@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +40,40 @@ TEST_P(TokenizerFixture, MatchesHuggingFaceTokenizers) {
     std::vector<int32_t> expected = c["ids"];
     EXPECT_EQ(t->decode(expected, false), c["decoded"].get<std::string>());
     EXPECT_EQ(t->decode(expected, true), c["decoded_skip_special"].get<std::string>());
+  }
+}
+
+// A server tokenizes whatever a client sends: encoding N bytes takes time
+// linear in N for every style, also for one pre-token of a megabyte (the
+// metaspace style has no pre-tokenizer; a run of one character is one
+// regex match), for long runs of spaces (the metaspace normalizer) and for
+// text full of added tokens' first characters. Each takes 0.1-0.4 s on
+// this project's 2-core machines; the quadratic merge loop, in-place
+// replacement and per-token added-token scan this replaced needed minutes.
+TEST_P(TokenizerFixture, EncodesAMegabyteInUnderASecond) {
+  StatusOr<Tokenizer> t = Tokenizer::fromFile(dir(GetParam()) + "/tokenizer.json");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  std::string random;
+  uint64_t state = 12345;
+  const char *pieces[] = {"a", "b", "e", " ", "the ", "ing", "\n", "é", "日本", "🙂", "<", "<|", "12"};
+  while (random.size() < (1u << 20)) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    random += pieces[(state >> 33) % (sizeof(pieces) / sizeof(pieces[0]))];
+  }
+  const std::pair<const char *, std::string> inputs[] = {
+      {"one letter", std::string(1u << 20, 'a')},
+      {"spaces", std::string(1u << 20, ' ')},
+      {"'<' runs", std::string(1u << 20, '<')},
+      {"random", random},
+  };
+  for (const auto &[what, text] : inputs) {
+    auto start = std::chrono::steady_clock::now();
+    StatusOr<std::vector<int32_t>> ids = t->encode(text, false);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(ids.isOk()) << what << ": " << ids.status().message();
+    EXPECT_FALSE(ids->empty()) << what;
+    EXPECT_LT(seconds, 1.0) << what << " (" << GetParam() << ")";
   }
 }
 
