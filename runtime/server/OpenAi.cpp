@@ -181,6 +181,14 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
     }
   }
 
+  size_t promptBytes = r.promptText.size();
+  for (const ChatMessage &m : r.messages)
+    promptBytes += m.content.size();
+  if (promptBytes > limits.maxPromptBytes)
+    return bad("the prompt is " + std::to_string(promptBytes) + " bytes; this server takes at "
+                   "most " + std::to_string(limits.maxPromptBytes),
+               chat ? "messages" : "prompt");
+
   int64_t n = 1;
   bool given = false;
   if (auto e = integer(body, "n", n, given))

@@ -21,6 +21,7 @@ struct RequestLimits {
   int maxJsonDepth = 64;
   int maxStop = 4;                // stop strings (OpenAI allows 4)
   size_t maxStopBytes = 256;
+  size_t maxPromptBytes = 1u << 20; // prompt text, or all message contents together
   int maxContext = 0;             // positions a sequence may use (0: no check here)
 };
 

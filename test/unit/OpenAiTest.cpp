@@ -104,6 +104,8 @@ TEST(OpenAiTest, BadRequestsNameTheField) {
   expectError(R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})", false,
               "only allowed with 'stream': true", "stream_options");
   expectError(R"({"model": "m", "prompt": "x", "logprobs": 5})", false, "not supported", "logprobs");
+  expectError("{\"model\": \"m\", \"prompt\": \"" + std::string((1u << 20) + 1, 'x') + "\"}",
+              false, "this server takes at most 1048576", "prompt");
   expectError(R"({"model": "m", "messages": []})", true, "non-empty array", "messages");
   expectError(R"({"model": "m", "messages": [{"content": "x"}]})", true, "string 'role'", "messages[0]");
   expectError(R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", true,
