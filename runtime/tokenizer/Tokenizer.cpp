@@ -3,6 +3,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 
 #include <nlohmann/json.hpp>
 
@@ -195,8 +196,9 @@ private:
 };
 
 struct Normalizer {
-  enum Kind { Prepend, Replace } kind;
+  enum Kind { Prepend, Replace, Unicode, Lowercase } kind;
   std::string a, b;
+  int unicodeForm = 0; // Unicode: utf8proc options (NFC, NFD, NFKC, NFKD)
 };
 
 struct PreTokenizer {
@@ -221,7 +223,83 @@ struct AddedToken {
   int32_t id;
   std::string content;
   bool special;
+  // Hugging Face's flags: the match swallows whitespace on its left /
+  // right; it must not touch a word character on either side; it is
+  // matched in the normalized text rather than the raw one.
+  bool lstrip = false, rstrip = false, singleWord = false, normalized = false;
 };
+
+// A trie of added tokens' bytes, for one-pass leftmost-longest matching.
+struct AddedTrie {
+  struct Node {
+    std::map<unsigned char, int> next;
+    int token = -1; // index into the tokenizer's `added`
+  };
+  std::vector<Node> nodes = std::vector<Node>(1);
+  void insert(const std::string &content, int index) {
+    int node = 0;
+    for (unsigned char c : content) {
+      auto it = nodes[size_t(node)].next.find(c);
+      if (it == nodes[size_t(node)].next.end()) {
+        nodes.emplace_back();
+        it = nodes[size_t(node)].next.emplace(c, int(nodes.size() - 1)).first;
+      }
+      node = it->second;
+    }
+    if (nodes[size_t(node)].token < 0) // longest first: the first of equals wins
+      nodes[size_t(node)].token = index;
+  }
+  // The longest token starting at `at` (its index and length), or -1.
+  int longest(std::string_view text, size_t at, size_t &length) const {
+    int found = -1;
+    for (int node = 0, i = 0; at + size_t(i) < text.size(); ++i) {
+      auto child = nodes[size_t(node)].next.find(static_cast<unsigned char>(text[at + size_t(i)]));
+      if (child == nodes[size_t(node)].next.end())
+        break;
+      node = child->second;
+      if (nodes[size_t(node)].token >= 0) {
+        found = nodes[size_t(node)].token;
+        length = size_t(i) + 1;
+      }
+    }
+    return found;
+  }
+  bool empty() const { return nodes[0].next.empty(); }
+};
+
+// The code point of the UTF-8 character at `at` (0 if invalid).
+uint32_t codePointAt(std::string_view s, size_t at, size_t &length) {
+  utf8proc_int32_t cp = 0;
+  utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t *>(s.data() + at),
+                                        utf8proc_ssize_t(s.size() - at), &cp);
+  length = n > 0 ? size_t(n) : 1;
+  return n > 0 ? uint32_t(cp) : 0;
+}
+// The code point of the UTF-8 character that ends at `end` (0 if none).
+uint32_t codePointBefore(std::string_view s, size_t end, size_t &length) {
+  size_t start = end;
+  while (start > 0 && (static_cast<unsigned char>(s[start - 1]) & 0xC0) == 0x80)
+    --start;
+  if (start == 0 && end == 0)
+    return length = 0, 0;
+  if (start > 0)
+    --start;
+  return codePointAt(s, start, length);
+}
+// Rust's char::is_whitespace (Unicode White_Space).
+bool isWhitespace(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+// What Hugging Face's single_word check counts as part of a word.
+bool isWordChar(uint32_t c) {
+  if (c == '_')
+    return true;
+  utf8proc_category_t cat = utf8proc_category(utf8proc_int32_t(c));
+  return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+         (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+}
 
 // Byte-level BPE's byte <-> printable character tables (GPT-2's).
 struct ByteTables {
@@ -257,11 +335,46 @@ struct Tokenizer::Impl {
   bool ignoreMerges = false, byteFallback = false, fuseUnk = false;
   int32_t unkId = -1;
   std::vector<AddedToken> added;
-  struct TrieNode {
-    std::map<unsigned char, int> next;
-    int token = -1; // index into `added` of the token ending here
-  };
-  std::vector<TrieNode> trie = std::vector<TrieNode>(1);
+  // Added tokens matched in the raw text, and those matched after
+  // normalization (Hugging Face's `normalized` flag).
+  AddedTrie rawTrie, normalizedTrie;
+
+  // Splits `text` at the added tokens of `trie`, leftmost-longest as
+  // Hugging Face does, applying each token's flags; calls piece(text
+  // between tokens) and token(id) in order.
+  template <typename Piece, typename Token>
+  Status splitOnAdded(const AddedTrie &trie, std::string_view text, Piece piece,
+                      Token token) const {
+    size_t start = 0, at = 0;
+    while (at < text.size()) {
+      size_t length = 0;
+      int k = trie.empty() ? -1 : trie.longest(text, at, length);
+      if (k < 0) {
+        ++at;
+        continue;
+      }
+      const AddedToken &a = added[size_t(k)];
+      size_t from = at, to = at + length, n = 0;
+      if (a.singleWord) {
+        bool before = from > 0 && isWordChar(codePointBefore(text, from, n));
+        bool after = to < text.size() && isWordChar(codePointAt(text, to, n));
+        if (before || after) {
+          at = to; // not a match; the scan goes on after it
+          continue;
+        }
+      }
+      if (a.lstrip)
+        while (from > start && isWhitespace(codePointBefore(text, from, n)) && n)
+          from -= n;
+      if (a.rstrip)
+        while (to < text.size() && isWhitespace(codePointAt(text, to, n)))
+          to += n;
+      WEFT_RETURN_IF_ERROR(piece(text.substr(start, from - start)));
+      token(a.id);
+      start = at = to;
+    }
+    return piece(text.substr(start));
+  }
   std::map<int32_t, size_t> addedById;
   std::vector<Normalizer> normalizers;
   std::vector<PreTokenizer> preTokenizers;
@@ -304,16 +417,28 @@ struct Tokenizer::Impl {
       return sequence(j, "normalizers", path, [&](const Json &x, const std::string &at) {
         return parseNormalizer(x, at);
       });
-    if (type == "NFC")
-      return Status::ok(); // text is taken as already composed
+    static const std::map<std::string, int> forms = {
+        {"NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+        {"NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+        {"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+        {"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}};
+    if (auto form = forms.find(type); form != forms.end()) {
+      Normalizer n{Normalizer::Unicode, "", "", form->second};
+      normalizers.push_back(std::move(n));
+      return Status::ok();
+    }
+    if (type == "Lowercase") {
+      normalizers.push_back({Normalizer::Lowercase, "", "", 0});
+      return Status::ok();
+    }
     if (type == "Prepend") {
       if (!j.contains("prepend") || !j["prepend"].is_string())
         return bad(path + ".prepend", "expected a string");
-      normalizers.push_back({Normalizer::Prepend, j["prepend"].get<std::string>(), ""});
+      normalizers.push_back({Normalizer::Prepend, j["prepend"].get<std::string>(), "", 0});
       return Status::ok();
     }
     if (type == "Replace") {
-      Normalizer n{Normalizer::Replace, "", ""};
+      Normalizer n{Normalizer::Replace, "", "", 0};
       WEFT_RETURN_IF_ERROR(replacement(j, path, n.a, n.b));
       normalizers.push_back(std::move(n));
       return Status::ok();
@@ -361,6 +486,15 @@ struct Tokenizer::Impl {
           return r.status();
         p.regex = *r;
       }
+    } else if (type == "Digits") {
+      // Digits (Unicode N: Rust's char::is_numeric) isolated from the rest,
+      // one by one or in runs.
+      p.kind = PreTokenizer::Split;
+      StatusOr<std::shared_ptr<Regex>> r = Regex::compile(
+          j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", name + ": " + path);
+      if (!r.isOk())
+        return r.status();
+      p.regex = *r;
     } else if (type == "Metaspace") {
       p.kind = PreTokenizer::Metaspace;
       p.replacement = j.value("replacement", "\xE2\x96\x81");
@@ -716,10 +850,38 @@ struct Tokenizer::Impl {
     for (const Normalizer &n : normalizers) {
       if (s.empty())
         break;
-      if (n.kind == Normalizer::Prepend)
+      switch (n.kind) {
+      case Normalizer::Prepend:
         s.insert(0, n.a);
-      else
+        break;
+      case Normalizer::Replace:
         replaceAll(s, n.a, n.b);
+        break;
+      case Normalizer::Unicode: {
+        utf8proc_uint8_t *out = nullptr;
+        utf8proc_ssize_t len =
+            utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(s.data()),
+                         utf8proc_ssize_t(s.size()), &out, utf8proc_option_t(n.unicodeForm));
+        if (len >= 0)
+          s.assign(reinterpret_cast<const char *>(out), size_t(len));
+        std::free(out); // valid UTF-8 in (checked by encode), so len >= 0
+        break;
+      }
+      case Normalizer::Lowercase: {
+        std::string out;
+        out.reserve(s.size());
+        for (size_t i = 0; i < s.size();) {
+          size_t len;
+          uint32_t c = codePointAt(s, i, len);
+          utf8proc_uint8_t buf[4];
+          utf8proc_ssize_t n8 = utf8proc_encode_char(utf8proc_tolower(utf8proc_int32_t(c)), buf);
+          out.append(reinterpret_cast<const char *>(buf), size_t(n8));
+          i += len;
+        }
+        s.swap(out);
+        break;
+      }
+      }
     }
     return s;
   }
@@ -760,6 +922,12 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
       return impl.bad("added_tokens[" + std::to_string(i) + "]",
                       "expected an integer id and a non-empty content");
     AddedToken tok{a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)};
+    tok.lstrip = a.value("lstrip", false);
+    tok.rstrip = a.value("rstrip", false);
+    tok.singleWord = a.value("single_word", false);
+    // Hugging Face's default: special tokens match the raw text, others
+    // the normalized one.
+    tok.normalized = a.value("normalized", !tok.special);
     if (tok.id < 0)
       return impl.bad("added_tokens[" + std::to_string(i) + "].id", "negative");
     impl.addToken(tok.content, tok.id);
@@ -774,22 +942,11 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
   impl.addedById.clear();
   for (size_t i = 0; i < impl.added.size(); ++i)
     impl.addedById[impl.added[i].id] = i;
-  // A trie of the added tokens: the text is scanned once, not compared
+  // Tries of the added tokens: the text is scanned once, not compared
   // with every added token at every byte.
-  impl.trie.assign(1, Impl::TrieNode());
-  for (size_t i = 0; i < impl.added.size(); ++i) {
-    int node = 0;
-    for (unsigned char c : impl.added[i].content) {
-      auto it = impl.trie[size_t(node)].next.find(c);
-      if (it == impl.trie[size_t(node)].next.end()) {
-        impl.trie.emplace_back();
-        it = impl.trie[size_t(node)].next.emplace(c, int(impl.trie.size() - 1)).first;
-      }
-      node = it->second;
-    }
-    if (impl.trie[size_t(node)].token < 0) // longest first: the first of equals wins
-      impl.trie[size_t(node)].token = int(i);
-  }
+  for (size_t i = 0; i < impl.added.size(); ++i)
+    (impl.added[i].normalized ? impl.normalizedTrie : impl.rawTrie)
+        .insert(impl.added[i].content, int(i));
   auto part = [&](const char *key) { return j.contains(key) ? j[key] : Json(); };
   WEFT_RETURN_IF_ERROR(impl.parseNormalizer(part("normalizer"), "normalizer"));
   WEFT_RETURN_IF_ERROR(impl.parsePreTokenizer(part("pre_tokenizer"), "pre_tokenizer"));
@@ -820,42 +977,29 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add
   std::vector<int32_t> ids;
   if (addSpecial)
     ids = impl.prefix;
-  // Added tokens first: the text between them is normalized, split and
-  // run through BPE.
+  // Added tokens of the raw text first; the text between them is
+  // normalized, split at the normalized added tokens, pre-tokenized and run
+  // through BPE.
   bool first = true;
-  auto plain = [&](std::string_view segment) -> Status {
-    if (segment.empty())
+  auto token = [&](int32_t id) {
+    ids.push_back(id);
+    first = false;
+  };
+  auto words = [&](std::string_view normalized) -> Status {
+    if (normalized.empty())
       return Status::ok();
-    std::string normalized = impl.normalize(std::string(segment));
-    for (const std::string &word : impl.preTokenize(std::move(normalized), first))
+    for (const std::string &word : impl.preTokenize(std::string(normalized), first))
       WEFT_RETURN_IF_ERROR(impl.bpe(word, ids));
     first = false;
     return Status::ok();
   };
-  size_t start = 0, at = 0;
-  while (at < text.size()) {
-    // The longest added token that starts here, by walking the trie.
-    const AddedToken *hit = nullptr;
-    for (int node = 0, i = 0; at + size_t(i) < text.size(); ++i) {
-      const Impl::TrieNode &t = impl.trie[size_t(node)];
-      auto child = t.next.find(static_cast<unsigned char>(text[at + size_t(i)]));
-      if (child == t.next.end())
-        break;
-      node = child->second;
-      if (impl.trie[size_t(node)].token >= 0)
-        hit = &impl.added[size_t(impl.trie[size_t(node)].token)];
-    }
-    if (!hit) {
-      ++at;
-      continue;
-    }
-    WEFT_RETURN_IF_ERROR(plain(text.substr(start, at - start)));
-    ids.push_back(hit->id);
-    first = false;
-    at += hit->content.size();
-    start = at;
-  }
-  WEFT_RETURN_IF_ERROR(plain(text.substr(start)));
+  auto plain = [&](std::string_view segment) -> Status {
+    if (segment.empty())
+      return Status::ok();
+    std::string normalized = impl.normalize(std::string(segment));
+    return impl.splitOnAdded(impl.normalizedTrie, normalized, words, token);
+  };
+  WEFT_RETURN_IF_ERROR(impl.splitOnAdded(impl.rawTrie, text, plain, token));
   if (addSpecial)
     ids.insert(ids.end(), impl.suffix.begin(), impl.suffix.end());
   return ids;

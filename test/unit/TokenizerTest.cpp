@@ -78,7 +78,8 @@ TEST_P(TokenizerFixture, EncodesAMegabyteInUnderASecond) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, TokenizerFixture,
-                         ::testing::Values("byte_level_regex", "byte_level", "metaspace_fallback"));
+                         ::testing::Values("byte_level_regex", "byte_level", "metaspace_fallback",
+                                           "byte_level_digits", "metaspace_chat"));
 
 // A one-line error naming the file and the JSON path.
 void expectError(const std::string &json, const std::string &expected) {
@@ -107,8 +108,8 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
               "tok.json: pre_tokenizer.pretokenizers[0].pattern: regex does not compile at "
               "offset 2: missing terminating ] for character class");
   expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
-                  "normalizer": {"type": "Lowercase"}})",
-              "tok.json: normalizer.type: normalizer 'Lowercase' is not supported");
+                  "normalizer": {"type": "Precompiled"}})",
+              "tok.json: normalizer.type: normalizer 'Precompiled' is not supported");
   expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
                   "decoder": {"type": "WordPiece"}})",
               "tok.json: decoder.type: decoder 'WordPiece' is not supported");
