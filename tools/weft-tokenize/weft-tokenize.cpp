@@ -1,0 +1,96 @@
+// weft-tokenize: encodes text with a tokenizer.json as the runtime does
+// (or decodes ids), for inspecting prompts and for timing the tokenizer.
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+namespace {
+int fail(const std::string &msg) {
+  std::cerr << "weft-tokenize: error: " << msg << "\n";
+  return 1;
+}
+const char *kUsage =
+    "usage: weft-tokenize TOKENIZER.json [--file TEXT_FILE] [--no-special] [--repeat N]\n"
+    "                     [--count]        (encodes the file, or stdin; prints the ids)\n"
+    "       weft-tokenize TOKENIZER.json --decode 1,2,3 [--skip-special]\n";
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string tokPath, file, decodeIds;
+  bool special = true, count = false, skipSpecial = false;
+  long repeat = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--file") file = value();
+    else if (a == "--no-special") special = false;
+    else if (a == "--count") count = true;
+    else if (a == "--skip-special") skipSpecial = true;
+    else if (a == "--decode") decodeIds = value();
+    else if (a == "--repeat") {
+      std::string v = value();
+      char *end = nullptr;
+      repeat = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || repeat < 1 || repeat > 1000000)
+        return fail("--repeat: expected a positive integer");
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && tokPath.empty()) tokPath = a;
+    else return fail("unknown argument '" + a + "'\n" + kUsage);
+  }
+  if (tokPath.empty())
+    return fail(std::string("no tokenizer given\n") + kUsage);
+  weft::StatusOr<weft::tokenizer::Tokenizer> tok = weft::tokenizer::Tokenizer::fromFile(tokPath);
+  if (!tok.isOk())
+    return fail(tok.status().message());
+  if (!decodeIds.empty()) {
+    std::vector<int32_t> ids;
+    std::stringstream ss(decodeIds);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char *end = nullptr;
+      long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end || v < 0 || v >= tok->vocabSize())
+        return fail("--decode: '" + item + "' is not an id of this tokenizer");
+      ids.push_back(int32_t(v));
+    }
+    std::cout << tok->decode(ids, skipSpecial) << "\n";
+    return 0;
+  }
+  std::stringstream buffer;
+  if (file.empty()) {
+    buffer << std::cin.rdbuf();
+  } else {
+    std::ifstream f(file, std::ios::binary);
+    if (!f)
+      return fail(file + ": cannot open");
+    buffer << f.rdbuf();
+  }
+  std::string text = buffer.str();
+  weft::StatusOr<std::vector<int32_t>> ids = tok->encode(text, special);
+  if (!ids.isOk())
+    return fail(ids.status().message());
+  auto start = std::chrono::steady_clock::now();
+  for (long r = 1; r < repeat; ++r)
+    ids = tok->encode(text, special);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (count) {
+    std::printf("%zu ids from %zu bytes", ids->size(), text.size());
+    if (repeat > 1)
+      std::printf("; %.6f s per encode (%ld runs after the first)", seconds / double(repeat - 1),
+                  repeat - 1);
+    std::printf("\n");
+    return 0;
+  }
+  for (size_t i = 0; i < ids->size(); ++i)
+    std::cout << (i ? "," : "") << (*ids)[i];
+  std::cout << "\n";
+  return 0;
+}
