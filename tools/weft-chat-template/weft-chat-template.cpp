@@ -1,0 +1,75 @@
+// weft-chat-template: renders a chat template (a Jinja file, or the
+// chat_template of a tokenizer_config.json) with a JSON context (messages,
+// add_generation_prompt, bos_token, ...) from a file or stdin: the prompt
+// text weft-serve builds for /v1/chat/completions.
+#include "runtime/chat/ChatTemplate.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+int fail(const std::string &msg) {
+  std::cerr << "weft-chat-template: error: " << msg << "\n";
+  return 1;
+}
+bool readFile(const std::string &path, std::string &out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  out = ss.str();
+  return true;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || argc > 3 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+    std::cerr << "usage: weft-chat-template (TEMPLATE.jinja | tokenizer_config.json) "
+                 "[CONTEXT.json]   (context from stdin without one)\n";
+    return argc < 2 ? 1 : 0;
+  }
+  std::string source, path = argv[1];
+  if (!readFile(path, source))
+    return fail(path + ": cannot open");
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".json") {
+    nlohmann::json config = nlohmann::json::parse(source, nullptr, false);
+    if (config.is_discarded() || !config.is_object() || !config.contains("chat_template"))
+      return fail(path + ": no chat_template in it");
+    const nlohmann::json &t = config["chat_template"];
+    if (t.is_string()) {
+      source = t.get<std::string>();
+    } else if (t.is_array()) { // named templates: the default one
+      source.clear();
+      for (const nlohmann::json &x : t)
+        if (x.is_object() && x.value("name", "") == "default" && x.contains("template") &&
+            x["template"].is_string())
+          source = x["template"].get<std::string>();
+      if (source.empty())
+        return fail(path + ": chat_template has no 'default' template");
+    } else {
+      return fail(path + ": chat_template must be a string or a list");
+    }
+  }
+  std::string contextText;
+  if (argc == 3) {
+    if (!readFile(argv[2], contextText))
+      return fail(std::string(argv[2]) + ": cannot open");
+  } else {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    contextText = ss.str();
+  }
+  nlohmann::ordered_json context = nlohmann::ordered_json::parse(contextText, nullptr, false);
+  if (context.is_discarded() || !context.is_object())
+    return fail("the context is not a JSON object");
+  weft::StatusOr<weft::chat::ChatTemplate> t = weft::chat::ChatTemplate::parse(source, path);
+  if (!t.isOk())
+    return fail(t.status().message());
+  weft::StatusOr<std::string> out = t->render(context);
+  if (!out.isOk())
+    return fail(out.status().message());
+  std::cout << *out;
+  return 0;
+}
