@@ -10,7 +10,8 @@ build="${WEFT_BUILD_DIR:-$root/build}"
 runtime_only="${WEFT_RUNTIME_ONLY:-0}"
 
 packages=(cmake ninja-build python3 libgtest-dev nlohmann-json3-dev libpcre2-dev
-          libflatbuffers-dev flatbuffers-compiler libcpp-httplib-dev pkgconf libutf8proc-dev)
+          libflatbuffers-dev flatbuffers-compiler libcpp-httplib-dev pkgconf libutf8proc-dev
+          python3-jinja2)
 if [[ "$runtime_only" != 1 ]]; then
   packages+=(clang-19 lld-19 libclang-rt-19-dev llvm-19-dev llvm-19-tools
              libmlir-19-dev mlir-19-tools)

@@ -5,6 +5,8 @@
 // slicing, json.dumps for tojson).
 #include "runtime/chat/ChatTemplate.h"
 
+#include "runtime/base/Text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -1781,7 +1783,7 @@ StatusOr<ChatTemplate> ChatTemplate::parse(std::string_view source, const std::s
     t.root_ = p.parseAll();
     return t;
   } catch (const RenderError &e) {
-    return invalidArgument(e.message);
+    return invalidArgument(printableForMessage(e.message, 400));
   } catch (const std::exception &e) {
     return invalidArgument(name + ": " + e.what());
   }
@@ -1800,7 +1802,9 @@ StatusOr<std::string> ChatTemplate::render(const nlohmann::ordered_json &context
     ev.run(std::const_pointer_cast<Node>(root_), out);
     return out;
   } catch (const RenderError &e) {
-    return invalidArgument(e.message);
+    // raise_exception's message comes from the template and the messages:
+    // one printable line, as every error.
+    return invalidArgument(printableForMessage(e.message, 400));
   } catch (const nlohmann::ordered_json::exception &e) {
     return invalidArgument(name_ + ": " + e.what());
   }
