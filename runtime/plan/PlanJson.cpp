@@ -587,6 +587,9 @@ std::string planToJson(const fb::Plan &plan) {
   j["tokenizer_json"] = Json{{"bytes", tokenizer.size()},
                              {"fnv1a64", hex(fnv1a64(tokenizer.data(), tokenizer.size()))}};
   j["generation_config_json"] = text(plan.generation_config_json());
+  j["chat_template"] = text(plan.chat_template());
+  j["bos_token"] = text(plan.bos_token());
+  j["eos_token"] = text(plan.eos_token());
   // Strings from the file need not be UTF-8; replace rather than throw.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

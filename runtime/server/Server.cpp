@@ -205,12 +205,38 @@ struct Server::Impl {
     }
     std::vector<int32_t> prompt;
     if (chat) {
-      sendError(res, error(400, "chat templates are not supported by this server yet: use "
-                                "/v1/completions",
-                           "invalid_request_error"));
-      return;
-    }
-    if (r.promptIsIds) {
+      if (!opt.chatTemplate || !tok) {
+        sendError(res, error(400, std::string("this server has no ") +
+                                      (tok ? "chat template" : "tokenizer") +
+                                      " (weft-serve --chat-template FILE): use /v1/completions",
+                             "invalid_request_error"));
+        return;
+      }
+      nlohmann::ordered_json context = {{"messages", nlohmann::ordered_json::array()},
+                                        {"add_generation_prompt", true},
+                                        {"bos_token", opt.bosToken},
+                                        {"eos_token", opt.eosToken}};
+      for (const ChatMessage &m : r.messages)
+        context["messages"].push_back({{"role", m.role}, {"content", m.content}});
+      StatusOr<std::string> text = opt.chatTemplate->render(context);
+      if (!text.isOk()) {
+        ApiError e = error(400, "the chat template refused the conversation: " +
+                                    text.status().message(),
+                           "invalid_request_error");
+        e.param = "messages";
+        return sendError(res, e);
+      }
+      // The template writes the special tokens itself.
+      StatusOr<std::vector<int32_t>> ids = tok->encode(*text, false);
+      if (!ids.isOk()) {
+        ApiError e = error(400, "messages: " + ids.status().message(), "invalid_request_error");
+        e.param = "messages";
+        return sendError(res, e);
+      }
+      prompt = std::move(ids.value());
+      if (r.maxTokens == 0) // up to the end of the context
+        r.maxTokens = std::max(1, runner.kvLayout().maxContext() - int(prompt.size()) + 1);
+    } else if (r.promptIsIds) {
       prompt = r.promptIds;
     } else {
       if (!tok) {

@@ -7,6 +7,7 @@
 #include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/plan_generated.h"
+#include "runtime/chat/ChatTemplate.h"
 #include "runtime/tokenizer/Tokenizer.h"
 #include "targets/CUDA/KernelEmitter.h"
 #include "targets/CUDA/Nvrtc.h"
@@ -18,6 +19,7 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -692,6 +694,54 @@ llvm::Expected<SourceFiles> describeSources(const ModelSource &source) {
   return out;
 }
 
+// What the chat route needs from the checkpoint: the template (a
+// chat_template.jinja file, or tokenizer_config.json's chat_template, a
+// string or the "default" of a list of named ones) and the BOS/EOS token
+// strings (strings, or objects with "content").
+struct ChatConfig {
+  std::string source, file, bos, eos;
+};
+
+std::string readOptional(const ModelSource &source, llvm::StringRef name);
+
+ChatConfig readChatConfig(const ModelSource &source) {
+  ChatConfig c;
+  std::string config = readOptional(source, "tokenizer_config.json");
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(config);
+  const llvm::json::Object *obj = nullptr;
+  if (!config.empty() && parsed)
+    obj = parsed->getAsObject();
+  else if (!parsed)
+    llvm::consumeError(parsed.takeError());
+  auto token = [&](llvm::StringRef key) -> std::string {
+    if (!obj)
+      return "";
+    if (auto s = obj->getString(key))
+      return s->str();
+    if (const llvm::json::Object *o = obj->getObject(key))
+      if (auto s = o->getString("content"))
+        return s->str();
+    return "";
+  };
+  c.bos = token("bos_token");
+  c.eos = token("eos_token");
+  c.source = readOptional(source, "chat_template.jinja");
+  c.file = "chat_template.jinja";
+  if (!c.source.empty() || !obj)
+    return c;
+  c.file = "tokenizer_config.json (chat_template)";
+  if (auto s = obj->getString("chat_template")) {
+    c.source = s->str();
+  } else if (const llvm::json::Array *list = obj->getArray("chat_template")) {
+    for (const llvm::json::Value &v : *list)
+      if (const llvm::json::Object *named = v.getAsObject())
+        if (named->getString("name") == llvm::StringRef("default"))
+          if (auto t = named->getString("template"))
+            c.source = t->str();
+  }
+  return c;
+}
+
 std::string readOptional(const ModelSource &source, llvm::StringRef name) {
   if (!source.checkpoint)
     return "";
@@ -1043,9 +1093,16 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
                                 : t.status().message();
   }
   std::string generation = readOptional(source, "generation_config.json");
+  ChatConfig chat = readChatConfig(source);
+  if (stats && !chat.source.empty()) {
+    weft::StatusOr<weft::chat::ChatTemplate> t =
+        weft::chat::ChatTemplate::parse(chat.source, chat.file);
+    stats->chatTemplate = t.isOk() ? "usable" : t.status().message();
+  }
   auto plan = fb::CreatePlan(b, kPlanFormatVersion, str("weft-compile 0.1"), model, topo,
                              part, manifest, b.CreateVector(kernels),
-                             b.CreateVector(buckets), kv, str(tokenizer), str(generation));
+                             b.CreateVector(buckets), kv, str(tokenizer), str(generation),
+                             str(chat.source), str(chat.bos), str(chat.eos));
   fb::FinishPlanBuffer(b, plan);
 
   if (stats) {

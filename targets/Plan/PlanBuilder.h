@@ -47,6 +47,9 @@ struct PlanStats {
   // from token ids).
   std::string tokenizer;
   bool tokenizerUsable = false;
+  // The chat template: "" (none), "usable", or why the runtime cannot
+  // render it (the plan then serves completions only).
+  std::string chatTemplate;
 };
 
 llvm::Expected<std::vector<uint8_t>>

@@ -251,9 +251,11 @@ TEST(PlanJson, RendersEveryTable) {
 
   // Every Plan field, in schema order (the parsed object sorts its keys,
   // so look at the text).
-  EXPECT_EQ(j.size(), 11u);
+  EXPECT_EQ(j.size(), 14u);
   EXPECT_LT(text.find("\"version\""), text.find("\"compiler\""));
   EXPECT_LT(text.find("\"kv_cache\""), text.find("\"tokenizer_json\""));
+  EXPECT_LT(text.find("\"generation_config_json\""), text.find("\"chat_template\""));
+  EXPECT_LT(text.find("\"chat_template\""), text.find("\"eos_token\""));
 }
 
 TEST(PlanJson, SummaryNamesTheKeyFacts) {

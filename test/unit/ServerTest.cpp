@@ -216,10 +216,81 @@ TEST_F(ServerTest, ErrorsInOpenAiShape) {
          "too large");
   expect(client().Get("/v1/nothing", auth), 404, "no route GET /v1/nothing");
   json chat = {{"model", "fake"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
-  expect(post("/v1/chat/completions", chat, auth), 400, "chat templates are not supported");
+  expect(post("/v1/chat/completions", chat, auth), 400, "this server has no chat template");
   httplib::Result ok = post("/v1/completions", body("x", 2), auth);
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerTest, ChatCompletionsThroughTheTemplate) {
+  StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::parse(
+      "{{ bos_token }}{% for m in messages %}"
+      "{% if m.role == 'assistant' and loop.index0 % 2 == 0 %}"
+      "{{ raise_exception('roles must alternate') }}{% endif %}"
+      "<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}"
+      "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+      "test.jinja");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  ServerOptions o;
+  o.chatTemplate = &*t;
+  o.bosToken = "<s>";
+  startServer(o);
+  json body = {{"model", "fake"},
+               {"messages", {{{"role", "user"}, {"content", " Hello "}}}},
+               {"max_tokens", 10},
+               {"temperature", 0}};
+  httplib::Result r = post("/v1/chat/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json a = json::parse(r->body);
+  EXPECT_EQ(a["object"], "chat.completion");
+  EXPECT_EQ(a["choices"][0]["message"]["role"], "assistant");
+  std::string content = a["choices"][0]["message"]["content"];
+  EXPECT_EQ(content.size(), 10u);
+  // The prompt is the rendered template, tokenized without extra specials.
+  size_t expected = tok->encode("<s><|user|>Hello\n<|assistant|>", false).value().size();
+  EXPECT_EQ(a["usage"]["prompt_tokens"], expected);
+
+  // Streamed: the role first, then the same text, then the finish reason.
+  body["stream"] = true;
+  httplib::Client c = client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string data;
+  req.content_receiver = [&](const char *d, size_t n, uint64_t, uint64_t) {
+    data.append(d, n);
+    return true;
+  };
+  ASSERT_TRUE(c.send(req));
+  std::vector<json> events;
+  size_t at = 0, end;
+  while ((end = data.find("\n\n", at)) != std::string::npos) {
+    std::string ev = data.substr(at + 6, end - at - 6);
+    if (ev != "[DONE]")
+      events.push_back(json::parse(ev));
+    at = end + 2;
+  }
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  for (const json &e : events)
+    if (e["choices"][0]["delta"].contains("content"))
+      streamed += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_NE(data.find("data: [DONE]\n\n"), std::string::npos);
+
+  // A conversation the template refuses is the client's error.
+  json bad = {{"model", "fake"},
+              {"messages", {{{"role", "assistant"}, {"content", "I start"}}}}};
+  r = post("/v1/chat/completions", bad);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("roles must alternate"), std::string::npos) << r->body;
 }
 
 TEST_F(ServerTest, FullQueueAnswers429) {

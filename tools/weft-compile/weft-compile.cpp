@@ -339,6 +339,11 @@ int main(int argc, char **argv) {
     else
       llvm::errs() << "weft-compile: warning: " << stats.tokenizer
                    << " (the plan runs from token ids only)\n";
+    if (stats.chatTemplate == "usable")
+      llvm::outs() << "chat         template from the checkpoint (weft-serve /v1/chat/completions)\n";
+    else if (!stats.chatTemplate.empty())
+      llvm::errs() << "weft-compile: warning: chat template: " << stats.chatTemplate
+                   << " (the plan serves completions only)\n";
     llvm::outs() << llvm::formatv("compiled in  {0:f2} s\n", seconds + planSeconds);
     if (report && !printReport(llvm::outs()))
       return 1;

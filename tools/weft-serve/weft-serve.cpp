@@ -5,9 +5,12 @@
 #include "runtime/server/Server.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <pthread.h>
@@ -38,14 +41,16 @@ const char *kUsage =
     "usage: weft-serve PLAN (--weights DIR | --random-weights) [--host ADDR] [--port N]\n"
     "                  [--model-name NAME] [--api-key KEY] [--max-requests N]\n"
     "                  [--http-threads N] [--drain-seconds S] [--tokenizer tokenizer.json]\n"
+    "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
     "                  [--devices 0,1] [--skip-header-checksums] [--no-nccl] [--quiet]\n"
-    "  Serves POST /v1/completions (and streams), GET /v1/models, /health, /metrics.\n"
+    "  Serves POST /v1/completions and /v1/chat/completions (and streams), GET\n"
+    "  /v1/models, /health, /metrics.\n"
     "  WEFT_API_KEY in the environment sets --api-key.\n";
 
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, tokenizerPath;
+  std::string planPath, tokenizerPath, chatTemplatePath;
   weft::engine::EngineOptions options;
   weft::server::ServerOptions server;
   server.port = 8000;
@@ -100,6 +105,10 @@ int main(int argc, char **argv) {
     } else if (a == "--drain-seconds") {
       if (!number(0, 3600, n)) return fail("--drain-seconds: expected 0 to 3600");
       server.drainSeconds = double(n);
+    } else if (a == "--chat-template") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--chat-template needs a file (.jinja or tokenizer_config.json)");
+      chatTemplatePath = *v;
     } else if (a == "--tokenizer") {
       std::optional<std::string> v = value();
       if (!v) return fail("--tokenizer needs a file");
@@ -159,6 +168,55 @@ int main(int argc, char **argv) {
   }
   if (const auto *e = plan->plan().model()->eos_token_ids())
     server.stopTokens.assign(e->begin(), e->end());
+  // The chat template: --chat-template, else the one the plan carries.
+  std::optional<weft::chat::ChatTemplate> chatTemplate;
+  {
+    std::string source, where;
+    if (!chatTemplatePath.empty()) {
+      std::ifstream f(chatTemplatePath, std::ios::binary);
+      if (!f)
+        return fail(chatTemplatePath + ": cannot open");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      source = ss.str();
+      where = chatTemplatePath;
+      if (chatTemplatePath.size() > 5 &&
+          chatTemplatePath.compare(chatTemplatePath.size() - 5, 5, ".json") == 0) {
+        nlohmann::json config = nlohmann::json::parse(source, nullptr, false);
+        if (config.is_discarded() || !config.is_object() || !config.contains("chat_template") ||
+            !config["chat_template"].is_string())
+          return fail(chatTemplatePath + ": no chat_template string in it");
+        source = config["chat_template"].get<std::string>();
+        auto token = [&](const char *key) -> std::string {
+          if (!config.contains(key))
+            return "";
+          const nlohmann::json &t = config[key];
+          if (t.is_string())
+            return t.get<std::string>();
+          if (t.is_object() && t.contains("content") && t["content"].is_string())
+            return t["content"].get<std::string>();
+          return "";
+        };
+        server.bosToken = token("bos_token");
+        server.eosToken = token("eos_token");
+      }
+    } else if (const auto *t = plan->plan().chat_template(); t && t->size()) {
+      source = t->str();
+      where = planPath + " (chat_template)";
+      if (const auto *b = plan->plan().bos_token())
+        server.bosToken = b->str();
+      if (const auto *e = plan->plan().eos_token())
+        server.eosToken = e->str();
+    }
+    if (!source.empty()) {
+      weft::StatusOr<weft::chat::ChatTemplate> parsed =
+          weft::chat::ChatTemplate::parse(source, where);
+      if (!parsed.isOk())
+        return fail(parsed.status().message());
+      chatTemplate.emplace(std::move(parsed.value()));
+      server.chatTemplate = &*chatTemplate;
+    }
+  }
   if (!quiet)
     options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
       int pct = total ? int(100 * done / total) : 100;
