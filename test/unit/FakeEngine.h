@@ -9,11 +9,21 @@
 
 #include <cctype>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace weft::testing {
+
+// The byte-level fixture tokenizer the server tests use for text.
+inline std::unique_ptr<tokenizer::Tokenizer> fixtureTokenizer() {
+  StatusOr<tokenizer::Tokenizer> t = tokenizer::Tokenizer::fromFile(
+      std::string(WEFT_FIXTURES_DIR) + "/tokenizers/byte_level_regex/tokenizer.json");
+  if (!t.isOk())
+    return nullptr;
+  return std::make_unique<tokenizer::Tokenizer>(std::move(t.value()));
+}
 
 // Ids of the tokens that decode to one ASCII letter: a fake's output is
 // then one byte a token.

@@ -15,10 +15,8 @@ namespace {
 class LoadGeneratorTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    StatusOr<tokenizer::Tokenizer> t = tokenizer::Tokenizer::fromFile(
-        std::string(WEFT_FIXTURES_DIR) + "/tokenizers/byte_level_regex/tokenizer.json");
-    ASSERT_TRUE(t.isOk()) << t.status().message();
-    tok = std::make_unique<tokenizer::Tokenizer>(std::move(t.value()));
+    tok = weft::testing::fixtureTokenizer();
+    ASSERT_TRUE(tok);
     engine = std::make_unique<weft::testing::FakeEngine>(
         tok->vocabSize(), weft::testing::letterTokens(*tok), 256, 16384, /*context 4096*/ 1024);
     engine->stepDelay = std::chrono::milliseconds(1);
