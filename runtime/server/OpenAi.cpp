@@ -98,7 +98,9 @@ std::string ApiError::json() const {
   nlohmann::json e = {{"message", message}, {"type", type}};
   e["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
   e["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
-  return nlohmann::json{{"error", e}}.dump();
+  // Messages may quote the client's bytes (a JSON parse error does): never
+  // let invalid UTF-8 break the answer.
+  return nlohmann::json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,

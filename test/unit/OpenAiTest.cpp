@@ -79,6 +79,9 @@ TEST(OpenAiTest, ChatRequests) {
 
 TEST(OpenAiTest, BadRequestsNameTheField) {
   expectError("{", false, "not valid JSON");
+  // A parse error quoting invalid UTF-8 still gives a JSON answer (the
+  // request fuzzer found that it threw).
+  expectError("{\"model\": \"m\", \"\xff\": 1, ", false, "not valid JSON");
   expectError("[1, 2]", false, "must be a JSON object");
   expectError(std::string(100, '[') + std::string(100, ']'), false, "nests deeper than 64");
   expectError(R"({"prompt": "x"})", false, "'model' is required", "model");
