@@ -1,6 +1,8 @@
 // OpenAI request parsing and answer formatting (see OpenAi.h).
 #include "runtime/server/OpenAi.h"
 
+#include "runtime/base/Text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -124,7 +126,8 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
     size_t at = what.find("] ");
-    return bad("the body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
+    return bad("the body is not valid JSON: " +
+               printableForMessage(at == std::string::npos ? what : what.substr(at + 2), 300));
   }
   if (!body.is_object())
     return bad(std::string("the body must be a JSON object, not ") + typeName(body));
