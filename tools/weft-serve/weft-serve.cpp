@@ -7,7 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/plan/Fnv1a.h"
+
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,8 +42,104 @@ bool parseInt(const std::string &text, long long lo, long long hi, long long &ou
   return true;
 }
 
+// A plan for `model` on `topology`: from the plan cache
+// ($XDG_CACHE_HOME/weft/plans, else ~/.cache/weft/plans), keyed by the
+// checkpoint's config.json, its files' names, sizes and modification times,
+// the topology, the options and the weft-compile binary; compiled by
+// weft-compile (next to this binary, or on PATH) when missing.
+bool compiledPlan(const char *self, const std::string &model, const std::string &topology,
+                  const std::string &args, bool quiet, std::string &plan, std::string &error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(model, ec)) {
+    error = "--model " + model + ": not a directory";
+    return false;
+  }
+  fs::path compiler;
+  fs::path here = fs::weakly_canonical(fs::path(self), ec).parent_path();
+  for (fs::path c : {here / "weft-compile", here.parent_path() / "weft-compile" / "weft-compile"})
+    if (fs::is_regular_file(c, ec)) {
+      compiler = c;
+      break;
+    }
+  if (compiler.empty())
+    if (const char *path = std::getenv("PATH")) {
+      std::stringstream ss(path);
+      std::string dir;
+      while (compiler.empty() && std::getline(ss, dir, ':'))
+        if (fs::is_regular_file(fs::path(dir) / "weft-compile", ec))
+          compiler = fs::path(dir) / "weft-compile";
+    }
+  if (compiler.empty()) {
+    error = "--model needs weft-compile (not found next to weft-serve or on PATH); on an edge "
+            "box, serve a plan compiled elsewhere: weft-serve PLAN --weights DIR";
+    return false;
+  }
+  uint64_t key = weft::plan::kFnv1a64Offset;
+  auto mix = [&](const std::string &s) {
+    key = weft::plan::fnv1a64(s.data(), s.size(), key);
+    key = weft::plan::fnv1a64("\0", 1, key);
+  };
+  mix(fs::absolute(model, ec).string());
+  mix(topology);
+  mix(args);
+  std::vector<fs::path> files;
+  for (const fs::directory_entry &e : fs::directory_iterator(model, ec))
+    if (e.is_regular_file(ec))
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path &f : files) {
+    mix(f.filename().string());
+    mix(std::to_string(fs::file_size(f, ec)));
+    mix(std::to_string(fs::last_write_time(f, ec).time_since_epoch().count()));
+  }
+  mix(std::to_string(fs::file_size(compiler, ec)));
+  mix(std::to_string(fs::last_write_time(compiler, ec).time_since_epoch().count()));
+  const char *xdg = std::getenv("XDG_CACHE_HOME");
+  const char *home = std::getenv("HOME");
+  fs::path cache = xdg && *xdg ? fs::path(xdg) / "weft" / "plans"
+                               : fs::path(home ? home : ".") / ".cache" / "weft" / "plans";
+  fs::create_directories(cache, ec);
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.weft", (unsigned long long)key);
+  plan = (cache / name).string();
+  if (fs::is_regular_file(plan, ec)) {
+    if (!quiet)
+      std::fprintf(stderr, "weft-serve: plan from the cache: %s\n", plan.c_str());
+    return true;
+  }
+  // weft-compile writes a plan for an output named *.weft.
+  std::string tmp = (cache / (std::string(name, 16) + ".partial" + std::to_string(::getpid()) +
+                              ".weft")).string();
+  std::string cmd = "'" + compiler.string() + "' --model '" + model + "' --topology '" +
+                    topology + "' " + args + " -o '" + tmp + "'" + (quiet ? " > /dev/null" : " >&2");
+  for (const std::string &s : {model, topology, compiler.string()})
+    if (s.find('\'') != std::string::npos) {
+      error = "--model/--topology: paths with a quote are not supported";
+      return false;
+    }
+  if (!quiet)
+    std::fprintf(stderr, "weft-serve: compiling %s for %s (once; then cached)\n", model.c_str(),
+                 topology.c_str());
+  int rc = std::system(cmd.c_str());
+  if (rc != 0 || !fs::is_regular_file(tmp, ec)) {
+    fs::remove(tmp, ec);
+    error = "weft-compile failed for --model " + model + " --topology " + topology +
+            " (its error is above)";
+    return false;
+  }
+  fs::rename(tmp, plan, ec);
+  if (ec) {
+    error = plan + ": " + ec.message();
+    return false;
+  }
+  return true;
+}
+
 const char *kUsage =
     "usage: weft-serve PLAN (--weights DIR | --random-weights) [--host ADDR] [--port N]\n"
+    "       weft-serve --model DIR --topology SPEC [--compile-args \"--max-batch 64 ...\"]\n"
+    "                  (compiles once with weft-compile, caches the plan, serves DIR's weights)\n"
     "                  [--model-name NAME] [--api-key KEY] [--max-requests N]\n"
     "                  [--http-threads N] [--drain-seconds S] [--tokenizer tokenizer.json]\n"
     "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
@@ -50,7 +151,7 @@ const char *kUsage =
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, tokenizerPath, chatTemplatePath;
+  std::string planPath, tokenizerPath, chatTemplatePath, modelDir, topology, compileArgs;
   weft::engine::EngineOptions options;
   weft::server::ServerOptions server;
   server.port = 8000;
@@ -69,7 +170,19 @@ int main(int argc, char **argv) {
       return v && parseInt(*v, lo, hi, out);
     };
     long long n = 0;
-    if (a == "--weights") {
+    if (a == "--model") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--model needs a checkpoint directory");
+      modelDir = *v;
+    } else if (a == "--topology") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--topology needs a topology (h200, rtx3090+rtx3060, FILE.json)");
+      topology = *v;
+    } else if (a == "--compile-args") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--compile-args needs the weft-compile options, in one argument");
+      compileArgs = *v;
+    } else if (a == "--weights") {
       std::optional<std::string> v = value();
       if (!v) return fail("--weights needs a directory");
       options.weightsDir = *v;
@@ -130,6 +243,19 @@ int main(int argc, char **argv) {
     } else {
       return fail("unknown argument '" + a + "'\n" + kUsage);
     }
+  }
+  if (!modelDir.empty()) {
+    if (!planPath.empty())
+      return fail("give a plan or --model, not both");
+    if (topology.empty())
+      return fail("--model needs --topology (the GPUs to compile for)");
+    if (options.weightsDir.empty() && !options.randomWeights)
+      options.weightsDir = modelDir;
+    std::string error;
+    if (!compiledPlan(argv[0], modelDir, topology, compileArgs, quiet, planPath, error))
+      return fail(error);
+  } else if (!topology.empty() || !compileArgs.empty()) {
+    return fail("--topology and --compile-args go with --model");
   }
   if (planPath.empty())
     return fail(std::string("no plan given\n") + kUsage);
