@@ -16,6 +16,10 @@
 
 namespace weft::chat {
 
+namespace detail {
+struct Node;
+}
+
 struct RenderLimits {
   size_t maxOutputBytes = 16u << 20;
   int maxDepth = 64;             // nesting of expressions and blocks
@@ -36,11 +40,9 @@ public:
   StatusOr<std::string> render(const nlohmann::ordered_json &context,
                                const RenderLimits &limits = {}) const;
 
-  struct Node;
-
 private:
   ChatTemplate();
-  std::shared_ptr<const Node> root_;
+  std::shared_ptr<detail::Node> root_; // immutable once parsed
   std::string name_;
 };
 
