@@ -505,7 +505,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
       StepInputs in;
       in.ids.assign(T, 0);
       in.positions.assign(T, 0);
-      in.slots.assign(T, kPaddingSlot);
+      in.slots.assign(T, serve::kPaddingSlot);
       StepOutputs out;
       WEFT_RETURN_IF_ERROR(impl.run(int(i), in, false, out));
     }

@@ -56,9 +56,6 @@ public:
   const std::vector<int> &prefillBuckets() const;
   const std::vector<int> &decodeBuckets() const;
   int bucketTokens(int bucket) const;
-  // The slot of padding tokens: -1 (they write no KV and attend to nothing).
-  static constexpr int kPaddingSlot = -1;
-  int paddingSlot() const { return kPaddingSlot; }
   const KvLayout &kvLayout() const override;
   // Sets the block table row of `slot`: position p of the sequence lives in
   // pages[p / blockTokens]. Every page must exist in the pool; the row

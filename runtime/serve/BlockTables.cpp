@@ -2,7 +2,6 @@
 #include "runtime/serve/BlockTables.h"
 
 #include <algorithm>
-#include <set>
 #include <utility>
 
 namespace weft::serve {
@@ -56,27 +55,39 @@ Status BlockTables::check(const std::string &where, const StepInputs &in, int vo
     return invalidArgument(where + ": " + str(int64_t(in.ids.size())) + " ids, " +
                            str(int64_t(in.positions.size())) + " positions and " +
                            str(int64_t(in.slots.size())) + " slots: expected one of each per token");
-  std::set<std::pair<int32_t, int32_t>> seen;
+  auto at = [&](size_t t) { return where + ": token " + str(int64_t(t)) + ": "; };
+  // (slot, position) of every real token, to find one written twice.
+  std::vector<int64_t> keys;
+  keys.reserve(in.ids.size());
   for (size_t t = 0; t < in.ids.size(); ++t) {
-    std::string at = where + ": token " + str(int64_t(t)) + ": ";
     int32_t id = in.ids[t], slot = in.slots[t], pos = in.positions[t];
     if (id < 0 || id >= vocab)
-      return outOfRange(at + "id " + str(id) + " is outside the vocabulary of " + str(vocab));
+      return outOfRange(at(t) + "id " + str(id) + " is outside the vocabulary of " + str(vocab));
     if (slot == kPaddingSlot)
       continue;
     if (slot < 0 || slot >= kv_.maxSequences)
-      return outOfRange(at + "slot " + str(slot) + " is outside the plan's " +
+      return outOfRange(at(t) + "slot " + str(slot) + " is outside the plan's " +
                         str(kv_.maxSequences) + " sequences (padding is -1)");
     if (pos < 0 || pos >= kv_.maxContext())
-      return outOfRange(at + "position " + str(pos) + " is outside the context of " +
+      return outOfRange(at(t) + "position " + str(pos) + " is outside the context of " +
                         str(kv_.maxContext()));
     int need = pos / kv_.blockTokens + 1;
     if (need > pagesOf_[size_t(slot)])
-      return outOfRange(at + "position " + str(pos) + " of slot " + str(slot) + " needs " +
+      return outOfRange(at(t) + "position " + str(pos) + " of slot " + str(slot) + " needs " +
                         str(need) + " KV pages but the slot has " + str(pagesOf_[size_t(slot)]));
-    if (!seen.insert({slot, pos}).second)
-      return invalidArgument(at + "slot " + str(slot) + " position " + str(pos) +
-                             " appears twice in the step");
+    keys.push_back(int64_t(slot) << 32 | int64_t(pos));
+  }
+  std::sort(keys.begin(), keys.end());
+  auto twice = std::adjacent_find(keys.begin(), keys.end());
+  if (twice != keys.end()) {
+    int32_t slot = int32_t(*twice >> 32), pos = int32_t(*twice & 0xffffffff);
+    // Name the token that repeats the pair: its second occurrence.
+    size_t t = 0;
+    for (int found = 0; t < in.ids.size(); ++t)
+      if (in.slots[t] == slot && in.positions[t] == pos && ++found == 2)
+        break;
+    return invalidArgument(at(t) + "slot " + str(slot) + " position " + str(pos) +
+                           " appears twice in the step");
   }
   return Status::ok();
 }

@@ -13,8 +13,6 @@ namespace weft::serve {
 
 class BlockTables {
 public:
-  static constexpr int kPaddingSlot = -1;
-
   // Refuses layouts whose table would not fit memory sensibly.
   static StatusOr<BlockTables> create(const KvLayout &kv);
 

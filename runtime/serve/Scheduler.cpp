@@ -344,7 +344,7 @@ Status Scheduler::step() {
   while (in.ids.size() < size_t(size)) {
     in.ids.push_back(0);
     in.positions.push_back(0);
-    in.slots.push_back(-1);
+    in.slots.push_back(kPaddingSlot);
     if (sampling) {
       in.temperature.push_back(0.0f);
       in.topK.push_back(0);

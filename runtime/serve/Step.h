@@ -21,7 +21,11 @@ struct KvLayout {
   int maxContext() const { return blockTokens * maxBlocksPerSequence; }
 };
 
-// One token per entry. Slot -1 marks padding: no KV written, zero output.
+// The slot of padding tokens: they write no KV, attend to nothing and
+// give zero output.
+inline constexpr int kPaddingSlot = -1;
+
+// One token per entry; padding tokens carry kPaddingSlot.
 struct StepInputs {
   std::vector<int32_t> ids, positions, slots;
   // Sampling parameters per token, for plans that sample; empty:
