@@ -133,14 +133,19 @@ def allreduce_path(stdout):
     return "-"
 
 
+def weft_run(runner, plan, weights, prompt_args, steps, devices, dump):
+    """Runs weft-run on `plan`, dumping the logits to `dump`."""
+    cmd = [runner, plan, "--weights", weights, *prompt_args, "--max-tokens", str(steps),
+           "--dump-logits", dump, "--quiet", "--skip-header-checksums"]
+    if devices:
+        cmd += ["--devices", devices]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
 def run_weft(runner, plan, weights, prompt, steps, devices):
     with tempfile.NamedTemporaryFile(suffix=".f32") as dump:
-        cmd = [runner, plan, "--weights", weights, "--prompt-ids", ",".join(map(str, prompt)),
-               "--max-tokens", str(steps), "--dump-logits", dump.name, "--quiet",
-               "--skip-header-checksums"]
-        if devices:
-            cmd += ["--devices", devices]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = weft_run(runner, plan, weights, ["--prompt-ids", ",".join(map(str, prompt))],
+                       steps, devices, dump.name)
         if run.returncode != 0:
             return None, None, run.stderr.strip()[:300]
         tokens = [int(t) for t in run.stdout.split("tokens:")[1].split("\n")[0].split()]
@@ -153,12 +158,8 @@ def run_weft_batch(runner, plan, weights, prompts, steps, devices):
             tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
         listing.write("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
         listing.flush()
-        cmd = [runner, plan, "--weights", weights, "--prompts", listing.name,
-               "--max-tokens", str(steps), "--dump-logits", dump.name, "--quiet",
-               "--skip-header-checksums"]
-        if devices:
-            cmd += ["--devices", devices]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = weft_run(runner, plan, weights, ["--prompts", listing.name], steps, devices,
+                       dump.name)
         if run.returncode != 0:
             return None, None, run.stderr.strip()[:300], ""
         tokens = {}
