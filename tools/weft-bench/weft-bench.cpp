@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
   weft::bench::LoadOptions o;
   std::vector<int> levels = {100};
   std::string jsonPath, svgPath;
+  bool gaveUsers = false, gavePerUser = false, gaveRequests = false;
   if (const char *key = std::getenv("OPENAI_API_KEY"))
     o.apiKey = key;
   for (int i = 1; i < argc; ++i) {
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
         return fail("--endpoint: expected chat or completions");
       o.chat = e == "chat";
     } else if (a == "--users") {
+      gaveUsers = true;
       levels.clear();
       std::stringstream ss(value());
       std::string item;
@@ -83,6 +85,7 @@ int main(int argc, char **argv) {
       if (levels.empty())
         return fail("--users: expected comma-separated positive integers");
     } else if (a == "--requests-per-user") {
+      gavePerUser = true;
       if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
         return fail("--requests-per-user: expected a positive integer");
       o.requestsPerUser = int(v);
@@ -91,6 +94,7 @@ int main(int argc, char **argv) {
         return fail("--rate: expected requests per second above 0");
       o.rate = v;
     } else if (a == "--requests") {
+      gaveRequests = true;
       if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
         return fail("--requests: expected a positive integer");
       o.requests = int(v);
@@ -119,6 +123,13 @@ int main(int argc, char **argv) {
   }
   if (o.model.empty())
     return fail(std::string("--model is required (the name the server serves)\n") + kUsage);
+  // Closed loop (--users, --requests-per-user) or open loop (--rate,
+  // --requests): one or the other.
+  if (o.rate > 0 && (gaveUsers || gavePerUser))
+    return fail(std::string(gaveUsers ? "--users" : "--requests-per-user") +
+                " conflicts with --rate: --rate sends Poisson arrivals, not closed-loop users");
+  if (gaveRequests && o.rate <= 0)
+    return fail("--requests needs --rate (closed-loop runs send --requests-per-user per user)");
   if (o.rate > 0)
     levels = {0};
   std::printf("| users | requests | errors | tok/s per request (mean / p50 / p10 / p1) | "

@@ -99,7 +99,8 @@ const char *kUsage =
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
     "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [--bench-steps N]\n"
     "                [--bench-context N[,N...]] [--prompts FILE ...]\n"
-    "                (times buckets, e.g. decode_b32, at each context; then the prompts)\n";
+    "                (times buckets, e.g. decode_b32, at each context; then runs the\n"
+    "                --prompts, with the prompt flags above)\n";
 
 // Times `steps` runs of one bucket with synthetic inputs: a decode bucket
 // as that many sequences, each at position `context` with its own pages; a
@@ -259,8 +260,16 @@ int main(int argc, char **argv) {
   int benchSteps = 20;
   std::vector<int32_t> benchContexts = {128};
   std::string promptsPath;
+  // The last flag given that only prompts use, and the last that only
+  // --bench uses, to refuse them where they would be ignored.
+  std::string promptFlag, benchFlag;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--max-tokens" || a == "--dump-logits" || a == "--temperature" || a == "--top-k" ||
+        a == "--top-p" || a == "--seed" || a == "--tokenizer")
+      promptFlag = a;
+    if (a == "--bench-steps" || a == "--bench-context")
+      benchFlag = a;
     auto value = [&](const char *flag) -> const char * {
       if (i + 1 >= argc) {
         std::cerr << "weft-run: error: " << flag << " needs a value\n";
@@ -335,6 +344,15 @@ int main(int argc, char **argv) {
     return fail("--prompt-ids, --prompt and --prompts: expected one of them");
   if (prompt.empty() && !havePromptText && promptsPath.empty() && benchBucket.empty())
     return fail("no prompt given (--prompt-ids, --prompt or --prompts)");
+  if (options.randomWeights && !options.weightsDir.empty())
+    return fail("--weights and --random-weights: expected one of them");
+  if (benchBucket.empty() && !benchFlag.empty())
+    return fail(benchFlag + " goes with --bench");
+  if (!benchBucket.empty() && (!prompt.empty() || havePromptText))
+    return fail(std::string(havePromptText ? "--prompt" : "--prompt-ids") +
+                " with --bench: --bench runs the prompts of --prompts FILE after timing");
+  if (!benchBucket.empty() && promptsPath.empty() && !promptFlag.empty())
+    return fail(promptFlag + " with --bench but no --prompts: it would do nothing");
   std::vector<PromptLine> prompts;
   if (!promptsPath.empty()) {
     std::string error;

@@ -244,6 +244,8 @@ int main(int argc, char **argv) {
       return fail("unknown argument '" + a + "'\n" + kUsage);
     }
   }
+  if (options.randomWeights && !options.weightsDir.empty())
+    return fail("--weights and --random-weights: expected one of them");
   if (!modelDir.empty()) {
     if (!planPath.empty())
       return fail("give a plan or --model, not both");

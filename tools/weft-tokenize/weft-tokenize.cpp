@@ -25,14 +25,18 @@ int main(int argc, char **argv) {
   std::string tokPath, file, decodeIds;
   bool special = true, count = false, skipSpecial = false;
   long repeat = 1;
+  bool decoding = false;
+  std::string encodeFlag; // the last flag given that only encoding uses
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--file" || a == "--no-special" || a == "--count" || a == "--repeat")
+      encodeFlag = a;
     if (a == "--file") file = value();
     else if (a == "--no-special") special = false;
     else if (a == "--count") count = true;
     else if (a == "--skip-special") skipSpecial = true;
-    else if (a == "--decode") decodeIds = value();
+    else if (a == "--decode") decodeIds = value(), decoding = true;
     else if (a == "--repeat") {
       std::string v = value();
       char *end = nullptr;
@@ -47,10 +51,16 @@ int main(int argc, char **argv) {
   }
   if (tokPath.empty())
     return fail(std::string("no tokenizer given\n") + kUsage);
+  if (decoding && !encodeFlag.empty())
+    return fail(encodeFlag + " goes with encoding, not --decode");
+  if (!decoding && skipSpecial)
+    return fail("--skip-special goes with --decode");
+  if (decoding && decodeIds.empty())
+    return fail("--decode: expected comma-separated ids");
   weft::StatusOr<weft::tokenizer::Tokenizer> tok = weft::tokenizer::Tokenizer::fromFile(tokPath);
   if (!tok.isOk())
     return fail(tok.status().message());
-  if (!decodeIds.empty()) {
+  if (decoding) {
     std::vector<int32_t> ids;
     std::stringstream ss(decodeIds);
     std::string item;
