@@ -26,6 +26,10 @@ DeviceSet::~DeviceSet() {
     d.gemm.reset();
     if (d.done) cudaEventDestroy(d.done);
     if (d.join) cudaEventDestroy(d.join);
+    for (cudaEvent_t e : d.stepDone)
+      if (e) cudaEventDestroy(e);
+    for (void *h : d.hostAllocations)
+      cudaFreeHost(h);
     if (d.stream) cudaStreamDestroy(d.stream);
   }
 }
@@ -44,6 +48,16 @@ StatusOr<void *> DeviceSet::allocate(int index, uint64_t bytes, const std::strin
                                   devName(index) + ": allocating " + what));
   d.used += bytes;
   d.allocations.push_back(ptr);
+  return ptr;
+}
+
+StatusOr<void *> DeviceSet::allocateHost(int index, uint64_t bytes, const std::string &what) {
+  Device &d = devices_[size_t(index)];
+  WEFT_CUDA(cudaSetDevice(d.gpu), "cudaSetDevice");
+  void *ptr = nullptr;
+  WEFT_RETURN_IF_ERROR(cudaStatus(cudaMallocHost(&ptr, std::max<uint64_t>(bytes, 64)),
+                                  devName(index) + ": pinning host memory for " + what));
+  d.hostAllocations.push_back(ptr);
   return ptr;
 }
 
@@ -87,6 +101,8 @@ Status DeviceSet::setUp(const fb::Plan &plan, const EngineOptions &options) {
     WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
     WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");
     WEFT_CUDA(cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming), "event");
+    for (cudaEvent_t &e : dev.stepDone)
+      WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
     StatusOr<std::unique_ptr<gpu::GemmRunner>> g =
         gpu::GemmRunner::create(dev.gpu, kGemmWorkspace);
     if (!g.isOk())

@@ -9,6 +9,7 @@
 #include "runtime/gpu/Gemm.h"
 #include "runtime/plan/PlanReader.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,6 +28,10 @@ struct Device {
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
   cudaEvent_t join = nullptr; // forks and joins graph captures and launches
+  // Recorded at the end of each step in flight (by its staging slot).
+  std::array<cudaEvent_t, 2> stepDone{};
+  // Pinned host memory allocated on this device (staging), freed with it.
+  std::vector<void *> hostAllocations;
   std::vector<CUfunction> functions;
   void *arena = nullptr;
   std::vector<void *> weights;
@@ -53,6 +58,9 @@ public:
   // `bytes` on device `index`, counted against its declared memory; freed
   // with the set.
   StatusOr<void *> allocate(int index, uint64_t bytes, const std::string &what);
+  // `bytes` of pinned host memory, for copies that overlap the GPU; freed
+  // with the set. Device `index`'s GPU is made current.
+  StatusOr<void *> allocateHost(int index, uint64_t bytes, const std::string &what);
 
   // The driver entry points, resolved by setUp.
   const gpu::Driver *driver() const { return drv_; }

@@ -11,6 +11,9 @@
 #include "runtime/gpu/Nccl.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -58,6 +61,11 @@ struct Engine::Impl {
   explicit Impl(plan::PlanFile f) : file(std::move(f)) { p = &file.plan(); }
 
   ~Impl() {
+    for (Device &d : devices) {
+      cudaSetDevice(d.gpu);
+      cudaStreamSynchronize(d.stream);
+    }
+    freeLogitStaging();
     for (auto &[bucket, g] : graphs)
       cudaGraphExecDestroy(g);
     for (auto &[group, list] : comms)
@@ -183,58 +191,242 @@ struct Engine::Impl {
     return internalError("unknown argument kind");
   }
 
-  Status run(int bi, const StepInputs &in, bool wantLogits, StepOutputs &out) {
+  // Which devices each bucket uses, and the one whose head writes the
+  // next tokens (and holds the logits).
+  struct BucketDevices {
+    std::set<int> used;
+    int output = -1;
+  };
+  std::vector<BucketDevices> bucketDevices;
+
+  void findBucketDevices() {
+    for (const fb::Bucket *b : *p->buckets()) {
+      BucketDevices bd;
+      for (const fb::Step *s : *b->steps()) {
+        bd.used.insert(s->device());
+        if (const fb::Copy *c = s->op_as_Copy())
+          bd.used.insert(c->target_device());
+        if (const fb::AllReduce *r = s->op_as_AllReduce())
+          bd.used.insert(r->devices()->begin(), r->devices()->end());
+        if (const fb::Launch *l = s->op_as_Launch())
+          for (const fb::Arg *a : *l->args())
+            if (a->kind() == fb::ArgKind::Input &&
+                a->index() == int32_t(fb::InputKind::NextTokens))
+              bd.output = s->device();
+      }
+      bucketDevices.push_back(std::move(bd));
+    }
+  }
+
+  // Pinned host memory of one step in flight: its inputs on the way in,
+  // a copy of the block tables, its tokens and logits on the way back.
+  // Two slots: the host fills one while the GPU reads the other.
+  static constexpr int kStagedInputs = 7;
+  struct HostStage {
+    int32_t *inputs = nullptr; // kStagedInputs arrays of maxTokens
+    int32_t *next = nullptr;   // maxTokens
+    int32_t *tables = nullptr; // the block tables
+    float *logits = nullptr;   // logitCapacity rows of vocab
+    size_t logitCapacity = 0;
+  };
+  std::array<HostStage, serve::StepRunner::kMaxStepsInFlight> stages;
+  int nextStage = 0;
+  struct InFlight {
+    int bucket = -1, stage = 0;
+    size_t tokens = 0, logitRows = 0;
+  };
+  std::deque<InFlight> inFlight;
+  // The step launched last: its token count and where its tokens lie.
+  size_t lastTokens = 0;
+  int lastOutputDevice = -1, lastStage = 0;
+
+  Status allocateStaging() {
+    size_t tableInts = kv.tables().data().size();
+    for (HostStage &hs : stages) {
+      StatusOr<void *> in = devices.allocateHost(0, uint64_t(maxTokens) * 4 * kStagedInputs, "inputs");
+      if (!in.isOk()) return in.status();
+      StatusOr<void *> next = devices.allocateHost(0, uint64_t(maxTokens) * 4, "next tokens");
+      if (!next.isOk()) return next.status();
+      StatusOr<void *> tables = devices.allocateHost(0, tableInts * 4, "block tables");
+      if (!tables.isOk()) return tables.status();
+      hs.inputs = static_cast<int32_t *>(*in);
+      hs.next = static_cast<int32_t *>(*next);
+      hs.tables = static_cast<int32_t *>(*tables);
+    }
+    return Status::ok();
+  }
+
+  void freeLogitStaging() {
+    for (HostStage &hs : stages)
+      if (hs.logits)
+        cudaFreeHost(hs.logits);
+  }
+
+  Status run(int bi, const StepInputs &in, StepOutputs &out) {
+    WEFT_RETURN_IF_ERROR(launch(bi, in));
+    return wait(out);
+  }
+
+  // Checks a step, stages its inputs, and puts its copies and kernels on
+  // the streams; returns without waiting for the GPU.
+  Status launch(int bi, const StepInputs &in) {
     const fb::Bucket *b = p->buckets()->Get(uint32_t(bi));
     size_t T = size_t(b->tokens());
     std::string where = "bucket " + b->name()->str();
+    if (inFlight.size() >= stages.size())
+      return failedPrecondition(where + ": launched with " + std::to_string(inFlight.size()) +
+                                " steps not yet waited for");
     if (in.ids.size() != T || in.positions.size() != T || in.slots.size() != T)
       return invalidArgument(where + ": expects " + std::to_string(T) + " tokens");
     for (size_t n : {in.temperature.size(), in.topP.size(), in.uniform.size(), in.topK.size()})
       if (n != 0 && n != T)
         return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
                                " tokens, expected " + std::to_string(T));
+    Status feedOk = serve::checkFeed(in, lastOutputDevice < 0 ? 0 : lastTokens);
+    if (!feedOk.isOk())
+      return Status(feedOk.code(), where + ": " + feedOk.message());
+    for (size_t i = 0; i < in.logitRows.size(); ++i)
+      if (in.logitRows[i] < 0 || size_t(in.logitRows[i]) >= T)
+        return invalidArgument(where + ": logits of row " + std::to_string(in.logitRows[i]) +
+                               " of " + std::to_string(T));
     // Every index a kernel will follow, checked on the host first.
     WEFT_RETURN_IF_ERROR(kv.tables().check(where, in, vocab));
-    std::set<int> used;
-    int outputDevice = -1;
-    for (const fb::Step *s : *b->steps()) {
-      used.insert(s->device());
-      if (const fb::Copy *c = s->op_as_Copy())
-        used.insert(c->target_device());
-      if (const fb::AllReduce *r = s->op_as_AllReduce())
-        used.insert(r->devices()->begin(), r->devices()->end());
-      if (const fb::Launch *l = s->op_as_Launch())
-        for (const fb::Arg *a : *l->args())
-          if (a->kind() == fb::ArgKind::Input &&
-              a->index() == int32_t(fb::InputKind::NextTokens))
-            outputDevice = s->device();
+    const BucketDevices &bd = bucketDevices[size_t(bi)];
+    const std::set<int> &used = bd.used;
+    if (bd.output < 0)
+      return internalError(where + ": no step writes the next tokens");
+    int stage = nextStage;
+    HostStage &hs = stages[size_t(stage)];
+    size_t rows = in.logitRows.size();
+    if (rows > hs.logitCapacity) {
+      if (hs.logits)
+        cudaFreeHost(hs.logits);
+      hs.logits = nullptr;
+      hs.logitCapacity = 0;
+      size_t want = std::max(rows, hs.logitCapacity * 2);
+      WEFT_CUDA(cudaSetDevice(devices[size_t(bd.output)].gpu), "cudaSetDevice");
+      void *ptr = nullptr;
+      WEFT_CUDA(cudaMallocHost(&ptr, want * size_t(vocab) * 4), where + ": pinning logits");
+      hs.logits = static_cast<float *>(ptr);
+      hs.logitCapacity = want;
     }
+    // The inputs into this step's pinned slot: the copies below read it
+    // after launch returns, and the next launch fills the other slot.
+    const std::vector<int32_t> *ints[] = {&in.ids, &in.positions, &in.slots, &in.topK};
+    const std::vector<float> *floats[] = {&in.temperature, &in.topP, &in.uniform};
+    for (int k = 0; k < 4; ++k)
+      if (!ints[k]->empty())
+        std::memcpy(hs.inputs + size_t(k) * size_t(maxTokens), ints[k]->data(), T * 4);
+    for (int k = 0; k < 3; ++k)
+      if (!floats[k]->empty())
+        std::memcpy(hs.inputs + size_t(4 + k) * size_t(maxTokens), floats[k]->data(), T * 4);
+    const fb::InputKind kinds[] = {fb::InputKind::TokenIds, fb::InputKind::Positions,
+                                   fb::InputKind::Slots, fb::InputKind::TopK,
+                                   fb::InputKind::Temperature, fb::InputKind::TopP,
+                                   fb::InputKind::Uniform};
+    bool tablesCopied = false;
+    // Runs of fed tokens: (first row here, first row there, count).
+    std::vector<std::array<size_t, 3>> feeds;
+    for (size_t t = 0; t < in.feed.size(); ++t)
+      if (in.feed[t] >= 0) {
+        size_t src = size_t(in.feed[t]);
+        if (!feeds.empty() && feeds.back()[0] + feeds.back()[2] == t &&
+            feeds.back()[1] + feeds.back()[2] == src)
+          ++feeds.back()[2];
+        else
+          feeds.push_back({t, src, 1});
+      }
+    Device &od = devices[size_t(bd.output)];
     for (int d : used) {
       Device &dev = devices[size_t(d)];
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
-      WEFT_RETURN_IF_ERROR(kv.uploadIfStale(dev, size_t(d), where));
-      for (auto [kind, vec] : {std::pair{fb::InputKind::TokenIds, &in.ids},
-                               {fb::InputKind::Positions, &in.positions},
-                               {fb::InputKind::Slots, &in.slots},
-                               {fb::InputKind::TopK, &in.topK}})
-        if (!vec->empty())
-          WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
-                                    cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
-      for (auto [kind, vec] : {std::pair{fb::InputKind::Temperature, &in.temperature},
-                               {fb::InputKind::TopP, &in.topP},
-                               {fb::InputKind::Uniform, &in.uniform}})
-        if (!vec->empty())
-          WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kind)], vec->data(), T * 4,
-                                    cudaMemcpyHostToDevice, dev.stream), where + ": inputs");
+      if (kv.stale(size_t(d))) {
+        if (!tablesCopied) {
+          const std::vector<int32_t> &rowsNow = kv.tables().data();
+          std::memcpy(hs.tables, rowsNow.data(), rowsNow.size() * 4);
+          tablesCopied = true;
+        }
+        WEFT_RETURN_IF_ERROR(kv.upload(dev, size_t(d), hs.tables, where));
+      }
+      for (int k = 0; k < kStagedInputs; ++k) {
+        bool given = k < 4 ? !ints[k]->empty() : !floats[k - 4]->empty();
+        if (given)
+          WEFT_CUDA(cudaMemcpyAsync(dev.inputs[int(kinds[k])],
+                                    hs.inputs + size_t(k) * size_t(maxTokens), T * 4,
+                                    cudaMemcpyHostToDevice, dev.stream),
+                    where + ": inputs");
+      }
+      // Fed tokens come from the previous step's head, where it left them.
+      if (!feeds.empty()) {
+        Device &src = devices[size_t(lastOutputDevice)];
+        WEFT_CUDA(cudaStreamWaitEvent(dev.stream, src.stepDone[size_t(lastStage)], 0),
+                  where + ": waiting for the previous step's tokens");
+        auto *from = static_cast<int32_t *>(src.inputs[int(fb::InputKind::NextTokens)]);
+        auto *to = static_cast<int32_t *>(dev.inputs[int(fb::InputKind::TokenIds)]);
+        for (const auto &f : feeds)
+          WEFT_CUDA(cudaMemcpyPeerAsync(to + f[0], dev.gpu, from + f[1], src.gpu, f[2] * 4,
+                                        dev.stream),
+                    where + ": tokens from the previous step");
+      }
     }
-    // A bucket on one device replays a CUDA graph of its steps: the
-    // arguments point at fixed buffers, so one recording serves every run.
-    // A bucket spanning several devices (pipeline stages, tensor-parallel
-    // ranks sharing a GPU) is one graph too: the other devices' streams join
-    // the capture from the first one's and rejoin it at the end; copies and
-    // the events between streams become graph edges. If a capture fails, the
-    // bucket runs step by step from then on. Buckets with NCCL all-reduces
-    // start out that way (see setUpCollectives).
+    WEFT_RETURN_IF_ERROR(enqueueSteps(bi, b, where, used, bd.output));
+    // Tokens and logits back to the pinned slot, then each stream marks
+    // the step's end.
+    WEFT_CUDA(cudaSetDevice(od.gpu), "cudaSetDevice");
+    WEFT_CUDA(cudaMemcpyAsync(hs.next, od.inputs[int(fb::InputKind::NextTokens)], T * 4,
+                              cudaMemcpyDeviceToHost, od.stream), where + ": next tokens");
+    const float *logits = static_cast<const float *>(od.inputs[int(fb::InputKind::Logits)]);
+    for (size_t i = 0; i < rows;) {
+      size_t j = i + 1;
+      while (j < rows && in.logitRows[j] == in.logitRows[j - 1] + 1)
+        ++j;
+      WEFT_CUDA(cudaMemcpyAsync(hs.logits + i * size_t(vocab),
+                                logits + size_t(in.logitRows[i]) * size_t(vocab),
+                                (j - i) * size_t(vocab) * 4, cudaMemcpyDeviceToHost, od.stream),
+                where + ": logits");
+      i = j;
+    }
+    for (int d : used) {
+      WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaEventRecord(devices[size_t(d)].stepDone[size_t(stage)],
+                                devices[size_t(d)].stream), where);
+    }
+    inFlight.push_back({bi, stage, T, rows});
+    lastTokens = T;
+    lastOutputDevice = bd.output;
+    lastStage = stage;
+    nextStage = (nextStage + 1) % int(stages.size());
+    return Status::ok();
+  }
+
+  // Waits for the oldest step in flight and gives its tokens and logits.
+  Status wait(StepOutputs &out) {
+    if (inFlight.empty())
+      return failedPrecondition("waiting for a step when none was launched");
+    InFlight f = inFlight.front();
+    inFlight.pop_front();
+    const fb::Bucket *b = p->buckets()->Get(uint32_t(f.bucket));
+    std::string where = "bucket " + b->name()->str();
+    for (int d : bucketDevices[size_t(f.bucket)].used) {
+      WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaEventSynchronize(devices[size_t(d)].stepDone[size_t(f.stage)]), where);
+    }
+    const HostStage &hs = stages[size_t(f.stage)];
+    out.next.assign(hs.next, hs.next + f.tokens);
+    out.logits.assign(hs.logits, hs.logits + f.logitRows * size_t(vocab));
+    return Status::ok();
+  }
+
+  // A bucket on one device replays a CUDA graph of its steps: the
+  // arguments point at fixed buffers, so one recording serves every run.
+  // A bucket spanning several devices (pipeline stages, tensor-parallel
+  // ranks sharing a GPU) is one graph too: the other devices' streams join
+  // the capture from the first one's and rejoin it at the end; copies and
+  // the events between streams become graph edges. If a capture fails, the
+  // bucket runs step by step from then on. Buckets with NCCL all-reduces
+  // start out that way (see setUpCollectives).
+  Status enqueueSteps(int bi, const fb::Bucket *b, const std::string &where,
+                      const std::set<int> &used, int outputDevice) {
     bool graph = options.cudaGraphs && !uncapturable.count(bi);
     if (graph) {
       int rootIndex = *used.begin();
@@ -267,11 +459,20 @@ struct Engine::Impl {
             WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
             WEFT_CUDA(cudaStreamWaitEvent(devices[size_t(d)].stream, root.join, 0), where);
           }
-        return finish(b, where, T, used, outputDevice, wantLogits, out);
+        return Status::ok();
       }
     }
-    WEFT_RETURN_IF_ERROR(enqueue(b, where));
-    return finish(b, where, T, used, outputDevice, wantLogits, out);
+    // Step by step: the output device overwrites the next tokens only
+    // after every device has taken the previous ones (fed tokens).
+    Device &od = devices[size_t(outputDevice)];
+    for (int d : used)
+      if (d != outputDevice) {
+        WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
+        WEFT_CUDA(cudaEventRecord(devices[size_t(d)].join, devices[size_t(d)].stream), where);
+        WEFT_CUDA(cudaSetDevice(od.gpu), "cudaSetDevice");
+        WEFT_CUDA(cudaStreamWaitEvent(od.stream, devices[size_t(d)].join, 0), where);
+      }
+    return enqueue(b, where);
   }
 
   // Records the steps of `b` as one graph, captured from `root`'s stream
@@ -451,29 +652,6 @@ struct Engine::Impl {
     return Status::ok();
   }
 
-  Status finish(const fb::Bucket *b, const std::string &where, size_t T,
-                const std::set<int> &used, int outputDevice, bool wantLogits,
-                StepOutputs &out) {
-    (void)b;
-    if (outputDevice < 0)
-      return internalError(where + ": no step writes the next tokens");
-    Device &od = devices[size_t(outputDevice)];
-    WEFT_CUDA(cudaSetDevice(od.gpu), "cudaSetDevice");
-    out.next.resize(T);
-    WEFT_CUDA(cudaMemcpyAsync(out.next.data(), od.inputs[int(fb::InputKind::NextTokens)], T * 4,
-                              cudaMemcpyDeviceToHost, od.stream), where + ": next tokens");
-    if (wantLogits) {
-      out.logits.resize(T * size_t(vocab));
-      WEFT_CUDA(cudaMemcpyAsync(out.logits.data(), od.inputs[int(fb::InputKind::Logits)],
-                                out.logits.size() * 4, cudaMemcpyDeviceToHost, od.stream),
-                where + ": logits");
-    }
-    for (int d : used) {
-      WEFT_CUDA(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
-      WEFT_CUDA(cudaStreamSynchronize(devices[size_t(d)].stream), where);
-    }
-    return Status::ok();
-  }
 };
 
 Engine::Engine() = default;
@@ -491,6 +669,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   WEFT_RETURN_IF_ERROR(impl.setUpCollectives());
   WEFT_RETURN_IF_ERROR(impl.kernels.load(*impl.p, impl.options, impl.devices, progress));
   WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
+  WEFT_RETURN_IF_ERROR(impl.allocateStaging());
+  impl.findBucketDevices();
   WEFT_RETURN_IF_ERROR(loadWeights(*impl.p, impl.options, impl.devices, progress));
   for (uint32_t i = 0; i < impl.p->buckets()->size(); ++i)
     (impl.p->buckets()->Get(i)->prefill() ? impl.prefill : impl.decode).push_back(int(i));
@@ -507,7 +687,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
       in.positions.assign(T, 0);
       in.slots.assign(T, serve::kPaddingSlot);
       StepOutputs out;
-      WEFT_RETURN_IF_ERROR(impl.run(int(i), in, false, out));
+      WEFT_RETURN_IF_ERROR(impl.run(int(i), in, out));
     }
     impl.progress("warming up buckets", count, count);
   }
@@ -536,14 +716,28 @@ std::vector<int> Engine::stepSizes() const {
   return std::vector<int>(sizes.begin(), sizes.end());
 }
 
-Status Engine::runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) {
-  int tokens = int(in.ids.size());
+int Engine::bucketFor(int tokens) const {
   for (const std::vector<int> *list : {&impl_->decode, &impl_->prefill})
     for (int b : *list)
       if (bucketTokens(b) == tokens)
-        return impl_->run(b, in, wantLogits, out);
-  return invalidArgument("no bucket of " + std::to_string(tokens) + " tokens in the plan");
+        return b;
+  return -1;
 }
+
+Status Engine::runStep(const StepInputs &in, StepOutputs &out) {
+  WEFT_RETURN_IF_ERROR(launchStep(in));
+  return waitStep(out);
+}
+
+Status Engine::launchStep(const StepInputs &in) {
+  int b = bucketFor(int(in.ids.size()));
+  if (b < 0)
+    return invalidArgument("no bucket of " + std::to_string(in.ids.size()) + " tokens in the plan");
+  return impl_->launch(b, in);
+}
+
+Status Engine::waitStep(StepOutputs &out) { return impl_->wait(out); }
+int Engine::stepsInFlight() const { return int(impl_->inFlight.size()); }
 Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
   return impl_->kv.tables().set(slot, pages);
 }
@@ -556,10 +750,10 @@ bool Engine::samples() const {
   return false;
 }
 
-Status Engine::run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out) {
+Status Engine::run(int bucket, const StepInputs &in, StepOutputs &out) {
   if (bucket < 0 || uint32_t(bucket) >= impl_->p->buckets()->size())
     return invalidArgument("no bucket " + std::to_string(bucket));
-  return impl_->run(bucket, in, wantLogits, out);
+  return impl_->run(bucket, in, out);
 }
 
 } // namespace weft::engine

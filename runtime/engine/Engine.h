@@ -70,15 +70,23 @@ public:
   int vocabSize() const override;
   // The token counts of the buckets, ascending, without repeats.
   std::vector<int> stepSizes() const override;
-  // Runs the bucket of in.ids.size() tokens (decode buckets first when a
-  // prefill bucket has the same size: they are the same code).
-  Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) override;
+  // The bucket of `tokens` tokens (decode buckets first when a prefill
+  // bucket has the same size: they are the same code); -1 if none.
+  int bucketFor(int tokens) const;
+  // Runs the bucket of in.ids.size() tokens and waits for it.
+  Status runStep(const StepInputs &in, StepOutputs &out) override;
+  // Stages the inputs in pinned memory and puts the copies, the bucket and
+  // the copies back on the streams; waitStep waits for the oldest step.
+  // Fed tokens are copied from the previous step's head on the GPU.
+  Status launchStep(const StepInputs &in) override;
+  Status waitStep(StepOutputs &out) override;
+  int stepsInFlight() const override;
 
-  // Runs one bucket. `wantLogits` copies the logits back. Every token is
-  // checked before anything is launched: its id against the vocabulary, its
-  // slot against the block tables (or -1, padding), its position against
-  // the context and the pages its slot has; no slot and position twice.
-  Status run(int bucket, const StepInputs &in, bool wantLogits, StepOutputs &out);
+  // Runs one bucket and waits for it. Every token is checked before
+  // anything is launched: its id against the vocabulary, its slot against
+  // the block tables (or -1, padding), its position against the context
+  // and the pages its slot has; no slot and position twice.
+  Status run(int bucket, const StepInputs &in, StepOutputs &out);
 
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;

@@ -84,16 +84,12 @@ Status KvCacheManager::allocate(DeviceSet &devices, size_t i) {
   return Status::ok();
 }
 
-Status KvCacheManager::uploadIfStale(Device &dev, size_t index, const std::string &where) {
-  if (tablesVersion_[index] != tables_->version()) {
-    // Pageable source: the copy is staged before the call returns, so
-    // the host may change the tables again right away.
-    const std::vector<int32_t> &rows = tables_->data();
-    WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, rows.data(), rows.size() * 4,
-                              cudaMemcpyHostToDevice, dev.stream),
-              where + ": block tables");
-    tablesVersion_[index] = tables_->version();
-  }
+Status KvCacheManager::upload(Device &dev, size_t index, const int32_t *pinned,
+                              const std::string &where) {
+  WEFT_CUDA(cudaMemcpyAsync(dev.blockTables, pinned, tables_->data().size() * 4,
+                            cudaMemcpyHostToDevice, dev.stream),
+            where + ": block tables");
+  tablesVersion_[index] = tables_->version();
   return Status::ok();
 }
 

@@ -32,9 +32,12 @@ public:
   serve::BlockTables &tables() { return *tables_; }
   const serve::BlockTables &tables() const { return *tables_; }
 
-  // Copies the tables to device `index`'s buffer on its stream if it holds
-  // an older version; its GPU must be current.
-  Status uploadIfStale(Device &dev, size_t index, const std::string &where);
+  // Whether device `index` holds an older version of the tables.
+  bool stale(size_t index) const { return tablesVersion_[index] != tables_->version(); }
+  // Copies `pinned` (the tables as they are now, in pinned host memory
+  // that stays untouched until the copy has run) to device `index`'s
+  // buffer on its stream; its GPU must be current.
+  Status upload(Device &dev, size_t index, const int32_t *pinned, const std::string &where);
 
 private:
   bool blockBytesOn(size_t device, uint64_t &bytes) const;

@@ -36,10 +36,14 @@ struct Scheduler::Sequence {
   size_t cached = 0;           // leading positions already in the KV cache
   int slot = -1;
   std::vector<int32_t> pages;
-  std::mt19937_64 rng;
   std::string text;            // decoded output, for stop strings
   std::vector<float> promptLogits;
   bool cancelled = false;
+  // Tokens sampled by launched steps and not heard yet (at most one per
+  // step in flight), and the row of the latest in its step.
+  int pending = 0;
+  int32_t pendingRow = -1;
+  uint32_t epoch = 0; // bumped by preemption: rows launched before are dropped
 };
 
 namespace {
@@ -61,6 +65,9 @@ Scheduler::~Scheduler() = default;
 StatusOr<uint64_t> Scheduler::submit(Request request) {
   if (request.prompt.empty())
     return invalidArgument("the prompt is empty");
+  if (request.topLogprobs < -1 || request.topLogprobs > kMaxTopLogprobs)
+    return invalidArgument("top_logprobs " + std::to_string(request.topLogprobs) +
+                           ": expected 0 to " + std::to_string(kMaxTopLogprobs));
   if (request.maxTokens < 1)
     return invalidArgument("max_tokens " + std::to_string(request.maxTokens) +
                            ": expected at least 1");
@@ -92,7 +99,6 @@ StatusOr<uint64_t> Scheduler::submit(Request request) {
   auto s = std::make_unique<Sequence>();
   s->req = std::move(request);
   s->tokens = s->req.prompt;
-  s->rng.seed(s->req.sampling.seed);
   std::lock_guard<std::mutex> lock(inboxMutex_);
   s->id = nextId_++;
   uint64_t id = s->id;
@@ -107,7 +113,7 @@ void Scheduler::cancel(uint64_t id) {
 
 bool Scheduler::idle() const {
   std::lock_guard<std::mutex> lock(inboxMutex_);
-  return inbox_.empty() && running_.empty() && waiting_.empty();
+  return inbox_.empty() && running_.empty() && waiting_.empty() && inFlight_ == 0;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -176,6 +182,8 @@ void Scheduler::release(Sequence &s) {
   freeSlots_.push_back(s.slot);
   s.slot = -1;
   s.cached = 0;
+  s.pending = 0;
+  ++s.epoch;
 }
 
 bool Scheduler::reservePages(Sequence &s, size_t positions) {
@@ -220,30 +228,90 @@ int Scheduler::matchStop(Sequence &s, int32_t token) {
   return -1;
 }
 
-Status Scheduler::step() {
-  drainInbox();
-  if (running_.empty() && waiting_.empty())
-    return Status::ok();
+// Which rows of a launched step give which sequence its next token.
+struct Scheduler::Launched {
+  struct Output {
+    uint64_t id;
+    uint32_t epoch;    // the sequence's epoch at launch: a preempted one drops it
+    size_t row;
+    int logitIndex;    // its row among the step's logits, or -1
+  };
+  std::vector<Output> outputs;
+};
 
+namespace {
+
+// A request's uniform draw for its output `index`: a function of its seed
+// and the index only, so a token recomputed after a preemption, or beside
+// other requests, draws the same number.
+float uniformAt(uint64_t seed, uint64_t index) {
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  return float(mix(seed ^ mix(index)) >> 40) * 0x1.0p-24f;
+}
+
+// log softmax(logits)[token], and the `top` most likely tokens with theirs.
+void logprobsOf(const float *logits, size_t vocab, int32_t token, int top, Event &e) {
+  float max = logits[0];
+  for (size_t i = 1; i < vocab; ++i)
+    max = std::max(max, logits[i]);
+  double sum = 0;
+  for (size_t i = 0; i < vocab; ++i)
+    sum += std::exp(double(logits[i] - max));
+  float logSum = float(std::log(sum)) + max;
+  e.logprob = logits[size_t(token)] - logSum;
+  if (top <= 0)
+    return;
+  // A min-heap of the best `top` so far: one pass over the vocabulary.
+  using Entry = std::pair<float, int32_t>;
+  std::vector<Entry> heap;
+  auto greater = [](const Entry &a, const Entry &b) { return a.first > b.first; };
+  for (size_t i = 0; i < vocab; ++i) {
+    if (heap.size() < size_t(top)) {
+      heap.push_back({logits[i], int32_t(i)});
+      std::push_heap(heap.begin(), heap.end(), greater);
+    } else if (logits[i] > heap.front().first) {
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      heap.back() = {logits[i], int32_t(i)};
+      std::push_heap(heap.begin(), heap.end(), greater);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), greater);
+  for (const Entry &x : heap)
+    e.topLogprobs.push_back({x.second, x.first - logSum});
+}
+
+} // namespace
+
+bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
+  if (running_.empty() && waiting_.empty())
+    return false;
   struct Part {
     Sequence *seq;
     size_t begin, count;
+    bool fed; // one decode token whose id is still on the GPU
   };
   std::vector<Part> parts;
   int budget = maxStep_;
 
-  // 1. One token for every sequence that is decoding, oldest first. A token
-  //    that needs a page when none is free preempts the newest sequence
-  //    (itself, if it is the newest).
+  // 1. One token for every sequence that is decoding, oldest first: the
+  //    last token heard, or the one the step on the GPU is sampling. A
+  //    token that needs a page when none is free preempts the newest
+  //    sequence (itself, if it is the newest).
   std::vector<Sequence *> byAge;
   for (auto &s : running_)
     byAge.push_back(s.get());
   std::sort(byAge.begin(), byAge.end(), [](Sequence *a, Sequence *b) { return a->id < b->id; });
-  std::vector<Sequence *> preempted;
   for (Sequence *s : byAge) {
-    if (s->slot < 0 || s->tokens.size() - s->cached != 1 || budget == 0)
+    if (s->slot < 0 || s->tokens.size() + size_t(s->pending) - s->cached != 1 || budget == 0)
       continue;
-    while (!reservePages(*s, s->tokens.size())) {
+    if (s->generated + s->pending >= s->req.maxTokens)
+      continue; // the token on the GPU is its last
+    while (!reservePages(*s, s->cached + 1)) {
       Sequence *victim = nullptr;
       for (auto &r : running_)
         if (!victim || r->id > victim->id)
@@ -264,7 +332,7 @@ Status Scheduler::step() {
     }
     if (s->slot < 0)
       break; // s was the newest: everything after it is gone too
-    parts.push_back({s, s->cached, 1});
+    parts.push_back({s, s->cached, 1, s->pending > 0});
     --budget;
   }
 
@@ -273,10 +341,10 @@ Status Scheduler::step() {
   for (Sequence *s : byAge) {
     if (budget == 0)
       break;
-    if (s->slot < 0 || s->tokens.size() - s->cached <= 1)
+    if (s->slot < 0 || s->pending > 0 || s->tokens.size() - s->cached <= 1)
       continue;
     size_t n = std::min(s->tokens.size() - s->cached, size_t(budget));
-    parts.push_back({s, s->cached, n});
+    parts.push_back({s, s->cached, n, false});
     budget -= int(n);
   }
 
@@ -295,13 +363,13 @@ Status Scheduler::step() {
       break;
     }
     size_t n = std::min(s.tokens.size(), size_t(budget));
-    parts.push_back({&s, 0, n});
+    parts.push_back({&s, 0, n, false});
     budget -= int(n);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
   if (parts.empty())
-    return Status::ok();
+    return false;
 
   // The step: parts in order, each sequence's tokens adjacent, padded to
   // the smallest bucket that holds them.
@@ -315,17 +383,19 @@ Status Scheduler::step() {
       break;
     }
   bool sampling = runner_.samples();
-  StepInputs in;
+  bool anyFed = false;
   in.ids.reserve(size_t(size));
-  bool wantLogits = false;
-  std::vector<size_t> outputRow(parts.size(), SIZE_MAX);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  for (size_t pi = 0; pi < parts.size(); ++pi) {
-    const Part &p = parts[pi];
+  for (const Part &p : parts) {
     Sequence &s = *p.seq;
+    s.cached += p.count; // positions are taken at launch
     for (size_t i = p.begin; i < p.begin + p.count; ++i) {
-      bool last = i + 1 == s.tokens.size(); // its output is the next token
-      in.ids.push_back(s.tokens[i]);
+      // Its output is the sequence's next token: the position after the
+      // last one heard or on the GPU.
+      bool last = i + 1 == s.tokens.size() + size_t(s.pending);
+      int output = s.generated + s.pending; // the index of that token
+      in.ids.push_back(p.fed ? 0 : s.tokens[i]);
+      in.feed.push_back(p.fed ? s.pendingRow : -1);
+      anyFed |= p.fed;
       in.positions.push_back(int32_t(i));
       in.slots.push_back(s.slot);
       if (sampling) {
@@ -333,16 +403,23 @@ Status Scheduler::step() {
         in.temperature.push_back(last ? sp.temperature : 0.0f);
         in.topK.push_back(last ? sp.topK : 0);
         in.topP.push_back(last ? sp.topP : 1.0f);
-        in.uniform.push_back(last && !sp.greedy() ? unit(s.rng) : 0.0f);
+        in.uniform.push_back(last && !sp.greedy() ? uniformAt(sp.seed, uint64_t(output)) : 0.0f);
       }
       if (last) {
-        outputRow[pi] = in.ids.size() - 1;
-        wantLogits |= s.req.wantPromptLogits && s.generated == 0;
+        int logitIndex = -1;
+        if ((s.req.wantPromptLogits && output == 0) || s.req.topLogprobs >= 0) {
+          logitIndex = int(in.logitRows.size());
+          in.logitRows.push_back(int32_t(in.ids.size() - 1));
+        }
+        launched.outputs.push_back({s.id, s.epoch, in.ids.size() - 1, logitIndex});
+        ++s.pending; // the part's last row: nothing below reads it again
+        s.pendingRow = int32_t(in.ids.size() - 1);
       }
     }
   }
   while (in.ids.size() < size_t(size)) {
     in.ids.push_back(0);
+    in.feed.push_back(-1);
     in.positions.push_back(0);
     in.slots.push_back(kPaddingSlot);
     if (sampling) {
@@ -352,41 +429,38 @@ Status Scheduler::step() {
       in.uniform.push_back(0.0f);
     }
   }
+  if (!anyFed)
+    in.feed.clear();
+  return true;
+}
 
-  StepOutputs out;
-  Status st = runner_.runStep(in, wantLogits, out);
-  ++stats_.steps;
-  if (!st.isOk()) {
-    for (auto &s : running_) {
-      release(*s);
-      finish(*s, Finish::Cancelled);
-    }
-    for (auto &s : waiting_)
-      finish(*s, Finish::Cancelled);
-    running_.clear();
-    waiting_.clear();
-    return st;
-  }
-
-  // Results: every sequence whose context is now cached has a new token.
+void Scheduler::hear(const Launched &launched, const StepOutputs &out) {
+  std::map<uint64_t, Sequence *> live;
+  for (auto &s : running_)
+    live[s->id] = s.get();
   size_t vocab = size_t(runner_.vocabSize());
   std::vector<Sequence *> done;
-  for (size_t pi = 0; pi < parts.size(); ++pi) {
-    Sequence &s = *parts[pi].seq;
-    s.cached += parts[pi].count;
-    if (outputRow[pi] == SIZE_MAX)
+  for (const Launched::Output &o : launched.outputs) {
+    auto it = live.find(o.id);
+    // Gone (finished, cancelled) or preempted since: the row is dropped.
+    if (it == live.end() || it->second->epoch != o.epoch || o.row >= out.next.size())
       continue;
-    size_t row = outputRow[pi];
-    int32_t token = out.next[row];
+    Sequence &s = *it->second;
+    s.pending = std::max(0, s.pending - 1);
+    int32_t token = out.next[o.row];
     Event e;
     e.id = s.id;
     e.token = token;
     e.index = s.generated;
-    if (s.req.wantPromptLogits && s.generated == 0 && out.logits.size() >= (row + 1) * vocab) {
-      s.promptLogits.assign(out.logits.begin() + long(row * vocab),
-                            out.logits.begin() + long((row + 1) * vocab));
+    const float *logits = nullptr;
+    if (o.logitIndex >= 0 && out.logits.size() >= size_t(o.logitIndex + 1) * vocab)
+      logits = out.logits.data() + size_t(o.logitIndex) * vocab;
+    if (logits && s.req.wantPromptLogits && s.generated == 0) {
+      s.promptLogits.assign(logits, logits + vocab);
       e.promptLogits = &s.promptLogits;
     }
+    if (logits && s.req.topLogprobs >= 0 && token >= 0 && size_t(token) < vocab)
+      logprobsOf(logits, vocab, token, std::min(s.req.topLogprobs, kMaxTopLogprobs), e);
     s.tokens.push_back(token);
     ++s.generated;
     ++stats_.generatedTokens;
@@ -403,10 +477,57 @@ Status Scheduler::step() {
     if (e.finish != Finish::None)
       done.push_back(&s);
   }
+  // A step on the GPU may still write a finished sequence's next position
+  // into its pages: later steps, which may reuse them, run after it.
   for (Sequence *s : done) {
     release(*s);
     running_.erase(std::find_if(running_.begin(), running_.end(),
                                 [&](const std::unique_ptr<Sequence> &p) { return p.get() == s; }));
+  }
+}
+
+Status Scheduler::fail(Status error) {
+  StepOutputs ignored;
+  while (!launched_.empty()) {
+    (void)runner_.waitStep(ignored);
+    launched_.pop_front();
+  }
+  inFlight_ = 0;
+  for (auto &s : running_) {
+    release(*s);
+    finish(*s, Finish::Cancelled);
+  }
+  for (auto &s : waiting_)
+    finish(*s, Finish::Cancelled);
+  running_.clear();
+  waiting_.clear();
+  return error;
+}
+
+Status Scheduler::step() {
+  drainInbox();
+  StepInputs in;
+  Launched next;
+  bool launch = buildStep(in, next);
+  if (launch) {
+    Status st = runner_.launchStep(in);
+    ++stats_.steps;
+    if (!st.isOk())
+      return fail(st);
+    launched_.push_back(std::move(next));
+    inFlight_ = int(launched_.size());
+  }
+  // Hear the step before the one just launched (or the last one, when
+  // there was nothing to launch): the GPU keeps the new one busy meanwhile.
+  while (launched_.size() > (launch ? 1u : 0u)) {
+    StepOutputs out;
+    Status st = runner_.waitStep(out);
+    if (!st.isOk())
+      return fail(st);
+    Launched heard = std::move(launched_.front());
+    launched_.pop_front();
+    inFlight_ = int(launched_.size());
+    hear(heard, out);
   }
   return Status::ok();
 }

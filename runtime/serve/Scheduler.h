@@ -8,6 +8,7 @@
 #include "runtime/serve/PagePool.h"
 #include "runtime/serve/Step.h"
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weft::serve {
@@ -36,6 +38,8 @@ struct SamplingParams {
 // (0, 1]); an error names the bad one.
 Status checkSampling(const SamplingParams &sampling);
 
+inline constexpr int kMaxTopLogprobs = 20;
+
 enum class Finish { None, Length, Stop, Cancelled };
 const char *finishName(Finish f); // "length", "stop", "cancelled", ""
 
@@ -48,6 +52,11 @@ struct Event {
   int stopString = -1;        // which stop string ended the request
   // Logits of the last prompt token, with the first token, when asked for.
   const std::vector<float> *promptLogits = nullptr;
+  // With Request::topLogprobs >= 0: the log-probability of `token` under
+  // the model (the softmax of its logits, before temperature and top-k/p),
+  // and the topLogprobs most likely tokens with theirs, most likely first.
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> topLogprobs;
 };
 
 struct Request {
@@ -57,6 +66,9 @@ struct Request {
   std::vector<int32_t> stopTokens;     // end the request (and are emitted)
   std::vector<std::string> stopStrings; // matched in the decoded output
   bool wantPromptLogits = false;
+  // Log-probabilities with every token (see Event): -1 none, 0 the chosen
+  // token's, N also the N most likely tokens' (at most kMaxTopLogprobs).
+  int topLogprobs = -1;
   std::function<void(const Event &)> onEvent;
 };
 
@@ -91,18 +103,27 @@ public:
   // Thread-safe.
   void cancel(uint64_t id);
 
-  // Runs one step (admitting, preempting and finishing sequences around
-  // it); does nothing when there is no work. An error from the runner ends
+  // Launches the next step (admitting and preempting sequences for it),
+  // then waits for the step launched before and hands out its tokens, so
+  // the host builds step n+1 while the GPU runs step n. A decode token
+  // whose predecessor is still on the GPU is taken from there (StepInputs::
+  // feed); a sequence that stops on that predecessor wastes the one row.
+  // Does nothing when there is no work. An error from the runner ends
   // every request (their last event is Cancelled) and is returned.
   Status step();
   // Steps until every request has finished.
   Status runUntilIdle();
+  // No request queued, running or waiting, and no step on the GPU.
   bool idle() const;
   SchedulerStats stats() const;
 
 private:
   struct Sequence;
+  struct Launched;
   void drainInbox();
+  bool buildStep(StepInputs &in, Launched &launched);
+  void hear(const Launched &launched, const StepOutputs &out);
+  Status fail(Status error);
   void finish(Sequence &s, Finish why, int stopString = -1);
   void release(Sequence &s);
   void preempt(Sequence &s);
@@ -125,6 +146,9 @@ private:
   // Admitted sequences by arrival (oldest first), and the waiting ones.
   std::vector<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
+  // Steps launched and not yet heard, oldest first.
+  std::deque<Launched> launched_;
+  std::atomic<int> inFlight_{0};
   SchedulerStats stats_;
 };
 

@@ -28,15 +28,25 @@ inline constexpr int kPaddingSlot = -1;
 // One token per entry; padding tokens carry kPaddingSlot.
 struct StepInputs {
   std::vector<int32_t> ids, positions, slots;
+  // Empty, or per token: -1, or the row of the step launched just before
+  // this one whose sampled token is this token's id (ids[i] is then 0 and
+  // ignored). The runner reads it where it lies, on the GPU, so a step can
+  // be launched before the previous step's tokens reach the host.
+  std::vector<int32_t> feed;
+  // Rows whose logits come back, in this order.
+  std::vector<int32_t> logitRows;
   // Sampling parameters per token, for plans that sample; empty:
   // temperature 0 (greedy), top_k 0 (off), top_p 1, uniform 0.
   std::vector<float> temperature, topP, uniform;
   std::vector<int32_t> topK;
 };
 struct StepOutputs {
-  std::vector<float> logits;     // [tokens x vocab], when requested
+  std::vector<float> logits;     // [logitRows x vocab]
   std::vector<int32_t> next;     // [tokens]
 };
+
+// Checks `in.feed` against the size of the step launched before (0: none).
+Status checkFeed(const StepInputs &in, size_t previousTokens);
 
 // Runs steps of a compiled plan: a bucket is a step shape of a fixed token
 // count; any mix of sequences (decode tokens, prefill chunks) fits any
@@ -53,8 +63,23 @@ public:
   virtual std::vector<int> stepSizes() const = 0;
   // Sets the block-table row of `slot` (see Engine::setBlockTable).
   virtual Status setBlockTable(int slot, const std::vector<int32_t> &pages) = 0;
-  // Runs the bucket of exactly `in.ids.size()` tokens (one of stepSizes()).
-  virtual Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) = 0;
+  // Runs the bucket of exactly `in.ids.size()` tokens (one of stepSizes())
+  // and waits for it. `in.feed` refers to the step run just before.
+  virtual Status runStep(const StepInputs &in, StepOutputs &out) = 0;
+
+  // Puts a step on the GPU and returns at once; waitStep gives the outputs
+  // of the oldest step launched and not yet waited for. At most
+  // kMaxStepsInFlight steps are launched and not waited for. Block-table
+  // changes made after a launch reach only later steps. The defaults run
+  // the step inside launchStep (resolving `feed` on the host).
+  static constexpr int kMaxStepsInFlight = 2;
+  virtual Status launchStep(const StepInputs &in);
+  virtual Status waitStep(StepOutputs &out);
+  virtual int stepsInFlight() const { return int(finished_.size()); }
+
+private:
+  std::vector<StepOutputs> finished_; // run by the default launchStep, oldest first
+  std::vector<int32_t> lastNext_;      // the last launched step's tokens
 };
 
 } // namespace weft::serve

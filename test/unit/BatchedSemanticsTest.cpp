@@ -53,7 +53,7 @@ public:
   Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
     return tables_.set(slot, pages);
   }
-  Status runStep(const serve::StepInputs &in, bool wantLogits, serve::StepOutputs &out) override {
+  Status runStep(const serve::StepInputs &in, serve::StepOutputs &out) override {
     WEFT_RETURN_IF_ERROR(tables_.check("step", in, int(vocab_)));
     auto it = bySize_.find(int(in.ids.size()));
     if (it == bySize_.end())
@@ -86,8 +86,11 @@ public:
     if (!r)
       return internalError(llvm::toString(r.takeError()));
     out.next = (*r)[1].i;
-    if (wantLogits)
-      out.logits = (*r)[0].f;
+    const std::vector<float> &logits = (*r)[0].f;
+    size_t vocab = size_t(vocab_);
+    for (int32_t row : in.logitRows)
+      out.logits.insert(out.logits.end(), logits.begin() + long(size_t(row) * vocab),
+                        logits.begin() + long(size_t(row + 1) * vocab));
     return Status::ok();
   }
 

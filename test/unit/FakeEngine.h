@@ -59,7 +59,7 @@ public:
     tables_[size_t(slot)] = pages;
     return Status::ok();
   }
-  Status runStep(const serve::StepInputs &in, bool, serve::StepOutputs &out) override {
+  Status runStep(const serve::StepInputs &in, serve::StepOutputs &out) override {
     if (stepDelay.count())
       std::this_thread::sleep_for(stepDelay);
     std::lock_guard<std::mutex> l(m_);

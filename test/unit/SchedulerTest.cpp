@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <random>
@@ -72,7 +73,50 @@ public:
     tables_[size_t(slot)] = pages;
     return checks_->set(slot, pages);
   }
-  Status runStep(const StepInputs &in, bool wantLogits, StepOutputs &out) override {
+  Status runStep(const StepInputs &in, StepOutputs &out) override {
+    WEFT_RETURN_IF_ERROR(admit(in));
+    return execute(in, out);
+  }
+
+  // Like the GPU: a launch checks the step and takes the block tables as
+  // they are; the step runs (in launch order) when it is waited for, so
+  // table changes made after a launch reach only later steps, and fed
+  // tokens are read from the step before.
+  Status launchStep(const StepInputs &in) override {
+    if (!deferred)
+      return StepRunner::launchStep(in);
+    if (queued_.size() >= size_t(kMaxStepsInFlight))
+      return failedPrecondition("too many steps in flight");
+    WEFT_RETURN_IF_ERROR(checkFeed(in, lastLaunched_));
+    WEFT_RETURN_IF_ERROR(admit(in));
+    lastLaunched_ = in.ids.size();
+    for (int32_t f : in.feed)
+      fedTokens += f >= 0;
+    queued_.push_back({in, tables_});
+    maxInFlight = std::max(maxInFlight, int(queued_.size()));
+    return Status::ok();
+  }
+  Status waitStep(StepOutputs &out) override {
+    if (!deferred)
+      return StepRunner::waitStep(out);
+    if (queued_.empty())
+      return failedPrecondition("nothing launched");
+    Queued q = std::move(queued_.front());
+    queued_.erase(queued_.begin());
+    for (size_t t = 0; t < q.in.feed.size(); ++t)
+      if (q.in.feed[t] >= 0)
+        q.in.ids[t] = lastNext_[size_t(q.in.feed[t])];
+    std::swap(tables_, q.tables);
+    Status st = execute(q.in, out);
+    std::swap(tables_, q.tables);
+    lastNext_ = out.next;
+    return st;
+  }
+  int stepsInFlight() const override {
+    return deferred ? int(queued_.size()) : StepRunner::stepsInFlight();
+  }
+
+  Status admit(const StepInputs &in) {
     if (failNext)
       return internalError("injected failure");
     size_t T = in.ids.size();
@@ -80,7 +124,11 @@ public:
       return invalidArgument("no bucket of " + std::to_string(T) + " tokens");
     ++steps;
     // The engine's own checks: every step the scheduler builds must pass.
-    WEFT_RETURN_IF_ERROR(checks_->check("step", in, kVocab));
+    return checks_->check("step", in, kVocab);
+  }
+
+  Status execute(const StepInputs &in, StepOutputs &out) {
+    size_t T = in.ids.size();
     std::map<int, int> rowsOfSlot;
     for (size_t t = 0; t < T; ++t) {
       int slot = in.slots[t];
@@ -110,11 +158,9 @@ public:
       }
       out.next[t] = nextToken(context);
     }
-    if (wantLogits) {
-      out.logits.assign(T * kVocab, 0.0f);
-      for (size_t t = 0; t < T; ++t)
-        out.logits[t * kVocab + size_t(out.next[t])] = 1.0f;
-    }
+    out.logits.assign(in.logitRows.size() * kVocab, 0.0f);
+    for (size_t i = 0; i < in.logitRows.size(); ++i)
+      out.logits[i * kVocab + size_t(out.next[size_t(in.logitRows[i])])] = 1.0f;
     return Status::ok();
   }
 
@@ -126,9 +172,19 @@ public:
   }
 
   bool failNext = false;
+  bool deferred = true; // false: the StepRunner defaults (run at launch)
   int steps = 0, maxChunksInStep = 0, mixedSteps = 0;
+  int maxInFlight = 0, fedTokens = 0;
 
 private:
+  struct Queued {
+    StepInputs in;
+    std::vector<std::vector<int32_t>> tables;
+  };
+  std::vector<Queued> queued_;
+  size_t lastLaunched_ = 0;
+  std::vector<int32_t> lastNext_;
+
   int32_t *at(int slot, int pos) {
     const std::vector<int32_t> &table = tables_[size_t(slot)];
     size_t block = size_t(pos / kv_.blockTokens);
@@ -211,6 +267,10 @@ TEST(SchedulerTest, ManySequencesShareStepsAndChunks) {
   }
   EXPECT_GE(runner.maxChunksInStep, 2); // one step held chunks of two prompts
   EXPECT_GT(runner.mixedSteps, 0);      // and decode tokens beside a chunk
+  // The host built each step while the one before was on the "GPU", and
+  // decode tokens came from there.
+  EXPECT_EQ(runner.maxInFlight, 2);
+  EXPECT_GT(runner.fedTokens, 0);
   EXPECT_EQ(runner.pagesHeld(), 0);
   EXPECT_EQ(s.stats().pagesFree, 256);
 }
@@ -312,6 +372,61 @@ TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
   EXPECT_EQ(b.finish, Finish::Stop);
   size_t stopAt = size_t(std::find(ref.begin(), ref.end(), ref[6]) - ref.begin()) + 1;
   EXPECT_EQ(b.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + long(stopAt)));
+}
+
+TEST(SchedulerTest, RunnersWithoutOverlapGetTheSameOutput) {
+  // The StepRunner defaults: each step runs inside launchStep.
+  FakeRunner runner(4, 6, 16, 24, {1, 2, 4, 8, 16});
+  runner.deferred = false;
+  Scheduler s(runner);
+  std::mt19937 rng(3);
+  std::vector<Collected> c(6);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(randomPrompt(rng, 10));
+    ASSERT_TRUE(s.submit(makeRequest(prompts.back(), 24, c[size_t(i)])).isOk());
+  }
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_GT(s.stats().preemptions, 0u);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(c[size_t(i)].tokens, reference(prompts[size_t(i)], 24)) << i;
+  EXPECT_EQ(runner.pagesHeld(), 0);
+}
+
+TEST(SchedulerTest, LogprobsOfEveryToken) {
+  // The fake's logits are 1 at the next token and 0 elsewhere.
+  FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
+  Scheduler s(runner);
+  std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  std::vector<Event> heard;
+  Request r;
+  r.prompt = prompt;
+  r.maxTokens = 6;
+  r.topLogprobs = 3;
+  r.onEvent = [&](const Event &e) { heard.push_back(e); };
+  ASSERT_TRUE(s.submit(std::move(r)).isOk());
+  Request plain;
+  plain.prompt = {9, 9};
+  plain.maxTokens = 6;
+  plain.onEvent = [&](const Event &e) { EXPECT_TRUE(e.topLogprobs.empty()); };
+  ASSERT_TRUE(s.submit(std::move(plain)).isOk());
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  std::vector<int32_t> ref = reference(prompt, 6);
+  ASSERT_EQ(heard.size(), 6u);
+  float top = 1.0f - std::log(std::exp(1.0f) + float(kVocab - 1));
+  float rest = -std::log(std::exp(1.0f) + float(kVocab - 1));
+  for (size_t i = 0; i < heard.size(); ++i) {
+    EXPECT_EQ(heard[i].token, ref[i]);
+    EXPECT_NEAR(heard[i].logprob, top, 1e-4);
+    ASSERT_EQ(heard[i].topLogprobs.size(), 3u);
+    EXPECT_EQ(heard[i].topLogprobs[0].first, ref[i]);
+    EXPECT_NEAR(heard[i].topLogprobs[0].second, top, 1e-4);
+    EXPECT_NEAR(heard[i].topLogprobs[2].second, rest, 1e-4);
+  }
+  Request tooMany;
+  tooMany.prompt = {1};
+  tooMany.topLogprobs = kMaxTopLogprobs + 1;
+  EXPECT_FALSE(s.submit(std::move(tooMany)).isOk());
 }
 
 TEST(SchedulerTest, RequestsThatCanNeverRunAreRefused) {

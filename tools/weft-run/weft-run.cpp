@@ -146,11 +146,11 @@ int bench(weft::engine::Engine &engine, const std::string &name, int steps, int 
   }
   weft::engine::StepOutputs out;
   for (int i = 0; i < 3; ++i) // warm up: graph recording, cuBLASLt algorithms
-    if (weft::Status s = engine.run(bucket, in, false, out); !s.isOk())
+    if (weft::Status s = engine.run(bucket, in, out); !s.isOk())
       return fail(s.message());
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i)
-    if (weft::Status s = engine.run(bucket, in, false, out); !s.isOk())
+    if (weft::Status s = engine.run(bucket, in, out); !s.isOk())
       return fail(s.message());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("bucket %s: %d tokens, %.3f ms/step, %.1f tokens/s (%d steps, context %d)\n",
