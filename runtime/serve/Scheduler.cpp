@@ -512,6 +512,7 @@ Status Scheduler::step() {
   if (launch) {
     Status st = runner_.launchStep(in);
     ++stats_.steps;
+    ++stats_.stepsBySize[int(in.ids.size())];
     if (!st.isOk())
       return fail(st);
     launched_.push_back(std::move(next));

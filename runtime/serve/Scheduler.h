@@ -84,6 +84,7 @@ struct SchedulerStats {
   int running = 0, waiting = 0;
   int pagesFree = 0, pagesTotal = 0;
   uint64_t steps = 0, preemptions = 0;
+  std::map<int, uint64_t> stepsBySize; // steps launched, by token count
   uint64_t promptTokens = 0, generatedTokens = 0;
 };
 

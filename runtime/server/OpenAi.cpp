@@ -289,21 +289,68 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
       return bad("'stream_options' is only allowed with 'stream': true", "stream_options");
   }
 
-  // Log probabilities need per-token scores from the engine's head, which
-  // plans do not return yet: refused rather than answered without them.
-  bool wantLogprobs = false;
+  // Log-probabilities: chat asks with logprobs (a boolean) and
+  // top_logprobs (0-20); completions with logprobs (an integer, 0-20).
+  int64_t top = 0;
   if (chat) {
-    if (auto e = boolean(body, "logprobs", wantLogprobs))
+    bool wanted = false;
+    if (auto e = boolean(body, "logprobs", wanted))
       return e;
+    if (auto e = integer(body, "top_logprobs", top, given))
+      return e;
+    if (given && !wanted)
+      return bad("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (given && (top < 0 || top > serve::kMaxTopLogprobs))
+      return bad("'top_logprobs' must be 0 to " + std::to_string(serve::kMaxTopLogprobs),
+                 "top_logprobs");
+    if (wanted)
+      r.logprobs = int(top);
   } else {
-    int64_t lp = 0;
-    if (auto e = integer(body, "logprobs", lp, given))
+    if (auto e = integer(body, "logprobs", top, given))
       return e;
-    wantLogprobs = given && lp > 0;
+    if (given && (top < 0 || top > serve::kMaxTopLogprobs))
+      return bad("'logprobs' must be 0 to " + std::to_string(serve::kMaxTopLogprobs), "logprobs");
+    if (given)
+      r.logprobs = int(top);
   }
-  if (wantLogprobs)
-    return bad("'logprobs' is not supported by this server yet", "logprobs");
   return std::nullopt;
+}
+
+json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
+                  const TokenText &text, size_t textOffset) {
+  auto bytes = [](const std::string &s) {
+    json b = json::array();
+    for (unsigned char c : s)
+      b.push_back(int(c));
+    return b;
+  };
+  if (r.chat) {
+    json content = json::array();
+    for (const TokenLogprob &t : tokens) {
+      std::string piece = text(t.token);
+      json top = json::array();
+      for (auto [id, lp] : t.top) {
+        std::string alt = text(id);
+        top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes(alt)}});
+      }
+      content.push_back(
+          {{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob &t : tokens) {
+    std::string piece = text(t.token);
+    toks.push_back(piece);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (auto [id, lp] : t.top)
+      top[text(id)] = lp;
+    tops.push_back(top);
+    offsets.push_back(textOffset);
+    textOffset += piece.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 std::string completionId(bool chat, uint64_t serial) {
@@ -337,8 +384,8 @@ json reason(const char *r) { return r ? json(r) : json(nullptr); }
 
 std::string completionJson(const CompletionRequest &r, const std::string &id, int64_t created,
                            const std::string &model, const std::string &text,
-                           const char *finishReason, const Usage &usage) {
-  json choice = {{"index", 0}, {"finish_reason", reason(finishReason)}, {"logprobs", nullptr}};
+                           const char *finishReason, const Usage &usage, const json &logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", reason(finishReason)}, {"logprobs", logprobs}};
   if (r.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
@@ -354,8 +401,8 @@ std::string completionJson(const CompletionRequest &r, const std::string &id, in
 
 std::string streamChunk(const CompletionRequest &r, const std::string &id, int64_t created,
                         const std::string &model, const std::string &text,
-                        const char *finishReason, bool first) {
-  json choice = {{"index", 0}, {"finish_reason", reason(finishReason)}, {"logprobs", nullptr}};
+                        const char *finishReason, bool first, const json &logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", reason(finishReason)}, {"logprobs", logprobs}};
   if (r.chat) {
     json delta = json::object();
     if (first)

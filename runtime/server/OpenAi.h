@@ -7,7 +7,10 @@
 #include "runtime/base/Status.h"
 #include "runtime/serve/Scheduler.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,8 +48,27 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool includeUsage = false; // stream_options.include_usage
-  int logprobs = 0;          // top logprobs per token wanted (0: none)
+  // Log-probabilities: -1 none; else each token's, with this many most
+  // likely alternatives (chat: logprobs true + top_logprobs; completions:
+  // logprobs N). At most serve::kMaxTopLogprobs.
+  int logprobs = -1;
 };
+
+// One generated token's log-probability and its most likely alternatives.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+// The text of one token (its bytes; they may be part of a character).
+using TokenText = std::function<std::string(int32_t)>;
+
+// The `logprobs` object of a choice for `tokens` in OpenAI's shape: chat
+// {"content": [{token, logprob, bytes, top_logprobs}]}; completions
+// {tokens, token_logprobs, top_logprobs, text_offset}, offsets counted
+// from `textOffset` (the length of the text before these tokens).
+nlohmann::json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
+                            const TokenText &text, size_t textOffset);
 
 // An error the client caused, in OpenAI's shape: HTTP status, message,
 // type and the parameter at fault.
@@ -76,15 +98,18 @@ struct Usage {
 };
 
 // A whole (non-streamed) answer.
+// `logprobs`: the choice's logprobs object, or null.
 std::string completionJson(const CompletionRequest &r, const std::string &id, int64_t created,
                            const std::string &model, const std::string &text,
-                           const char *finishReason, const Usage &usage);
+                           const char *finishReason, const Usage &usage,
+                           const nlohmann::json &logprobs = nullptr);
 // One server-sent event of a stream: "data: {...}\n\n". `text` may be
 // empty; `finishReason` null until the last chunk. A chat stream's first
 // chunk carries the assistant role.
 std::string streamChunk(const CompletionRequest &r, const std::string &id, int64_t created,
                         const std::string &model, const std::string &text,
-                        const char *finishReason, bool first);
+                        const char *finishReason, bool first,
+                        const nlohmann::json &logprobs = nullptr);
 // The usage chunk (stream_options.include_usage): no choices.
 std::string usageChunk(const CompletionRequest &r, const std::string &id, int64_t created,
                        const std::string &model, const Usage &usage);

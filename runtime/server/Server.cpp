@@ -48,36 +48,67 @@ struct Channel {
   std::mutex m;
   std::condition_variable cv;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs; // with each token, when asked for
   serve::Finish finish = serve::Finish::None;
   bool ended = false;
   Clock::time_point submitted, last;
 };
 
-// One request's text so far: the decoded output cut at a stop string, and
-// how much of it can be sent (complete characters, and not what might be
-// the start of a stop string while the request runs).
+// One request's text so far, decoded incrementally: each update decodes
+// only the tokens since the last update and a few before them (a
+// tokenizer may spell a token differently at the start of a text), so a
+// long answer costs linear time. `text` is cut at the first stop string;
+// `ready` is how much of it can be sent (complete characters, and not what
+// might be the start of a stop string while the request runs).
 struct TextState {
-  size_t sent = 0;
+  std::vector<int32_t> tokens; // every token heard
+  size_t prefix = 0, read = 0; // decoded: tokens[0, read); context from prefix
   std::string text;
-  size_t ready = 0;
+  size_t searched = 0;         // text before this has no stop string start
+  bool cut = false;
+  size_t sent = 0, ready = 0;
 };
 
-void updateText(const tokenizer::Tokenizer *tok, const std::vector<int32_t> &tokens,
-                const std::vector<std::string> &stops, bool ended, TextState &t) {
-  if (!tok)
+std::string decodeRange(const tokenizer::Tokenizer &tok, const std::vector<int32_t> &tokens,
+                        size_t from, size_t to) {
+  return tok.decode(std::vector<int32_t>(tokens.begin() + long(from), tokens.begin() + long(to)),
+                    /*skipSpecial=*/true);
+}
+
+void updateText(const tokenizer::Tokenizer *tok, const std::vector<std::string> &stops,
+                bool ended, TextState &t) {
+  if (!tok || t.cut)
     return;
-  t.text = tok->decode(tokens, /*skipSpecial=*/true);
-  size_t cut = std::string::npos;
+  if (t.read < t.tokens.size()) {
+    std::string before = decodeRange(*tok, t.tokens, t.prefix, t.read);
+    std::string after = decodeRange(*tok, t.tokens, t.prefix, t.tokens.size());
+    if (after.compare(0, before.size(), before) != 0) {
+      // The new tokens respelled the old ones: decode everything again.
+      t.text = tok->decode(t.tokens, true);
+      t.prefix = t.read = t.tokens.size();
+      t.searched = 0;
+    } else {
+      std::string added = after.substr(before.size());
+      // A character split across tokens waits for its last byte.
+      if (ended || incompleteTail(added) == 0) {
+        t.text += added;
+        t.prefix = t.read;
+        t.read = t.tokens.size();
+      }
+    }
+  }
   size_t longest = 0;
-  for (const std::string &s : stops) {
-    longest = std::max(longest, s.size());
-    size_t at = t.text.find(s);
+  size_t cut = std::string::npos;
+  for (const std::string &stop : stops) {
+    longest = std::max(longest, stop.size());
+    size_t at = t.text.find(stop, t.searched);
     if (at != std::string::npos)
       cut = std::min(cut, at);
   }
   if (cut != std::string::npos) {
     t.text.resize(cut);
     t.ready = cut;
+    t.cut = true;
     return;
   }
   size_t ready = t.text.size();
@@ -85,6 +116,7 @@ void updateText(const tokenizer::Tokenizer *tok, const std::vector<int32_t> &tok
     ready -= incompleteTail(t.text);
     ready = longest > 1 && ready >= longest - 1 ? ready - (longest - 1) : (longest > 1 ? 0 : ready);
   }
+  t.searched = longest > 1 && t.text.size() >= longest - 1 ? t.text.size() - (longest - 1) : 0;
   t.ready = std::max(ready, t.sent);
 }
 
@@ -282,8 +314,10 @@ struct Server::Impl {
     sr.sampling = r.sampling;
     sr.stopTokens = opt.stopTokens;
     sr.stopStrings = r.stop;
+    sr.topLogprobs = r.logprobs;
+    bool wantLogprobs = r.logprobs >= 0;
     int promptTokens = int(prompt.size());
-    sr.onEvent = [this, channel, promptTokens](const serve::Event &e) {
+    sr.onEvent = [this, channel, promptTokens, wantLogprobs](const serve::Event &e) {
       auto now = Clock::now();
       std::lock_guard<std::mutex> l(channel->m);
       if (e.token >= 0) {
@@ -292,6 +326,8 @@ struct Server::Impl {
         else
           metrics.observeInterToken(seconds(now - channel->last));
         channel->tokens.push_back(e.token);
+        if (wantLogprobs)
+          channel->logprobs.push_back({e.token, e.logprob, e.topLogprobs});
         channel->last = now;
       }
       if (e.finish != serve::Finish::None) {
@@ -321,48 +357,70 @@ struct Server::Impl {
       }
       finished(requestId);
       TextState t;
-      updateText(tok, channel->tokens, r.stop, true, t);
+      t.tokens = channel->tokens;
+      updateText(tok, r.stop, true, t);
       Usage u{promptTokens, int(channel->tokens.size())};
+      nlohmann::json lp = wantLogprobs ? logprobsJson(r, channel->logprobs, tokenText(), 0)
+                                       : nlohmann::json(nullptr);
       res.set_content(completionJson(r, cid, created, opt.modelName, t.text,
-                                     finishReasonName(channel->finish), u),
+                                     finishReasonName(channel->finish), u, lp),
                       "application/json");
       return;
     }
 
-    auto text = std::make_shared<TextState>();
-    auto first = std::make_shared<bool>(true);
+    // The stream's state, touched only by the content provider.
+    struct StreamState {
+      TextState text;
+      bool first = true;
+      size_t logprobsSent = 0, textOffset = 0;
+    };
+    auto state = std::make_shared<StreamState>();
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, parsed, channel, text, first, cid, created, promptTokens](size_t,
-                                                                        httplib::DataSink &sink) {
-          std::vector<int32_t> tokens;
+        [this, parsed, channel, state, cid, created, promptTokens,
+         wantLogprobs](size_t, httplib::DataSink &sink) {
           bool ended;
           serve::Finish finish;
+          std::vector<TokenLogprob> newLogprobs;
+          TextState &text = state->text;
           {
             std::unique_lock<std::mutex> l(channel->m);
             channel->cv.wait_for(l, std::chrono::milliseconds(200), [&] {
-              return channel->ended || channel->tokens.size() > 0;
+              return channel->ended || channel->tokens.size() > text.tokens.size();
             });
-            tokens = channel->tokens;
+            // Only what is new is copied.
+            text.tokens.insert(text.tokens.end(),
+                               channel->tokens.begin() + long(text.tokens.size()),
+                               channel->tokens.end());
+            newLogprobs.assign(channel->logprobs.begin() + long(state->logprobsSent),
+                               channel->logprobs.end());
             ended = channel->ended;
             finish = channel->finish;
           }
-          updateText(tok, tokens, parsed->stop, ended, *text);
+          size_t tokens = text.tokens.size();
+          updateText(tok, parsed->stop, ended, text);
           std::string out;
-          if (text->ready > text->sent || *first) {
+          if (text.ready > text.sent || state->first || !newLogprobs.empty()) {
+            nlohmann::json lp = nullptr;
+            if (wantLogprobs) {
+              lp = logprobsJson(*parsed, newLogprobs, tokenText(), state->textOffset);
+              for (const TokenLogprob &t : newLogprobs)
+                state->textOffset += tokenText()(t.token).size();
+              state->logprobsSent += newLogprobs.size();
+            }
             out += streamChunk(*parsed, cid, created, opt.modelName,
-                               text->text.substr(text->sent, text->ready - text->sent),
-                               nullptr, *first);
-            text->sent = text->ready;
-            *first = false;
+                               text.text.substr(text.sent, text.ready - text.sent), nullptr,
+                               state->first, lp);
+            text.sent = text.ready;
+            state->first = false;
           }
           if (ended) {
             out += streamChunk(*parsed, cid, created, opt.modelName, "",
                                finishReasonName(finish), false);
             if (parsed->includeUsage)
               out += usageChunk(*parsed, cid, created, opt.modelName,
-                                {promptTokens, int(tokens.size())});
+                                {promptTokens, int(tokens)});
             out += streamDone();
           }
           if (!out.empty() && !sink.write(out.data(), out.size()))
@@ -374,7 +432,7 @@ struct Server::Impl {
           // Wait for more only once the tokens seen here are sent.
           std::unique_lock<std::mutex> l(channel->m);
           channel->cv.wait_for(l, std::chrono::milliseconds(200), [&] {
-            return channel->ended || channel->tokens.size() > tokens.size();
+            return channel->ended || channel->tokens.size() > tokens;
           });
           return sink.is_writable ? sink.is_writable() : true;
         },
@@ -387,6 +445,14 @@ struct Server::Impl {
           }
           finished(requestId);
         });
+  }
+
+  // A token's text for log-probabilities: its bytes, as the scheduler
+  // reads them for stop strings; its id in brackets without a tokenizer.
+  TokenText tokenText() const {
+    if (opt.scheduler.tokenText)
+      return opt.scheduler.tokenText;
+    return [](int32_t t) { return "[" + std::to_string(t) + "]"; };
   }
 
   void finished(uint64_t id) {

@@ -77,6 +77,13 @@ public:
       // reason about (one byte a token).
       out.next[t] = letters_[h % letters_.size()];
     }
+    // Logits: 2 at the next token, 1 at the token after it, 0 elsewhere.
+    out.logits.assign(in.logitRows.size() * size_t(vocab_), 0.0f);
+    for (size_t i = 0; i < in.logitRows.size(); ++i) {
+      int32_t next = out.next[size_t(in.logitRows[i])];
+      out.logits[i * size_t(vocab_) + size_t(next)] = 2.0f;
+      out.logits[i * size_t(vocab_) + size_t((next + 1) % vocab_)] = 1.0f;
+    }
     return Status::ok();
   }
   int pagesInUse() {

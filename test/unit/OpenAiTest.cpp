@@ -106,7 +106,8 @@ TEST(OpenAiTest, BadRequestsNameTheField) {
   expectError(R"({"model": "m", "prompt": "x", "stream": "yes"})", false, "must be a boolean", "stream");
   expectError(R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})", false,
               "only allowed with 'stream': true", "stream_options");
-  expectError(R"({"model": "m", "prompt": "x", "logprobs": 5})", false, "not supported", "logprobs");
+  expectError(R"({"model": "m", "prompt": "x", "logprobs": 21})", false, "0 to 20", "logprobs");
+  expectError(R"({"model": "m", "prompt": "x", "logprobs": true})", false, "integer", "logprobs");
   expectError("{\"model\": \"m\", \"prompt\": \"" + std::string((1u << 20) + 1, 'x') + "\"}",
               false, "this server takes at most 1048576", "prompt");
   expectError(R"({"model": "m", "messages": []})", true, "non-empty array", "messages");
@@ -117,8 +118,44 @@ TEST(OpenAiTest, BadRequestsNameTheField) {
               "messages[0].content");
   expectError(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
               true, "only parts of type 'text'", "messages[0].content");
-  expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true})",
-              true, "not supported", "logprobs");
+  expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})",
+              true, "boolean", "logprobs");
+  expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+              true, "needs 'logprobs': true", "top_logprobs");
+  expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                 "logprobs": true, "top_logprobs": 30})",
+              true, "0 to 20", "top_logprobs");
+}
+
+TEST(OpenAiTest, LogprobsInBothShapes) {
+  TokenText text = [](int32_t t) { return std::string(1, char('a' + t)); };
+  std::vector<TokenLogprob> toks = {{0, -0.5f, {{0, -0.5f}, {1, -1.5f}}}, {2, -0.25f, {{2, -0.25f}, {0, -2.0f}}}};
+  CompletionRequest chat;
+  ASSERT_FALSE(parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                        "logprobs": true, "top_logprobs": 2})", true, chat));
+  EXPECT_EQ(chat.logprobs, 2);
+  json c = logprobsJson(chat, toks, text, 0);
+  ASSERT_EQ(c["content"].size(), 2u);
+  EXPECT_EQ(c["content"][1]["token"], "c");
+  EXPECT_FLOAT_EQ(c["content"][1]["logprob"].get<float>(), -0.25f);
+  EXPECT_EQ(c["content"][1]["bytes"], json::array({99}));
+  EXPECT_EQ(c["content"][0]["top_logprobs"][1]["token"], "b");
+  EXPECT_FLOAT_EQ(c["content"][0]["top_logprobs"][1]["logprob"].get<float>(), -1.5f);
+  CompletionRequest plainChat;
+  ASSERT_FALSE(parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                        "logprobs": false})", true, plainChat));
+  EXPECT_EQ(plainChat.logprobs, -1);
+
+  CompletionRequest legacy;
+  ASSERT_FALSE(parse(R"({"model": "m", "prompt": "x", "logprobs": 0})", false, legacy));
+  EXPECT_EQ(legacy.logprobs, 0);
+  json l = logprobsJson(legacy, toks, text, 7);
+  EXPECT_EQ(l["tokens"], json::array({"a", "c"}));
+  EXPECT_EQ(l["text_offset"], json::array({7, 8}));
+  EXPECT_FLOAT_EQ(l["token_logprobs"][0].get<float>(), -0.5f);
+  EXPECT_FLOAT_EQ(l["top_logprobs"][1]["a"].get<float>(), -2.0f);
+  json whole = json::parse(completionJson(legacy, "cmpl-1", 1, "m", "ac", "length", {1, 2}, l));
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["tokens"][1], "c");
 }
 
 TEST(OpenAiTest, AnswerAndChunkShapes) {

@@ -159,6 +159,59 @@ TEST_F(ServerTest, CompletionAndItsStreamAgree) {
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
 }
 
+TEST_F(ServerTest, LogprobsWithEveryToken) {
+  StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::parse(
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>", "t.jinja");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  ServerOptions o;
+  o.chatTemplate = &*t;
+  startServer(o);
+  // The fake's logits are 2 at the token it picks, 1 at the next id, 0
+  // elsewhere: log-probabilities follow from the vocabulary size.
+  double z = std::log(std::exp(2.0) + std::exp(1.0) + double(tok->vocabSize() - 2));
+  json b = body("Hello world", 6);
+  b["logprobs"] = 2;
+  httplib::Result r = post("/v1/completions", b);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json a = json::parse(r->body);
+  json lp = a["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  std::string joined;
+  for (size_t i = 0; i < 6; ++i) {
+    joined += lp["tokens"][i].get<std::string>();
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), 2.0 - z, 1e-4);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+    EXPECT_EQ(lp["text_offset"][i], int(i));
+  }
+  EXPECT_EQ(joined, a["choices"][0]["text"].get<std::string>());
+
+  // Streamed chat: every token's entry arrives once, beside its text.
+  json c = {{"model", "fake"},
+            {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+            {"max_tokens", 5},
+            {"stream", true},
+            {"logprobs", true},
+            {"top_logprobs", 1}};
+  Streamed st = stream(c, "/v1/chat/completions");
+  ASSERT_TRUE(st.done) << st.raw;
+  std::string content, fromLogprobs;
+  size_t entries = 0;
+  for (const json &e : st.events) {
+    const json &choice = e["choices"][0];
+    content += choice["delta"].value("content", "");
+    if (choice["logprobs"].is_object())
+      for (const json &t : choice["logprobs"]["content"]) {
+        ++entries;
+        fromLogprobs += t["token"].get<std::string>();
+        EXPECT_NEAR(t["logprob"].get<double>(), 2.0 - z, 1e-4);
+        EXPECT_EQ(t["top_logprobs"].size(), 1u);
+      }
+  }
+  EXPECT_EQ(entries, 5u);
+  EXPECT_EQ(fromLogprobs, content);
+}
+
 TEST_F(ServerTest, StopStringsCutTheText) {
   startServer();
   httplib::Result r = post("/v1/completions", body("abc", 40));

@@ -168,6 +168,7 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
   using Clock = std::chrono::steady_clock;
   struct Result {
     std::vector<int32_t> tokens;
+    std::vector<Clock::time_point> times; // when each token was heard
     std::vector<float> logits;
     Clock::time_point first, last;
     std::string finish;
@@ -190,6 +191,7 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
         if (res->tokens.empty())
           res->first = now;
         res->tokens.push_back(e.token);
+        res->times.push_back(now);
       }
       if (e.promptLogits)
         res->logits = *e.promptLogits;
@@ -225,6 +227,18 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
   double mean = 0;
   for (double v : perSequence)
     mean += v / double(perSequence.size());
+  // The decode phase: from the moment every sequence had its first token
+  // (every prompt done) to the end, the tokens heard in between.
+  Clock::time_point allStarted = start, end = start;
+  for (const Result &r : results) {
+    allStarted = std::max(allStarted, r.first);
+    end = std::max(end, r.last);
+  }
+  uint64_t decodeTokens = 0;
+  for (const Result &r : results)
+    for (Clock::time_point t : r.times)
+      decodeTokens += t > allStarted;
+  double decodeSeconds = std::chrono::duration<double>(end - allStarted).count();
   weft::serve::SchedulerStats st = scheduler.stats();
   std::printf("loaded in %.2f s; %zu sequences, %llu prompt and %llu generated tokens in "
               "%.3f s over %llu steps (%llu preemptions)\n",
@@ -235,6 +249,13 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
               "(tokens over time from the start); first token %.1f ms p50, %.1f ms max\n",
               generated / seconds, mean, percentile(perSequence, 0.1),
               percentile(ttft, 0.5) * 1e3, percentile(ttft, 1.0) * 1e3);
+  std::printf("steps by size:");
+  for (auto [size, count] : st.stepsBySize)
+    std::printf(" %d:%llu", size, (unsigned long long)count);
+  std::printf("\n");
+  if (decodeSeconds > 0)
+    std::printf("decode phase (every prompt done): %llu tokens in %.3f s, %.1f generated tok/s\n",
+                (unsigned long long)decodeTokens, decodeSeconds, double(decodeTokens) / decodeSeconds);
   if (!dumpLogits.empty()) {
     std::ofstream f(dumpLogits, std::ios::binary);
     for (const Result &r : results)
