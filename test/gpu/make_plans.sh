@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles everything the GPU checks run, into DIR (default .gpu/): plans,
 # the config.json of every model they were compiled from, checks.jsonl
-# (what check_plans.py runs) and the weft-run binary.
+# (what check_plans.py runs), the weft-run, weft-serve and weft-bench
+# binaries and a chat template for bench_serve.sh.
 #   test/gpu/make_plans.sh [DIR]        (here: needs the full build)
 #   test/gpu/run_all.sh DIR             (there: checks, then benchmarks)
 # Every plan is emitted for sm_90 (--arch), so 3090+3060 partitions run on an
@@ -170,7 +171,10 @@ check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 
 rm -rf "$out/ckpt"
 
 rm -rf "$out/pyfb" "$out"/*.whl
-if [[ -x "$build/tools/weft-run/weft-run" ]]; then
-  cp "$build/tools/weft-run/weft-run" "$out/"
-fi
+for tool in weft-run weft-serve weft-bench; do
+  if [[ -x "$build/tools/$tool/$tool" ]]; then
+    cp "$build/tools/$tool/$tool" "$out/"
+  fi
+done
+cp "$root/test/chat/templates/llama3_style.jinja" "$out/"
 echo "$(wc -l < "$checks") checks, $(ls "$out"/*.weft | wc -l) plans in $out"

@@ -68,6 +68,16 @@ TEST_F(LoadGeneratorTest, ClosedLoopUsersAreAllAnsweredAndTimed) {
   o.users = 2;
   o.requestsPerUser = 1;
   EXPECT_EQ(runLoad(o).errors, 0);
+  // Token-id prompts of a fixed length, through /v1/completions.
+  o.longContext = false;
+  o.chat = false;
+  o.promptIds = 32;
+  o.promptIdLimit = 200; // the fixture tokenizer's vocabulary is small
+  results.clear();
+  Summary ids = runLoad(o, &results);
+  EXPECT_EQ(ids.errors, 0) << (ids.firstErrors.empty() ? "" : ids.firstErrors[0]);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].outputTokens, 16);
 }
 
 TEST_F(LoadGeneratorTest, PoissonArrivals) {

@@ -72,7 +72,7 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const std::string &text) {
+RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const json &text) {
   RequestResult r;
   json body = {{"model", o.model},
                {"max_tokens", o.maxTokens},
@@ -172,7 +172,13 @@ std::unique_ptr<httplib::Client> makeClient(const LoadOptions &o) {
   return c;
 }
 
-std::string promptFor(const LoadOptions &o, std::mt19937_64 &rng) {
+json promptFor(const LoadOptions &o, std::mt19937_64 &rng) {
+  if (o.promptIds > 0) {
+    json ids = json::array();
+    for (int i = 0; i < o.promptIds; ++i)
+      ids.push_back(100 + int(rng() % uint64_t(std::max(1, o.promptIdLimit - 100))));
+    return ids;
+  }
   const std::vector<std::string> &p = shortPrompts();
   std::string text = p[rng() % p.size()];
   return o.longContext ? longParagraph() + text : text;
@@ -197,7 +203,7 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
     double at = 0;
     for (int i = 0; i < total; ++i) {
       at += gap(rng);
-      std::string text = promptFor(o, rng);
+      json text = promptFor(o, rng);
       threads.emplace_back([&, at, text] {
         std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(at)));
@@ -261,6 +267,7 @@ std::string summariesJson(const std::vector<Summary> &levels, const LoadOptions 
             {"model", o.model},
             {"max_tokens", o.maxTokens},
             {"long_context", o.longContext},
+            {"prompt_ids", o.promptIds},
             {"levels", json::array()}};
   for (const Summary &s : levels)
     j["levels"].push_back({{"users", s.users},

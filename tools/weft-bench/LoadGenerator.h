@@ -22,6 +22,11 @@ struct LoadOptions {
   int requests = 0;           // with rate: how many in all (0: users x requestsPerUser)
   int maxTokens = 100;
   bool longContext = false;   // prepend a ~250-token paragraph to each prompt
+  // > 0: prompts of this many random token ids in [100, promptIdLimit)
+  // instead of text (completions only): the same prompt length on any
+  // tokenizer. Every Llama, Mistral and Qwen2 vocabulary has 32,000 ids.
+  int promptIds = 0;
+  int promptIdLimit = 32000;
   uint64_t seed = 1;
   double timeoutSeconds = 600;
 };

@@ -36,7 +36,8 @@ bool parseNumber(const std::string &s, double lo, double hi, double &out) {
 const char *kUsage =
     "usage: weft-bench --model NAME [--url http://HOST:PORT] [--endpoint chat|completions]\n"
     "                  [--users 1,10,50,100] [--requests-per-user 10] [--rate R --requests N]\n"
-    "                  [--max-tokens 100] [--long-context] [--api-key KEY] [--seed S]\n"
+    "                  [--max-tokens 100] [--long-context | --prompt-ids N] [--api-key KEY]\n"
+    "                  [--seed S]\n"
     "                  [--json FILE] [--svg FILE]\n";
 
 } // namespace
@@ -104,6 +105,10 @@ int main(int argc, char **argv) {
       o.maxTokens = int(v);
     } else if (a == "--long-context") {
       o.longContext = true;
+    } else if (a == "--prompt-ids") {
+      if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
+        return fail("--prompt-ids: expected a positive integer");
+      o.promptIds = int(v);
     } else if (a == "--api-key") {
       o.apiKey = value();
     } else if (a == "--seed") {
@@ -130,6 +135,11 @@ int main(int argc, char **argv) {
                 " conflicts with --rate: --rate sends Poisson arrivals, not closed-loop users");
   if (gaveRequests && o.rate <= 0)
     return fail("--requests needs --rate (closed-loop runs send --requests-per-user per user)");
+  if (o.promptIds > 0 && o.chat)
+    return fail("--prompt-ids sends token ids, which only /v1/completions takes: add "
+                "--endpoint completions");
+  if (o.promptIds > 0 && o.longContext)
+    return fail("--prompt-ids and --long-context: expected one of them");
   if (o.rate > 0)
     levels = {0};
   std::printf("| users | requests | errors | tok/s per request (mean / p50 / p10 / p1) | "
