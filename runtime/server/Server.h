@@ -36,6 +36,11 @@ struct ServerOptions {
   serve::SchedulerOptions scheduler;
 };
 
+// The options of the listening socket: SO_REUSEADDR (not SO_REUSEPORT:
+// a second server must fail on a busy port) and TCP_NODELAY, which the
+// connections it accepts inherit (streams write one small event a token).
+void setListenSocketOptions(int socket);
+
 class Server {
 public:
   // `runner` and `tokenizer` must outlive the server; without a tokenizer,

@@ -6,16 +6,17 @@
 # In one run: decode_b100 alone (weft-run --bench), then weft-serve with
 # random weights, a synthetic 128,256-token tokenizer and the Llama 3 style
 # chat template; one chat request with logprobs checked for shape; weft-bench
-# at 1 and 100 users (chat, streamed, max_tokens 100, 3 requests each);
-# serve_load.py at 100 users (completions of 32 token ids) for the same
-# shapes as weft-run --prompts; SIGTERM and the exit code. Prints a table
-# last; OUT keeps bench.json and bench.svg.
+# at 1 and 100 users (completions of 32 token ids, streamed, max_tokens 100,
+# 3 requests each) and at 100 users on the chat route; serve_load.py at 100
+# users (the Python client, same shapes); SIGTERM and the exit code. Prints
+# a table last; OUT keeps bench.json and bench.svg. WEFT_SERVE_PLAN picks
+# another plan.
 set -uo pipefail
 dir="${1:-.gpu}"
 out="${2:-$dir/results}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
-plan="$dir/llama8b-fp16-b100.weft"
+plan="${WEFT_SERVE_PLAN:-$dir/llama8b-fp16-b100.weft}"
 port=8411
 url="http://127.0.0.1:$port"
 
@@ -52,8 +53,14 @@ print(f"chat with logprobs: {a['usage']['completion_tokens']} tokens, "
       f"top-5 shape {'ok' if ok else 'WRONG'}")
 PY
 
-"$dir/weft-bench" --model llama --url "$url" --endpoint chat --users 1,100 --requests-per-user 3 \
-  --max-tokens 100 --json "$out/bench.json" --svg "$out/bench.svg" 2>&1 | tee "$out/bench.txt"
+# The reference workload: 32-token prompts (token ids), 100 new tokens.
+"$dir/weft-bench" --model llama --url "$url" --endpoint completions --prompt-ids 32 \
+  --users 1,100 --requests-per-user 3 --max-tokens 100 --json "$out/bench.json" \
+  --svg "$out/bench.svg" 2>&1 | tee "$out/bench.txt"
+# The chat route under load (the synthetic tokenizer spells the template
+# and the instruction byte by byte: ~240-token prompts).
+"$dir/weft-bench" --model llama --url "$url" --endpoint chat --users 100 --requests-per-user 1 \
+  --max-tokens 100 --json "$out/bench-chat.json" 2>&1 | tee "$out/bench-chat.txt"
 python3 "$here/serve_load.py" "$url" llama --users 100 --rounds 3 --prompt-tokens 32 \
   --max-tokens 100 2>&1 | tee "$out/serve_load.txt"
 curl -s "$url/metrics" | grep -E "^weft_(requests_total|generated_tokens_total|prompt_tokens_total)" \
@@ -66,4 +73,6 @@ echo
 echo "== serving =="
 echo "$bucket"
 grep -E "^\|" "$out/bench.txt" | head -8
+echo "chat route, 100 users:"
+grep -E "^\| 100" "$out/bench-chat.txt"
 tail -3 "$out/serve_load.txt"

@@ -6,6 +6,12 @@
 #include "test/unit/FakeEngine.h"
 
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -157,6 +163,35 @@ TEST_F(ServerTest, CompletionAndItsStreamAgree) {
   EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(events.back()["choices"].empty());
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
+}
+
+TEST(ServerSocketTest, AcceptedConnectionsSendWithoutDelay) {
+  // Nagle's algorithm would hold each streamed event behind the client's
+  // delayed ACK of the one before: the connections the server accepts
+  // must have TCP_NODELAY, inherited from the listening socket.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  setListenSocketOptions(listener);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  int accepted = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  int on = 0;
+  socklen_t size = sizeof on;
+  ASSERT_EQ(::getsockopt(accepted, IPPROTO_TCP, TCP_NODELAY, &on, &size), 0);
+  EXPECT_NE(on, 0);
+  ASSERT_EQ(::getsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, &size), 0);
+  EXPECT_NE(on, 0);
+  ::close(accepted);
+  ::close(client);
+  ::close(listener);
 }
 
 TEST_F(ServerTest, LogprobsWithEveryToken) {

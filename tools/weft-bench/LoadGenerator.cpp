@@ -169,6 +169,7 @@ std::unique_ptr<httplib::Client> makeClient(const LoadOptions &o) {
   c->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
   c->set_connection_timeout(30);
   c->set_keep_alive(true);
+  c->set_tcp_nodelay(true); // a request is not held behind the last one's ACK
   return c;
 }
 
