@@ -48,7 +48,7 @@ struct DefaultPipelineOptions : PassPipelineOptions<DefaultPipelineOptions> {
       *this, "decode-buckets",
       llvm::cl::desc("Explicit decode bucket sizes (overrides max-batch)")};
   ListOption<int64_t> prefillChunks{
-      *this, "prefill-chunks", llvm::cl::desc("Prefill chunk sizes (default 512)")};
+      *this, "prefill-chunks", llvm::cl::desc("Prefill chunk sizes (default: the largest decode bucket + 64 rounded up to 64 when under 512, and 512)")};
 };
 
 } // namespace

@@ -24,7 +24,7 @@ namespace weft {
 struct CompileOptions {
   int64_t maxBatch = 64;
   std::vector<int64_t> decodeBuckets; // empty: powers of two up to maxBatch
-  std::vector<int64_t> prefillChunks; // empty: {512}
+  std::vector<int64_t> prefillChunks; // empty: {largest decode + 64 rounded to 64 if < 512, 512}
 };
 
 // Clean up and fuse into kernel regions (the graph keeps @forward).

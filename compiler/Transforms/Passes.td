@@ -286,7 +286,7 @@ def SpecializePass : Pass<"weft-specialize", "mlir::ModuleOp"> {
     ListOption<"decodeBuckets", "decode-buckets", "int64_t",
                "Explicit decode bucket sizes (overrides max-batch)">,
     ListOption<"prefillChunks", "prefill-chunks", "int64_t",
-               "Prefill chunk sizes (default: 512)">,
+               "Prefill chunk sizes (default: the largest decode bucket + 64, rounded up to 64, when under 512; and 512)">,
   ];
   let dependentDialects = ["::weft::WeftDialect", "::mlir::func::FuncDialect"];
 }

@@ -10,6 +10,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace weft {
@@ -51,8 +53,17 @@ struct SpecializePass : impl::SpecializePassBase<SpecializePass> {
       decode.push_back(maxBatch);
     }
     SmallVector<int64_t> prefill(prefillChunks.begin(), prefillChunks.end());
-    if (prefill.empty())
+    if (prefill.empty()) {
+      // A chunk that holds the largest decode batch and a short prompt
+      // beside it: without one, a step with a new prompt among the decode
+      // tokens pads to 512 (one H200, Llama 3.1 8B: 14.4 ms a step against
+      // 6.1 ms for 160 tokens and 5.7 ms for 100 decode tokens alone).
+      int64_t largest = *std::max_element(decode.begin(), decode.end());
+      int64_t mixed = (largest + 64 + 63) / 64 * 64;
+      if (mixed < 512)
+        prefill.push_back(mixed);
       prefill.push_back(512);
+    }
     for (int64_t n : decode)
       variants.push_back({"decode_b" + std::to_string(n), n});
     for (int64_t n : prefill)

@@ -21,8 +21,11 @@
 // CHECK-SAME: -> tensor<16x64xf16> attributes {weft.tokens = 16 : i64}
 // CHECK: tokens = 16 : i64
 
+// Without prefill chunks given: one that holds the largest decode batch and
+// 64 prompt tokens (rounded up to 64), and 512.
 // EXPLICIT-NOT: func.func @decode_b1
 // EXPLICIT: func.func @decode_b8
+// EXPLICIT: func.func @prefill_c128
 // EXPLICIT: func.func @prefill_c512
 module {
   func.func @forward(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %slots: tensor<?xi32>, %cache: !cache) -> tensor<?x64xf16> {

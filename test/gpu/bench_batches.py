@@ -145,7 +145,7 @@ def main():
         for _ in range(100):
             f.write(",".join(map(str, torch.randint(3, 128000, (32,), generator=g).tolist())) + "\n")
         prompts = f.name
-    names = [f"decode_b{b}" for b in BUCKETS] + ["prefill_c512"]
+    names = [f"decode_b{b}" for b in BUCKETS] + ["prefill_c192", "prefill_c512"]
     s = subprocess.run([run, plan, "--random-weights", "--quiet", "--bench", ",".join(names),
                         "--bench-context", "80", "--bench-steps", "50", "--prompts", prompts,
                         "--max-tokens", "100"], capture_output=True, text=True)

@@ -6,8 +6,9 @@
 # In one run: decode_b100 alone (weft-run --bench), then weft-serve with
 # random weights, a synthetic 128,256-token tokenizer and the Llama 3 style
 # chat template; one chat request with logprobs checked for shape; weft-bench
-# at 1 and 100 users (completions of 32 token ids, streamed, max_tokens 100,
-# 3 requests each) and at 100 users on the chat route; serve_load.py at 100
+# at 1, 10, 50 and 100 users (completions of 32 token ids, streamed,
+# max_tokens 100, 3 requests each), with Poisson arrivals at 150/s, and at
+# 100 users on the chat route; serve_load.py at 100
 # users (the Python client, same shapes); SIGTERM and the exit code. Prints
 # a table last; OUT keeps bench.json and bench.svg. WEFT_SERVE_PLAN picks
 # another plan.
@@ -55,8 +56,12 @@ PY
 
 # The reference workload: 32-token prompts (token ids), 100 new tokens.
 "$dir/weft-bench" --model llama --url "$url" --endpoint completions --prompt-ids 32 \
-  --users 1,100 --requests-per-user 3 --max-tokens 100 --json "$out/bench.json" \
+  --users 1,10,50,100 --requests-per-user 3 --max-tokens 100 --json "$out/bench.json" \
   --svg "$out/bench.svg" 2>&1 | tee "$out/bench.txt"
+# Open loop: Poisson arrivals at 150 requests/s (above what 100 users ask).
+"$dir/weft-bench" --model llama --url "$url" --endpoint completions --prompt-ids 32 \
+  --rate 150 --requests 450 --max-tokens 100 --json "$out/bench-poisson.json" 2>&1 \
+  | tee "$out/bench-poisson.txt"
 # The chat route under load (the synthetic tokenizer spells the template
 # and the instruction byte by byte: ~240-token prompts).
 "$dir/weft-bench" --model llama --url "$url" --endpoint chat --users 100 --requests-per-user 1 \
@@ -73,6 +78,8 @@ echo
 echo "== serving =="
 echo "$bucket"
 grep -E "^\|" "$out/bench.txt" | head -8
+echo "Poisson, 150 requests/s:"
+grep -E "^\| rate" "$out/bench-poisson.txt"
 echo "chat route, 100 users:"
 grep -E "^\| 100" "$out/bench-chat.txt"
 tail -3 "$out/serve_load.txt"

@@ -155,7 +155,8 @@ done < "$out/random.txt"
 model llama8b 32 '{}'
 build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 32 -o "$out/llama8b-fp16.weft"
 check "Llama-3.1-8B, all 32 layers" llama8b-fp16.weft cfg/llama8b float16 8 32 1
-build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 --prefill-chunks 512 \
+# Default prefill chunks: 192 (100 decode tokens and a short prompt) and 512.
+build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 \
   -o "$out/llama8b-fp16-b100.weft"
 for g in 8 16; do # the default switches at 4 tokens; the sweep compares
   build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 --prefill-chunks 512 \

@@ -65,7 +65,7 @@ cl::list<int64_t> decodeBuckets("decode-buckets",
                                 cl::desc("Explicit decode bucket sizes"),
                                 cl::CommaSeparated, cl::cat(category));
 cl::list<int64_t> prefillChunks("prefill-chunks",
-                                cl::desc("Prefill chunk sizes (default 512)"),
+                                cl::desc("Prefill chunk sizes (default: the largest decode batch + 64 rounded up to 64 when under 512, and 512)"),
                                 cl::CommaSeparated, cl::cat(category));
 cl::opt<int64_t> contextLength("context",
                                cl::desc("Maximum tokens per sequence (KV cache "
