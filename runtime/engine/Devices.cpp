@@ -101,8 +101,6 @@ Status DeviceSet::setUp(const fb::Plan &plan, const EngineOptions &options) {
     WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
     WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");
     WEFT_CUDA(cudaEventCreateWithFlags(&dev.join, cudaEventDisableTiming), "event");
-    for (cudaEvent_t &e : dev.stepDone)
-      WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
     StatusOr<std::unique_ptr<gpu::GemmRunner>> g =
         gpu::GemmRunner::create(dev.gpu, kGemmWorkspace);
     if (!g.isOk())

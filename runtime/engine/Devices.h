@@ -29,7 +29,10 @@ struct Device {
   cudaEvent_t done = nullptr;
   cudaEvent_t join = nullptr; // forks and joins graph captures and launches
   // Recorded at the end of each step in flight (by its staging slot).
-  std::array<cudaEvent_t, 2> stepDone{};
+  std::vector<cudaEvent_t> stepDone;
+  // Each slot's sampled tokens, saved after its step for later steps that
+  // take tokens from it (StepInputs::feed).
+  std::vector<void *> savedNext;
   // Pinned host memory allocated on this device (staging), freed with it.
   std::vector<void *> hostAllocations;
   std::vector<CUfunction> functions;

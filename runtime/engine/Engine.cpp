@@ -68,6 +68,11 @@ struct Engine::Impl {
     freeLogitStaging();
     for (auto &[bucket, g] : graphs)
       cudaGraphExecDestroy(g);
+    for (auto &[key, g] : segmentGraphs)
+      cudaGraphExecDestroy(g);
+    for (cudaEvent_t e : copyEvents)
+      if (e)
+        cudaEventDestroy(e);
     for (auto &[group, list] : comms)
       for (gpu::NcclComm c : list)
         nccl->destroy(c);
@@ -220,7 +225,8 @@ struct Engine::Impl {
 
   // Pinned host memory of one step in flight: its inputs on the way in,
   // a copy of the block tables, its tokens and logits on the way back.
-  // Two slots: the host fills one while the GPU reads the other.
+  // One slot per step in flight: the host fills one while the GPU reads
+  // the others.
   static constexpr int kStagedInputs = 7;
   struct HostStage {
     int32_t *inputs = nullptr; // kStagedInputs arrays of maxTokens
@@ -229,19 +235,42 @@ struct Engine::Impl {
     float *logits = nullptr;   // logitCapacity rows of vocab
     size_t logitCapacity = 0;
   };
-  std::array<HostStage, serve::StepRunner::kMaxStepsInFlight> stages;
+  std::vector<HostStage> stages;
   int nextStage = 0;
   struct InFlight {
     int bucket = -1, stage = 0;
     size_t tokens = 0, logitRows = 0;
   };
   std::deque<InFlight> inFlight;
-  // The step launched last: its token count and where its tokens lie.
-  size_t lastTokens = 0;
-  int lastOutputDevice = -1, lastStage = 0;
+  // Recent launches, newest first (as many as may be fed from): their
+  // token counts, the device whose head sampled them, and their slot,
+  // whose copy of the sampled tokens stays on that device (savedNext).
+  struct Launch {
+    size_t tokens = 0;
+    int outputDevice = 0, stage = 0;
+  };
+  std::deque<Launch> recent;
+  // Micro-batches in flight through a pipeline (1: steps run one after
+  // the other on all devices).
+  int lanes = 1;
+  // Pipelined buckets run as per-device segments: a graph (or the steps)
+  // of one device's consecutive work, and the copies between devices.
+  struct Segment {
+    int device = -1;            // -1: the copy step `begin`
+    uint32_t begin = 0, end = 0; // steps [begin, end)
+  };
+  std::map<int, std::vector<Segment>> segments; // bucket -> segments, when pipelined
+  std::map<std::pair<int, size_t>, cudaGraphExec_t> segmentGraphs;
+  // Per device: events recorded after the last launch's copies that read
+  // its memory; its next launch waits for them before overwriting it.
+  std::vector<std::vector<cudaEvent_t>> readsOf;
+  std::vector<cudaEvent_t> copyEvents; // by copy ordinal within a launch
+  std::vector<int> copyEventDevice;
+  size_t copyOrdinal = 0;
 
   Status allocateStaging() {
     size_t tableInts = kv.tables().data().size();
+    stages.assign(size_t(lanes + 1), HostStage());
     for (HostStage &hs : stages) {
       StatusOr<void *> in = devices.allocateHost(0, uint64_t(maxTokens) * 4 * kStagedInputs, "inputs");
       if (!in.isOk()) return in.status();
@@ -253,7 +282,78 @@ struct Engine::Impl {
       hs.next = static_cast<int32_t *>(*next);
       hs.tables = static_cast<int32_t *>(*tables);
     }
+    // Each slot's sampled tokens, kept on every device that may sample,
+    // and the events that mark each slot's step done on each device.
+    for (size_t d = 0; d < devices.size(); ++d) {
+      WEFT_CUDA(cudaSetDevice(devices[d].gpu), "cudaSetDevice");
+      while (devices[d].stepDone.size() < stages.size()) {
+        cudaEvent_t e = nullptr;
+        WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+        devices[d].stepDone.push_back(e);
+      }
+      devices[d].savedNext.clear();
+      for (size_t k = 0; k < stages.size(); ++k) {
+        StatusOr<void *> saved = devices.allocate(int(d), uint64_t(maxTokens) * 4, "sampled tokens");
+        if (!saved.isOk()) return saved.status();
+        devices[d].savedNext.push_back(*saved);
+      }
+    }
+    readsOf.assign(devices.size(), {});
     return Status::ok();
+  }
+
+  // Micro-batches: `requested` (0: the plan's choice, partition.chosen.
+  // micro_batches), for a pipeline whose buckets have no all-reduce and
+  // at most one per stage.
+  Status chooseLanes(int requested) {
+    int stages = 0;
+    if (const fb::Partition *part = p->partition())
+      if (part->stages())
+        stages = int(part->stages()->size());
+    bool allReduce = false;
+    for (const fb::Bucket *b : *p->buckets())
+      for (const fb::Step *s : *b->steps())
+        allReduce |= s->op_as_AllReduce() != nullptr;
+    int planned = 1;
+    if (const fb::Partition *part = p->partition())
+      if (part->chosen() && part->chosen()->micro_batches() > 1)
+        planned = part->chosen()->micro_batches();
+    int want = requested > 0 ? requested : planned;
+    if (want > 1 && (allReduce || stages < 2)) {
+      if (requested > 0)
+        return invalidArgument("micro-batches " + std::to_string(requested) +
+                               ": only a pipeline without tensor parallelism runs them (this "
+                               "plan has " + std::to_string(stages) + " stage(s)" +
+                               (allReduce ? " and all-reduces" : "") + ")");
+      want = 1;
+    }
+    if (want > stages && want > 1) {
+      if (requested > 0)
+        return invalidArgument("micro-batches " + std::to_string(requested) +
+                               ": at most one per pipeline stage (" + std::to_string(stages) + ")");
+      want = stages;
+    }
+    lanes = std::max(1, want);
+    if (lanes > 1)
+      for (uint32_t bi = 0; bi < p->buckets()->size(); ++bi)
+        segments[int(bi)] = segmentsOf(p->buckets()->Get(bi));
+    return Status::ok();
+  }
+
+  // A bucket's steps as runs of one device's work and the copies between.
+  static std::vector<Segment> segmentsOf(const fb::Bucket *b) {
+    std::vector<Segment> out;
+    for (uint32_t i = 0; i < b->steps()->size(); ++i) {
+      const fb::Step *s = b->steps()->Get(i);
+      if (s->op_as_Copy()) {
+        out.push_back({-1, i, i + 1});
+      } else if (!out.empty() && out.back().device == s->device()) {
+        out.back().end = i + 1;
+      } else {
+        out.push_back({s->device(), i, i + 1});
+      }
+    }
+    return out;
   }
 
   void freeLogitStaging() {
@@ -282,7 +382,10 @@ struct Engine::Impl {
       if (n != 0 && n != T)
         return invalidArgument(where + ": sampling parameters for " + std::to_string(n) +
                                " tokens, expected " + std::to_string(T));
-    Status feedOk = serve::checkFeed(in, lastOutputDevice < 0 ? 0 : lastTokens);
+    std::vector<size_t> launched;
+    for (size_t a = 0; a + 1 < stages.size() && a < recent.size(); ++a)
+      launched.push_back(recent[a].tokens);
+    Status feedOk = serve::checkFeed(in, launched);
     if (!feedOk.isOk())
       return Status(feedOk.code(), where + ": " + feedOk.message());
     for (size_t i = 0; i < in.logitRows.size(); ++i)
@@ -299,11 +402,11 @@ struct Engine::Impl {
     HostStage &hs = stages[size_t(stage)];
     size_t rows = in.logitRows.size();
     if (rows > hs.logitCapacity) {
+      size_t want = std::max(rows, hs.logitCapacity * 2);
       if (hs.logits)
         cudaFreeHost(hs.logits);
       hs.logits = nullptr;
       hs.logitCapacity = 0;
-      size_t want = std::max(rows, hs.logitCapacity * 2);
       WEFT_CUDA(cudaSetDevice(devices[size_t(bd.output)].gpu), "cudaSetDevice");
       void *ptr = nullptr;
       WEFT_CUDA(cudaMallocHost(&ptr, want * size_t(vocab) * 4), where + ": pinning logits");
@@ -325,21 +428,30 @@ struct Engine::Impl {
                                    fb::InputKind::Temperature, fb::InputKind::TopP,
                                    fb::InputKind::Uniform};
     bool tablesCopied = false;
-    // Runs of fed tokens: (first row here, first row there, count).
-    std::vector<std::array<size_t, 3>> feeds;
+    // Runs of fed tokens: (age, first row here, first row there, count).
+    std::vector<std::array<size_t, 4>> feeds;
     for (size_t t = 0; t < in.feed.size(); ++t)
       if (in.feed[t] >= 0) {
+        size_t age = in.feedAge.empty() ? 1 : size_t(in.feedAge[t]);
         size_t src = size_t(in.feed[t]);
-        if (!feeds.empty() && feeds.back()[0] + feeds.back()[2] == t &&
-            feeds.back()[1] + feeds.back()[2] == src)
-          ++feeds.back()[2];
+        if (!feeds.empty() && feeds.back()[0] == age && feeds.back()[1] + feeds.back()[3] == t &&
+            feeds.back()[2] + feeds.back()[3] == src)
+          ++feeds.back()[3];
         else
-          feeds.push_back({t, src, 1});
+          feeds.push_back({age, t, src, 1});
       }
     Device &od = devices[size_t(bd.output)];
+    // What the last launch's copies still read of a device's memory is
+    // read before this launch overwrites it (pipelined buckets only).
+    std::vector<std::vector<cudaEvent_t>> reads;
+    reads.swap(readsOf);
+    readsOf.assign(devices.size(), {});
+    copyOrdinal = 0;
     for (int d : used) {
       Device &dev = devices[size_t(d)];
       WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      for (cudaEvent_t e : reads[size_t(d)])
+        WEFT_CUDA(cudaStreamWaitEvent(dev.stream, e, 0), where + ": waiting for copies");
       if (kv.stale(size_t(d))) {
         if (!tablesCopied) {
           const std::vector<int32_t> &rowsNow = kv.tables().data();
@@ -356,17 +468,18 @@ struct Engine::Impl {
                                     cudaMemcpyHostToDevice, dev.stream),
                     where + ": inputs");
       }
-      // Fed tokens come from the previous step's head, where it left them.
-      if (!feeds.empty()) {
-        Device &src = devices[size_t(lastOutputDevice)];
-        WEFT_CUDA(cudaStreamWaitEvent(dev.stream, src.stepDone[size_t(lastStage)], 0),
-                  where + ": waiting for the previous step's tokens");
-        auto *from = static_cast<int32_t *>(src.inputs[int(fb::InputKind::NextTokens)]);
+      // Fed tokens come from an earlier step's copy of its sampled tokens,
+      // on the device whose head sampled them.
+      for (const auto &f : feeds) {
+        const Launch &from = recent[f[0] - 1];
+        Device &src = devices[size_t(from.outputDevice)];
+        WEFT_CUDA(cudaStreamWaitEvent(dev.stream, src.stepDone[size_t(from.stage)], 0),
+                  where + ": waiting for an earlier step's tokens");
+        auto *saved = static_cast<int32_t *>(src.savedNext[size_t(from.stage)]);
         auto *to = static_cast<int32_t *>(dev.inputs[int(fb::InputKind::TokenIds)]);
-        for (const auto &f : feeds)
-          WEFT_CUDA(cudaMemcpyPeerAsync(to + f[0], dev.gpu, from + f[1], src.gpu, f[2] * 4,
-                                        dev.stream),
-                    where + ": tokens from the previous step");
+        WEFT_CUDA(cudaMemcpyPeerAsync(to + f[1], dev.gpu, saved + f[2], src.gpu, f[3] * 4,
+                                      dev.stream),
+                  where + ": tokens from an earlier step");
       }
     }
     WEFT_RETURN_IF_ERROR(enqueueSteps(bi, b, where, used, bd.output));
@@ -375,6 +488,9 @@ struct Engine::Impl {
     WEFT_CUDA(cudaSetDevice(od.gpu), "cudaSetDevice");
     WEFT_CUDA(cudaMemcpyAsync(hs.next, od.inputs[int(fb::InputKind::NextTokens)], T * 4,
                               cudaMemcpyDeviceToHost, od.stream), where + ": next tokens");
+    WEFT_CUDA(cudaMemcpyAsync(od.savedNext[size_t(stage)], od.inputs[int(fb::InputKind::NextTokens)],
+                              T * 4, cudaMemcpyDeviceToDevice, od.stream),
+              where + ": saving the next tokens");
     const float *logits = static_cast<const float *>(od.inputs[int(fb::InputKind::Logits)]);
     for (size_t i = 0; i < rows;) {
       size_t j = i + 1;
@@ -392,9 +508,9 @@ struct Engine::Impl {
                                 devices[size_t(d)].stream), where);
     }
     inFlight.push_back({bi, stage, T, rows});
-    lastTokens = T;
-    lastOutputDevice = bd.output;
-    lastStage = stage;
+    recent.push_front({T, bd.output, stage});
+    if (recent.size() > stages.size())
+      recent.pop_back();
     nextStage = (nextStage + 1) % int(stages.size());
     return Status::ok();
   }
@@ -428,6 +544,9 @@ struct Engine::Impl {
   Status enqueueSteps(int bi, const fb::Bucket *b, const std::string &where,
                       const std::set<int> &used, int outputDevice) {
     bool graph = options.cudaGraphs && !uncapturable.count(bi);
+    auto pipelined = segments.find(bi);
+    if (pipelined != segments.end() && used.size() > 1)
+      return enqueueSegments(bi, b, where, pipelined->second, graph);
     if (graph) {
       int rootIndex = *used.begin();
       Device &root = devices[size_t(rootIndex)];
@@ -475,10 +594,39 @@ struct Engine::Impl {
     return enqueue(b, where);
   }
 
+  // A pipelined bucket: each device's run of steps on its own stream (a
+  // graph of its own), the copies between them ordered by events, and no
+  // join at the end, so a device starts the next micro-batch's step while
+  // the devices after it still work on this one.
+  Status enqueueSegments(int bi, const fb::Bucket *b, const std::string &where,
+                         const std::vector<Segment> &segs, bool graph) {
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const Segment &seg = segs[k];
+      if (seg.device < 0 || !graph) {
+        WEFT_RETURN_IF_ERROR(enqueue(b, where, seg.begin, seg.end, /*trackReads=*/true));
+        continue;
+      }
+      auto key = std::make_pair(bi, k);
+      auto it = segmentGraphs.find(key);
+      if (it == segmentGraphs.end()) {
+        StatusOr<cudaGraphExec_t> exec =
+            capture(b, where, {seg.device}, seg.device, seg.begin, seg.end);
+        if (!exec.isOk())
+          return exec.status();
+        it = segmentGraphs.emplace(key, *exec).first;
+      }
+      Device &dev = devices[size_t(seg.device)];
+      WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+      WEFT_CUDA(cudaGraphLaunch(it->second, dev.stream), where + ": graph launch");
+    }
+    return Status::ok();
+  }
+
   // Records the steps of `b` as one graph, captured from `root`'s stream
   // with every other used device's stream joined to the capture.
   StatusOr<cudaGraphExec_t> capture(const fb::Bucket *b, const std::string &where,
-                                    const std::set<int> &used, int rootIndex) {
+                                    const std::set<int> &used, int rootIndex,
+                                    uint32_t begin = 0, uint32_t end = UINT32_MAX) {
     Device &root = devices[size_t(rootIndex)];
     WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");
     WEFT_CUDA(cudaStreamBeginCapture(root.stream, cudaStreamCaptureModeThreadLocal),
@@ -495,7 +643,7 @@ struct Engine::Impl {
         step(cudaStreamWaitEvent(devices[size_t(d)].stream, root.join, 0), "forking the capture");
       }
     if (st.isOk())
-      st = enqueue(b, where);
+      st = enqueue(b, where, begin, end);
     for (int d : used)
       if (d != rootIndex && st.isOk()) {
         step(cudaSetDevice(devices[size_t(d)].gpu), "cudaSetDevice");
@@ -521,10 +669,13 @@ struct Engine::Impl {
   }
 
   // Puts every step of `b` on the devices' streams.
-  Status enqueue(const fb::Bucket *b, const std::string &where) {
+  // Steps [begin, end) only; `trackReads`: each copy records when it has
+  // read its source (readsOf), for the source device's next launch.
+  Status enqueue(const fb::Bucket *b, const std::string &where, uint32_t begin = 0,
+                 uint32_t end = UINT32_MAX, bool trackReads = false) {
     std::vector<uint64_t> values;
     std::vector<void *> params;
-    for (uint32_t si = 0; si < b->steps()->size(); ++si) {
+    for (uint32_t si = begin; si < std::min(end, b->steps()->size()); ++si) {
       const fb::Step *s = b->steps()->Get(si);
       Device &dev = devices[size_t(s->device())];
       std::string at = where + " step " + std::to_string(si) + " (" + s->region()->str() + ")";
@@ -585,6 +736,21 @@ struct Engine::Impl {
         WEFT_CUDA(cudaMemcpyPeerAsync(reinterpret_cast<void *>(uintptr_t(*to)), dst.gpu,
                                       reinterpret_cast<void *>(uintptr_t(*from)), dev.gpu,
                                       c->bytes(), dst.stream), at);
+        if (trackReads) {
+          size_t k = copyOrdinal++;
+          if (k >= copyEvents.size()) {
+            copyEvents.push_back(nullptr);
+            copyEventDevice.push_back(-1);
+          }
+          if (copyEventDevice[k] != c->target_device()) {
+            if (copyEvents[k])
+              cudaEventDestroy(copyEvents[k]);
+            WEFT_CUDA(cudaEventCreateWithFlags(&copyEvents[k], cudaEventDisableTiming), at);
+            copyEventDevice[k] = c->target_device();
+          }
+          WEFT_CUDA(cudaEventRecord(copyEvents[k], dst.stream), at);
+          readsOf[size_t(c->source_device())].push_back(copyEvents[k]);
+        }
       } else if (const fb::AllReduce *r = s->op_as_AllReduce()) {
         WEFT_RETURN_IF_ERROR(allReduce(b, r, at));
       } else {
@@ -669,6 +835,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   WEFT_RETURN_IF_ERROR(impl.setUpCollectives());
   WEFT_RETURN_IF_ERROR(impl.kernels.load(*impl.p, impl.options, impl.devices, progress));
   WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
+  WEFT_RETURN_IF_ERROR(impl.chooseLanes(options.microBatches));
   WEFT_RETURN_IF_ERROR(impl.allocateStaging());
   impl.findBucketDevices();
   WEFT_RETURN_IF_ERROR(loadWeights(*impl.p, impl.options, impl.devices, progress));
@@ -738,6 +905,7 @@ Status Engine::launchStep(const StepInputs &in) {
 
 Status Engine::waitStep(StepOutputs &out) { return impl_->wait(out); }
 int Engine::stepsInFlight() const { return int(impl_->inFlight.size()); }
+int Engine::microBatches() const { return impl_->lanes; }
 Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
   return impl_->kv.tables().set(slot, pages);
 }

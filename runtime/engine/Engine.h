@@ -36,6 +36,10 @@ struct EngineOptions {
   // are recorded and cuBLASLt algorithms chosen before the first request,
   // so the first request is as fast as the hundredth.
   bool warmUp = true;
+  // Micro-batches in flight through a pipeline (0: the plan's choice,
+  // partition.chosen.micro_batches). More than one needs a pipeline plan
+  // without tensor parallelism, and at most one per stage.
+  int microBatches = 0;
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 
@@ -81,6 +85,8 @@ public:
   Status launchStep(const StepInputs &in) override;
   Status waitStep(StepOutputs &out) override;
   int stepsInFlight() const override;
+  // Micro-batches the scheduler keeps in flight (EngineOptions::microBatches).
+  int microBatches() const override;
 
   // Runs one bucket and waits for it. Every token is checked before
   // anything is launched: its id against the vocabulary, its slot against

@@ -43,6 +43,8 @@ struct Scheduler::Sequence {
   // step in flight), and the row of the latest in its step.
   int pending = 0;
   int32_t pendingRow = -1;
+  uint64_t pendingLaunch = 0; // the launch (numbered from 0) of that step
+  int lane = 0;               // the micro-batch whose steps it joins
   uint32_t epoch = 0; // bumped by preemption: rows launched before are dropped
 };
 
@@ -54,6 +56,7 @@ Scheduler::Scheduler(StepRunner &runner, SchedulerOptions options)
     : runner_(runner), options_(std::move(options)), kv_(runner.kvLayout()),
       sizes_(runner.stepSizes()), pool_(runner.kvLayout().pages) {
   maxStep_ = sizes_.empty() ? 0 : sizes_.back();
+  lanes_ = std::max(1, runner.microBatches());
   if (options_.maxStepTokens > 0)
     maxStep_ = std::min(maxStep_, options_.maxStepTokens);
   for (int s = kv_.maxSequences - 1; s >= 0; --s)
@@ -287,7 +290,7 @@ void logprobsOf(const float *logits, size_t vocab, int32_t token, int top, Event
 
 } // namespace
 
-bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
+bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
   if (running_.empty() && waiting_.empty())
     return false;
   struct Part {
@@ -307,7 +310,8 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
     byAge.push_back(s.get());
   std::sort(byAge.begin(), byAge.end(), [](Sequence *a, Sequence *b) { return a->id < b->id; });
   for (Sequence *s : byAge) {
-    if (s->slot < 0 || s->tokens.size() + size_t(s->pending) - s->cached != 1 || budget == 0)
+    if (s->lane != lane || s->slot < 0 ||
+        s->tokens.size() + size_t(s->pending) - s->cached != 1 || budget == 0)
       continue;
     if (s->generated + s->pending >= s->req.maxTokens)
       continue; // the token on the GPU is its last
@@ -341,7 +345,7 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
   for (Sequence *s : byAge) {
     if (budget == 0)
       break;
-    if (s->slot < 0 || s->pending > 0 || s->tokens.size() - s->cached <= 1)
+    if (s->lane != lane || s->slot < 0 || s->pending > 0 || s->tokens.size() - s->cached <= 1)
       continue;
     size_t n = std::min(s->tokens.size() - s->cached, size_t(budget));
     parts.push_back({s, s->cached, n, false});
@@ -363,6 +367,7 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
       break;
     }
     size_t n = std::min(s.tokens.size(), size_t(budget));
+    s.lane = lane;
     parts.push_back({&s, 0, n, false});
     budget -= int(n);
     running_.push_back(std::move(waiting_.front()));
@@ -395,6 +400,7 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
       int output = s.generated + s.pending; // the index of that token
       in.ids.push_back(p.fed ? 0 : s.tokens[i]);
       in.feed.push_back(p.fed ? s.pendingRow : -1);
+      in.feedAge.push_back(p.fed ? int32_t(launches_ - s.pendingLaunch) : 1);
       anyFed |= p.fed;
       in.positions.push_back(int32_t(i));
       in.slots.push_back(s.slot);
@@ -414,12 +420,14 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
         launched.outputs.push_back({s.id, s.epoch, in.ids.size() - 1, logitIndex});
         ++s.pending; // the part's last row: nothing below reads it again
         s.pendingRow = int32_t(in.ids.size() - 1);
+        s.pendingLaunch = launches_;
       }
     }
   }
   while (in.ids.size() < size_t(size)) {
     in.ids.push_back(0);
     in.feed.push_back(-1);
+    in.feedAge.push_back(1);
     in.positions.push_back(0);
     in.slots.push_back(kPaddingSlot);
     if (sampling) {
@@ -429,8 +437,10 @@ bool Scheduler::buildStep(StepInputs &in, Launched &launched) {
       in.uniform.push_back(0.0f);
     }
   }
-  if (!anyFed)
+  if (!anyFed) {
     in.feed.clear();
+    in.feedAge.clear();
+  }
   return true;
 }
 
@@ -506,11 +516,22 @@ Status Scheduler::fail(Status error) {
 
 Status Scheduler::step() {
   drainInbox();
+  // The next micro-batch with work, in turn.
   StepInputs in;
   Launched next;
-  bool launch = buildStep(in, next);
+  bool launch = false;
+  for (int k = 0; k < lanes_ && !launch; ++k) {
+    int lane = (nextLane_ + k) % lanes_;
+    in = StepInputs();
+    next = Launched();
+    if (buildStep(lane, in, next)) {
+      launch = true;
+      nextLane_ = (lane + 1) % lanes_;
+    }
+  }
   if (launch) {
     Status st = runner_.launchStep(in);
+    ++launches_;
     ++stats_.steps;
     ++stats_.stepsBySize[int(in.ids.size())];
     if (!st.isOk())
@@ -518,9 +539,9 @@ Status Scheduler::step() {
     launched_.push_back(std::move(next));
     inFlight_ = int(launched_.size());
   }
-  // Hear the step before the one just launched (or the last one, when
-  // there was nothing to launch): the GPU keeps the new one busy meanwhile.
-  while (launched_.size() > (launch ? 1u : 0u)) {
+  // Hear the oldest step once `lanes_` newer ones keep the GPU busy (all of
+  // them when there was nothing to launch).
+  while (launched_.size() > (launch ? size_t(lanes_) : 0u)) {
     StepOutputs out;
     Status st = runner_.waitStep(out);
     if (!st.isOk())

@@ -109,6 +109,9 @@ public:
   // the host builds step n+1 while the GPU runs step n. A decode token
   // whose predecessor is still on the GPU is taken from there (StepInputs::
   // feed); a sequence that stops on that predecessor wastes the one row.
+  // With a runner of several micro-batches (pipeline stages), each
+  // sequence belongs to one, steps serve them in turn, and as many steps
+  // as there are stages stay in flight.
   // Does nothing when there is no work. An error from the runner ends
   // every request (their last event is Cancelled) and is returned.
   Status step();
@@ -122,7 +125,7 @@ private:
   struct Sequence;
   struct Launched;
   void drainInbox();
-  bool buildStep(StepInputs &in, Launched &launched);
+  bool buildStep(int lane, StepInputs &in, Launched &launched);
   void hear(const Launched &launched, const StepOutputs &out);
   Status fail(Status error);
   void finish(Sequence &s, Finish why, int stopString = -1);
@@ -149,6 +152,10 @@ private:
   std::deque<std::unique_ptr<Sequence>> waiting_;
   // Steps launched and not yet heard, oldest first.
   std::deque<Launched> launched_;
+  uint64_t launches_ = 0;
+  // Micro-batches (the runner's pipeline stages): each sequence joins the
+  // steps of one; steps take them in turn.
+  int lanes_ = 1, nextLane_ = 0;
   std::atomic<int> inFlight_{0};
   SchedulerStats stats_;
 };

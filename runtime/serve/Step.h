@@ -28,11 +28,13 @@ inline constexpr int kPaddingSlot = -1;
 // One token per entry; padding tokens carry kPaddingSlot.
 struct StepInputs {
   std::vector<int32_t> ids, positions, slots;
-  // Empty, or per token: -1, or the row of the step launched just before
-  // this one whose sampled token is this token's id (ids[i] is then 0 and
-  // ignored). The runner reads it where it lies, on the GPU, so a step can
-  // be launched before the previous step's tokens reach the host.
-  std::vector<int32_t> feed;
+  // Empty, or per token: -1, or the row of an earlier step whose sampled
+  // token is this token's id (ids[i] is then 0 and ignored); feedAge[i]
+  // says which step: 1 the one launched just before, 2 the one before it,
+  // up to maxStepsInFlight() - 1 (empty: all 1). The runner reads the token
+  // where it lies, on the GPU, so a step can be launched before earlier
+  // steps' tokens reach the host.
+  std::vector<int32_t> feed, feedAge;
   // Rows whose logits come back, in this order.
   std::vector<int32_t> logitRows;
   // Sampling parameters per token, for plans that sample; empty:
@@ -45,8 +47,10 @@ struct StepOutputs {
   std::vector<int32_t> next;     // [tokens]
 };
 
-// Checks `in.feed` against the size of the step launched before (0: none).
-Status checkFeed(const StepInputs &in, size_t previousTokens);
+// Checks `in.feed` and `in.feedAge`: `launchedTokens[a - 1]` is the token
+// count of the step launched `a` launches before (fewer entries: fewer
+// steps launched so far).
+Status checkFeed(const StepInputs &in, const std::vector<size_t> &launchedTokens);
 
 // Runs steps of a compiled plan: a bucket is a step shape of a fixed token
 // count; any mix of sequences (decode tokens, prefill chunks) fits any
@@ -64,22 +68,27 @@ public:
   // Sets the block-table row of `slot` (see Engine::setBlockTable).
   virtual Status setBlockTable(int slot, const std::vector<int32_t> &pages) = 0;
   // Runs the bucket of exactly `in.ids.size()` tokens (one of stepSizes())
-  // and waits for it. `in.feed` refers to the step run just before.
+  // and waits for it. Fed tokens refer to the steps run before.
   virtual Status runStep(const StepInputs &in, StepOutputs &out) = 0;
 
+  // How many steps of disjoint sequences the runner overlaps: the stages
+  // of a pipeline, each working on another micro-batch; 1 otherwise.
+  virtual int microBatches() const { return 1; }
+  // Steps that may be launched and not yet waited for: one more than the
+  // micro-batches, so the host builds the next step while they run.
+  int maxStepsInFlight() const { return microBatches() + 1; }
+
   // Puts a step on the GPU and returns at once; waitStep gives the outputs
-  // of the oldest step launched and not yet waited for. At most
-  // kMaxStepsInFlight steps are launched and not waited for. Block-table
+  // of the oldest step launched and not yet waited for. Block-table
   // changes made after a launch reach only later steps. The defaults run
   // the step inside launchStep (resolving `feed` on the host).
-  static constexpr int kMaxStepsInFlight = 2;
   virtual Status launchStep(const StepInputs &in);
   virtual Status waitStep(StepOutputs &out);
   virtual int stepsInFlight() const { return int(finished_.size()); }
 
 private:
-  std::vector<StepOutputs> finished_; // run by the default launchStep, oldest first
-  std::vector<int32_t> lastNext_;      // the last launched step's tokens
+  std::vector<StepOutputs> finished_;       // run by the default launchStep, oldest first
+  std::vector<std::vector<int32_t>> history_; // the tokens of recent launches, newest first
 };
 
 } // namespace weft::serve

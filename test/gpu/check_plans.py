@@ -133,10 +133,11 @@ def allreduce_path(stdout):
     return "-"
 
 
-def weft_run(runner, plan, weights, prompt_args, steps, devices, dump):
-    """Runs weft-run on `plan`, dumping the logits to `dump`."""
+def weft_run(runner, plan, weights, prompt_args, steps, devices, dump, extra=()):
+    """Runs weft-run on `plan`, dumping the logits to `dump`; `extra`: more
+    weft-run flags (a check's "args")."""
     cmd = [runner, plan, "--weights", weights, *prompt_args, "--max-tokens", str(steps),
-           "--dump-logits", dump, "--quiet", "--skip-header-checksums"]
+           "--dump-logits", dump, "--quiet", "--skip-header-checksums", *extra]
     if devices:
         cmd += ["--devices", devices]
     return subprocess.run(cmd, capture_output=True, text=True)
@@ -153,13 +154,13 @@ def run_weft(runner, plan, weights, prompt, steps, devices):
         return tokens, logits, allreduce_path(run.stdout)
 
 
-def run_weft_batch(runner, plan, weights, prompts, steps, devices):
+def run_weft_batch(runner, plan, weights, prompts, steps, devices, extra=()):
     with tempfile.NamedTemporaryFile(suffix=".f32") as dump, \
             tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
         listing.write("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
         listing.flush()
         run = weft_run(runner, plan, weights, ["--prompts", listing.name], steps, devices,
-                       dump.name)
+                       dump.name, extra)
         if run.returncode != 0:
             return None, None, run.stderr.strip()[:300], ""
         tokens = {}
@@ -212,7 +213,8 @@ def check_batch(c, model, truth, weights, runner, plans, gpus):
     for devices in mappings:
         where = "1" if devices in (None, "0,0") else "2"
         tokens, logits, path, summary = run_weft_batch(
-            runner, os.path.join(plans, c["plan"]), weights, prompts, c["steps"], devices)
+            runner, os.path.join(plans, c["plan"]), weights, prompts, c["steps"], devices,
+            c.get("args", []))
         if tokens is None:
             print(f"| {c['name']} | {where} | weft-run failed: {path} | | | | FAIL |", flush=True)
             ok_all = False

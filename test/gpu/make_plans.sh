@@ -33,6 +33,11 @@ check_batch() {
   printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s]}\n' \
     "$@" >> "$checks"
 }
+# check_batch_args ... as check_batch, then weft-run flags as a JSON array.
+check_batch_args() {
+  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s], "args": %s}\n' \
+    "$@" >> "$checks"
+}
 # lengths N MAX: N prompt lengths from 1 to MAX, spread and shuffled.
 lengths() {
   python3 -c 'import random,sys; n,m=int(sys.argv[1]),int(sys.argv[2]); r=random.Random(n*7919+m); v=[1+(m-1)*i//max(1,n-1) for i in range(n)]; r.shuffle(v); print(",".join(map(str,v)))' "$1" "$2"
@@ -94,6 +99,7 @@ for n in 3 8 16 32; do
 done
 check_batch "Llama-3.1-8B sizes, 2 layers, 64 sequences" llama8b-2l-mb64.weft cfg/llama8b-2l float16 32 1 "$(lengths 64 700)"
 check_batch "  same, pipeline 3090+3060" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
+check_batch_args "  same, pipeline, 2 micro-batches in flight" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)" '["--micro-batches", "2"]'
 check_batch "  same, TP 2" llama8b-2l-tp-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
 
 # Mistral 7B and Qwen2 7B layer sizes, 2 layers.
@@ -166,6 +172,10 @@ build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --max-ba
   --prefill-chunks 32 -o "$out/llama8b-fp16-pipeline.weft"
 build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 --prefill-chunks 32 \
   -o "$out/llama8b-fp16-tp.weft"
+# A 16+16 pipeline for 100 streams (bench_pipeline.sh: one micro-batch or
+# two in flight); decode buckets include 50, half of 100.
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --batch 100 --max-batch 100 \
+  --decode-buckets 1,2,4,8,16,32,50,64,100 -o "$out/llama8b-fp16-pipeline-b100.weft"
 check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
 check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama8b float16 16 1 "$(lengths 100 700)"
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2

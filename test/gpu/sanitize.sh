@@ -3,7 +3,8 @@
 # one device, a 3090+3060 pipeline and tensor parallel (both declared
 # devices on GPU 0, and on GPUs 0 and 1 where there are two), each at
 # decode buckets 1, 2, 4, 8 and 64 and with a
-# step that mixes prefill chunks of several sequences with decode tokens.
+# step that mixes prefill chunks of several sequences with decode tokens;
+# then the pipeline with two micro-batches in flight.
 #   test/gpu/sanitize.sh DIR
 # Prints one line per run and exits non-zero on any reported error.
 set -uo pipefail
@@ -40,6 +41,20 @@ for r in "${runs[@]}"; do
       grep -E "Invalid|error|Error" <<<"$log" | head -20
     fi
   done
+done
+# Two micro-batches in flight through the pipeline (per-device graphs off:
+# --no-cuda-graphs, as above), mixed prefill and decode.
+for map in 0,0 $([[ $gpus -ge 2 ]] && echo 0,1); do
+  log=$(timeout 300 "$san" --tool memcheck --report-api-errors no --error-exitcode 7 "$dir/weft-run" \
+    "$dir/llama8b-2l-pipeline-mb64.weft" --random-weights --quiet --no-cuda-graphs --devices $map \
+    --micro-batches 2 --prompts "$prompts" --max-tokens 4 2>&1)
+  code=$?
+  summary=$(grep -E "ERROR SUMMARY" <<<"$log" | tail -1)
+  echo "memcheck llama8b-2l-pipeline-mb64 on GPUs $map, 2 micro-batches, prompts: exit $code, ${summary:-no summary}"
+  if [[ $code != 0 ]]; then
+    rc=1
+    grep -E "Invalid|error|Error" <<<"$log" | head -20
+  fi
 done
 rm -f "$prompts"
 exit $rc

@@ -85,14 +85,20 @@ public:
   Status launchStep(const StepInputs &in) override {
     if (!deferred)
       return StepRunner::launchStep(in);
-    if (queued_.size() >= size_t(kMaxStepsInFlight))
+    if (queued_.size() >= size_t(maxStepsInFlight()))
       return failedPrecondition("too many steps in flight");
-    WEFT_RETURN_IF_ERROR(checkFeed(in, lastLaunched_));
+    std::vector<size_t> launched;
+    for (size_t a = 1; a < size_t(maxStepsInFlight()) && a <= launchedSizes_.size(); ++a)
+      launched.push_back(launchedSizes_[launchedSizes_.size() - a]);
+    WEFT_RETURN_IF_ERROR(checkFeed(in, launched));
     WEFT_RETURN_IF_ERROR(admit(in));
-    lastLaunched_ = in.ids.size();
-    for (int32_t f : in.feed)
-      fedTokens += f >= 0;
-    queued_.push_back({in, tables_});
+    for (size_t t = 0; t < in.feed.size(); ++t) {
+      fedTokens += in.feed[t] >= 0;
+      if (in.feed[t] >= 0 && !in.feedAge.empty())
+        maxFeedAge = std::max(maxFeedAge, int(in.feedAge[t]));
+    }
+    queued_.push_back({in, tables_, launchedSizes_.size()});
+    launchedSizes_.push_back(in.ids.size());
     maxInFlight = std::max(maxInFlight, int(queued_.size()));
     return Status::ok();
   }
@@ -104,14 +110,17 @@ public:
     Queued q = std::move(queued_.front());
     queued_.erase(queued_.begin());
     for (size_t t = 0; t < q.in.feed.size(); ++t)
-      if (q.in.feed[t] >= 0)
-        q.in.ids[t] = lastNext_[size_t(q.in.feed[t])];
+      if (q.in.feed[t] >= 0) {
+        size_t age = q.in.feedAge.empty() ? 1 : size_t(q.in.feedAge[t]);
+        q.in.ids[t] = executedNext_.at(q.launch - age)[size_t(q.in.feed[t])];
+      }
     std::swap(tables_, q.tables);
     Status st = execute(q.in, out);
     std::swap(tables_, q.tables);
-    lastNext_ = out.next;
+    executedNext_[q.launch] = out.next;
     return st;
   }
+  int microBatches() const override { return lanes; }
   int stepsInFlight() const override {
     return deferred ? int(queued_.size()) : StepRunner::stepsInFlight();
   }
@@ -173,17 +182,19 @@ public:
 
   bool failNext = false;
   bool deferred = true; // false: the StepRunner defaults (run at launch)
+  int lanes = 1;         // micro-batches the fake claims to overlap
   int steps = 0, maxChunksInStep = 0, mixedSteps = 0;
-  int maxInFlight = 0, fedTokens = 0;
+  int maxInFlight = 0, fedTokens = 0, maxFeedAge = 0;
 
 private:
   struct Queued {
     StepInputs in;
     std::vector<std::vector<int32_t>> tables;
+    size_t launch; // its number among all launches
   };
   std::vector<Queued> queued_;
-  size_t lastLaunched_ = 0;
-  std::vector<int32_t> lastNext_;
+  std::vector<size_t> launchedSizes_;                  // by launch
+  std::map<size_t, std::vector<int32_t>> executedNext_; // by launch
 
   int32_t *at(int slot, int pos) {
     const std::vector<int32_t> &table = tables_[size_t(slot)];
@@ -391,6 +402,49 @@ TEST(SchedulerTest, RunnersWithoutOverlapGetTheSameOutput) {
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(c[size_t(i)].tokens, reference(prompts[size_t(i)], 24)) << i;
   EXPECT_EQ(runner.pagesHeld(), 0);
+}
+
+TEST(SchedulerTest, MicroBatchesTakeTurnsWithTheSameOutput) {
+  // A runner of two micro-batches (a two-stage pipeline): sequences split
+  // between them, steps alternate, three steps in flight, tokens fed from
+  // two steps back; with preemption, stop tokens and cancellation.
+  FakeRunner runner(4, 12, 16, 60, {1, 2, 4, 8, 16, 32});
+  runner.lanes = 2;
+  Scheduler s(runner);
+  std::mt19937 rng(21);
+  std::vector<Collected> c(16);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> stops;
+  for (int i = 0; i < 16; ++i) {
+    prompts.push_back(randomPrompt(rng, 1 + int(rng() % 25)));
+    Request r = makeRequest(prompts.back(), 20, c[size_t(i)]);
+    if (i % 5 == 0) {
+      stops.push_back(reference(prompts.back(), 20)[7]);
+      r.stopTokens = {stops.back()};
+    }
+    ASSERT_TRUE(s.submit(std::move(r)).isOk());
+  }
+  ASSERT_TRUE(s.step().isOk());
+  ASSERT_TRUE(s.step().isOk());
+  s.cancel(4);
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> ref = reference(prompts[size_t(i)], 20,
+                                         i % 5 == 0 ? std::vector<int32_t>{stops[size_t(i / 5)]}
+                                                    : std::vector<int32_t>{});
+    if (i == 3) { // id 4: cancelled after two steps, a prefix of its output
+      EXPECT_EQ(c[3].finish, Finish::Cancelled);
+      EXPECT_TRUE(std::equal(c[3].tokens.begin(), c[3].tokens.end(), ref.begin()));
+      continue;
+    }
+    EXPECT_EQ(c[size_t(i)].tokens, ref) << i;
+    EXPECT_EQ(c[size_t(i)].finals, 1) << i;
+  }
+  EXPECT_EQ(runner.maxInFlight, 3);
+  EXPECT_EQ(runner.maxFeedAge, 2);
+  EXPECT_GT(s.stats().preemptions, 0u);
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(s.stats().pagesFree, 60);
 }
 
 TEST(SchedulerTest, LogprobsOfEveryToken) {

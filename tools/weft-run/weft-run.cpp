@@ -97,6 +97,8 @@ const char *kUsage =
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
+    "                [--micro-batches N] (pipeline plans: micro-batches in flight;\n"
+    "                default: the plan's choice)\n"
     "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [--bench-steps N]\n"
     "                [--bench-context N[,N...]] [--prompts FILE ...]\n"
     "                (times buckets, e.g. decode_b32, at each context; then runs the\n"
@@ -304,6 +306,12 @@ int main(int argc, char **argv) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
     else if (a == "--no-nccl") options.allowNccl = false;
+    else if (a == "--micro-batches") {
+      std::vector<int32_t> v;
+      if (!parseInts(value("--micro-batches"), v) || v.size() != 1 || v[0] < 1 || v[0] > 16)
+        return fail("--micro-batches: expected an integer from 1 to 16");
+      options.microBatches = v[0];
+    }
     else if (a == "--temperature" || a == "--top-p") {
       const char *text = value(a.c_str());
       char *end = nullptr;
@@ -462,6 +470,8 @@ int main(int argc, char **argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if ((*engine)->collectives() != "none")
     std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
+  if ((*engine)->microBatches() > 1)
+    std::printf("pipeline: %d micro-batches in flight\n", (*engine)->microBatches());
   if (!benchBucket.empty()) {
     // Every bucket at every context, in one process (one load).
     std::stringstream list(benchBucket);

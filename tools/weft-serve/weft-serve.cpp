@@ -144,6 +144,7 @@ const char *kUsage =
     "                  [--http-threads N] [--drain-seconds S] [--tokenizer tokenizer.json]\n"
     "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
     "                  [--devices 0,1] [--skip-header-checksums] [--no-nccl] [--quiet]\n"
+    "                  [--micro-batches N] (pipeline plans; default: the plan's choice)\n"
     "  Serves POST /v1/completions and /v1/chat/completions (and streams), GET\n"
     "  /v1/models, /health, /metrics.\n"
     "  WEFT_API_KEY in the environment sets --api-key.\n";
@@ -192,6 +193,13 @@ int main(int argc, char **argv) {
       options.skipHeaderChecksums = true;
     } else if (a == "--no-nccl") {
       options.allowNccl = false;
+    } else if (a == "--micro-batches") {
+      std::optional<std::string> v = value();
+      char *end = nullptr;
+      long n = v ? std::strtol(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end || n < 1 || n > 16)
+        return fail("--micro-batches: expected an integer from 1 to 16");
+      options.microBatches = int(n);
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--host") {
@@ -363,6 +371,8 @@ int main(int argc, char **argv) {
   std::printf("weft-serve: serving '%s' on http://%s:%d (POST /v1/completions, GET "
               "/v1/models /health /metrics)\n",
               server.modelName.c_str(), server.host.c_str(), (*s)->port());
+  if ((*engine)->microBatches() > 1)
+    std::printf("weft-serve: pipeline: %d micro-batches in flight\n", (*engine)->microBatches());
   std::fflush(stdout);
 
   std::thread waiter([&] {
