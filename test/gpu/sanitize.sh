@@ -14,6 +14,25 @@ prompts=$(mktemp)
 python3 -c 'import random; r=random.Random(5); print("\n".join(",".join(str(r.randrange(3,128000)) for _ in range(n)) for n in (1, 7, 33, 90, 2, 140, 17, 60)))' > "$prompts"
 rc=0
 gpus=$(nvidia-smi -L | wc -l)
+# memcheck LABEL PLAN WEFT-RUN-ARGS...: one weft-run under memcheck (graphs
+# off, so each kernel launch is checked), one line of result.
+memcheck() {
+  local label=$1 plan=$2
+  shift 2
+  # --report-api-errors no: NCCL probes kernels built for other
+  # architectures with cudaFuncGetAttributes, which fails by design;
+  # Weft checks the status of every CUDA call it makes itself.
+  local log code summary
+  log=$(timeout 300 "$san" --tool memcheck --report-api-errors no --error-exitcode 7 "$dir/weft-run" \
+    "$plan" --random-weights --quiet --no-cuda-graphs "$@" 2>&1)
+  code=$?
+  summary=$(grep -E "ERROR SUMMARY" <<<"$log" | tail -1)
+  echo "memcheck $label: exit $code, ${summary:-no summary}"
+  if [[ $code != 0 ]]; then
+    rc=1
+    grep -E "Invalid|error|Error" <<<"$log" | head -20
+  fi
+}
 runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0")
 if [[ $gpus -ge 2 ]]; then
   runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")
@@ -28,33 +47,14 @@ for r in "${runs[@]}"; do
     else
       args=(--prompts "$prompts" --max-tokens 4)
     fi
-    # --report-api-errors no: NCCL probes kernels built for other
-    # architectures with cudaFuncGetAttributes, which fails by design;
-    # Weft checks the status of every CUDA call it makes itself.
-    log=$(timeout 300 "$san" --tool memcheck --report-api-errors no --error-exitcode 7 "$dir/weft-run" "$dir/$plan.weft" --random-weights \
-      --quiet --no-cuda-graphs $devices "${args[@]}" 2>&1)
-    code=$?
-    summary=$(grep -E "ERROR SUMMARY" <<<"$log" | tail -1)
-    echo "memcheck $plan ${map:+on GPUs $map }$what: exit $code, ${summary:-no summary}"
-    if [[ $code != 0 ]]; then
-      rc=1
-      grep -E "Invalid|error|Error" <<<"$log" | head -20
-    fi
+    memcheck "$plan ${map:+on GPUs $map }$what" "$dir/$plan.weft" $devices "${args[@]}"
   done
 done
 # Two micro-batches in flight through the pipeline (per-device graphs off:
 # --no-cuda-graphs, as above), mixed prefill and decode.
 for map in 0,0 $([[ $gpus -ge 2 ]] && echo 0,1); do
-  log=$(timeout 300 "$san" --tool memcheck --report-api-errors no --error-exitcode 7 "$dir/weft-run" \
-    "$dir/llama8b-2l-pipeline-mb64.weft" --random-weights --quiet --no-cuda-graphs --devices $map \
-    --micro-batches 2 --prompts "$prompts" --max-tokens 4 2>&1)
-  code=$?
-  summary=$(grep -E "ERROR SUMMARY" <<<"$log" | tail -1)
-  echo "memcheck llama8b-2l-pipeline-mb64 on GPUs $map, 2 micro-batches, prompts: exit $code, ${summary:-no summary}"
-  if [[ $code != 0 ]]; then
-    rc=1
-    grep -E "Invalid|error|Error" <<<"$log" | head -20
-  fi
+  memcheck "llama8b-2l-pipeline-mb64 on GPUs $map, 2 micro-batches, prompts" \
+    "$dir/llama8b-2l-pipeline-mb64.weft" --devices $map --micro-batches 2 --prompts "$prompts" --max-tokens 4
 done
 rm -f "$prompts"
 exit $rc

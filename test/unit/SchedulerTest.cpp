@@ -286,10 +286,12 @@ TEST(SchedulerTest, ManySequencesShareStepsAndChunks) {
   EXPECT_EQ(s.stats().pagesFree, 256);
 }
 
-TEST(SchedulerTest, PreemptedSequencesResumeWithTheSameOutput) {
-  // 24 pages of 4 tokens for 6 sequences that grow to 33 positions each
-  // (9 pages): they cannot all stay; the newest go back and are recomputed.
+// 24 pages of 4 tokens for 6 sequences that grow to 33 positions each
+// (9 pages): they cannot all stay; the newest go back and are recomputed.
+void preemptionRun(bool deferred, int lanes) {
   FakeRunner runner(4, 6, 16, 24, {1, 2, 4, 8, 16});
+  runner.deferred = deferred;
+  runner.lanes = lanes;
   Scheduler s(runner);
   std::mt19937 rng(3);
   std::vector<Collected> c(6);
@@ -307,6 +309,8 @@ TEST(SchedulerTest, PreemptedSequencesResumeWithTheSameOutput) {
   EXPECT_EQ(runner.pagesHeld(), 0);
   EXPECT_EQ(s.stats().pagesFree, 24);
 }
+
+TEST(SchedulerTest, PreemptedSequencesResumeWithTheSameOutput) { preemptionRun(true, 1); }
 
 TEST(SchedulerTest, RandomSubmitCancelAndFinishNeverLeak) {
   FakeRunner runner(4, 8, 16, 40, {1, 2, 4, 8, 16});
@@ -386,22 +390,10 @@ TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
 }
 
 TEST(SchedulerTest, RunnersWithoutOverlapGetTheSameOutput) {
-  // The StepRunner defaults: each step runs inside launchStep.
-  FakeRunner runner(4, 6, 16, 24, {1, 2, 4, 8, 16});
-  runner.deferred = false;
-  Scheduler s(runner);
-  std::mt19937 rng(3);
-  std::vector<Collected> c(6);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) {
-    prompts.push_back(randomPrompt(rng, 10));
-    ASSERT_TRUE(s.submit(makeRequest(prompts.back(), 24, c[size_t(i)])).isOk());
-  }
-  ASSERT_TRUE(s.runUntilIdle().isOk());
-  EXPECT_GT(s.stats().preemptions, 0u);
-  for (int i = 0; i < 6; ++i)
-    EXPECT_EQ(c[size_t(i)].tokens, reference(prompts[size_t(i)], 24)) << i;
-  EXPECT_EQ(runner.pagesHeld(), 0);
+  // The StepRunner defaults: each step runs inside launchStep, with one
+  // micro-batch and with two.
+  preemptionRun(false, 1);
+  preemptionRun(false, 2);
 }
 
 TEST(SchedulerTest, MicroBatchesTakeTurnsWithTheSameOutput) {
