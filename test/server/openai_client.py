@@ -55,6 +55,19 @@ def main():
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == answer
         assert chunks[-1].usage.completion_tokens == 6
 
+        # Log-probabilities, as the client's own types read them.
+        lp = client.chat.completions.create(
+            model="fake", messages=[{"role": "user", "content": "Hi"}], max_tokens=5,
+            temperature=0, logprobs=True, top_logprobs=3)
+        entries = lp.choices[0].logprobs.content
+        assert len(entries) == 5 and "".join(e.token for e in entries) == lp.choices[0].message.content
+        assert all(len(e.top_logprobs) == 3 and e.logprob <= 0 and
+                   e.top_logprobs[0].logprob >= e.top_logprobs[2].logprob for e in entries)
+        legacy = client.completions.create(model="fake", prompt="Hello", max_tokens=4,
+                                           temperature=0, logprobs=2)
+        assert len(legacy.choices[0].logprobs.tokens) == 4
+        assert len(legacy.choices[0].logprobs.top_logprobs[0]) == 2
+
         try:
             client.completions.create(model="gpt-4", prompt="x", max_tokens=2)
             raise AssertionError("an unknown model was accepted")
@@ -66,7 +79,7 @@ def main():
             raise AssertionError("a wrong key was accepted")
         except openai.AuthenticationError:
             pass
-        print("openai client: models, completions, chat, streams, stop, errors: ok")
+        print("openai client: models, completions, chat, streams, stop, logprobs, errors: ok")
     finally:
         server.stdin.close()
         server.wait(timeout=30)
