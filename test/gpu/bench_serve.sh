@@ -18,6 +18,7 @@ out="${2:-$dir/results}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 plan="${WEFT_SERVE_PLAN:-$dir/llama8b-fp16-b100.weft}"
+export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # make_plans.sh put them there
 port=8411
 url="http://127.0.0.1:$port"
 
