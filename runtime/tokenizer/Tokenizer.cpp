@@ -970,6 +970,24 @@ StatusOr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
   return fromJson(ss.str(), path);
 }
 
+StatusOr<LoadedTokenizer> loadTokenizer(const std::string &path, std::string_view embeddedJson,
+                                        const std::string &embeddedName) {
+  LoadedTokenizer out;
+  if (!path.empty()) {
+    StatusOr<Tokenizer> t = Tokenizer::fromFile(path);
+    if (!t.isOk())
+      return t.status();
+    out.tokenizer.emplace(std::move(t.value()));
+  } else if (!embeddedJson.empty()) {
+    StatusOr<Tokenizer> t = Tokenizer::fromJson(embeddedJson, embeddedName);
+    if (t.isOk())
+      out.tokenizer.emplace(std::move(t.value()));
+    else
+      out.embeddedProblem = t.status();
+  }
+  return out;
+}
+
 StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool addSpecial) const {
   const Impl &impl = *impl_;
   if (!validUtf8(text))

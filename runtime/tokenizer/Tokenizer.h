@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,18 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The tokenizer a tool runs with: the file `path` when given (an error if
+// it cannot be read), else the tokenizer.json a plan carries
+// (`embeddedJson`, named `embeddedName` in messages; empty: none). A plan's
+// tokenizer that cannot be read is not an error here: `embeddedProblem`
+// says why, and the caller decides whether it needed one.
+struct LoadedTokenizer {
+  std::optional<Tokenizer> tokenizer;
+  Status embeddedProblem = Status::ok();
+};
+StatusOr<LoadedTokenizer> loadTokenizer(const std::string &path, std::string_view embeddedJson,
+                                        const std::string &embeddedName);
 
 } // namespace weft::tokenizer
 

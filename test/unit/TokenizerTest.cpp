@@ -144,3 +144,34 @@ TEST(Tokenizer, TextOutsideTheVocabulary) {
 
 } // namespace
 } // namespace weft::tokenizer
+
+namespace weft::tokenizer {
+namespace {
+
+TEST(Tokenizer, LoadedFromAFileOrThePlan) {
+  std::string file = std::string(WEFT_FIXTURES_DIR) + "/tokenizers/byte_level_regex/tokenizer.json";
+  std::ifstream in(file);
+  std::stringstream json;
+  json << in.rdbuf();
+  // A file given wins; one that cannot be read is an error.
+  StatusOr<LoadedTokenizer> fromFile = loadTokenizer(file, "not json", "plan");
+  ASSERT_TRUE(fromFile.isOk()) << fromFile.status().message();
+  EXPECT_TRUE(fromFile->tokenizer.has_value());
+  EXPECT_TRUE(fromFile->embeddedProblem.isOk());
+  EXPECT_FALSE(loadTokenizer(file + ".missing", json.str(), "plan").isOk());
+  // The plan's: read, unreadable (a problem the caller weighs), or none.
+  StatusOr<LoadedTokenizer> embedded = loadTokenizer("", json.str(), "plan");
+  ASSERT_TRUE(embedded.isOk());
+  EXPECT_TRUE(embedded->tokenizer.has_value());
+  StatusOr<LoadedTokenizer> broken = loadTokenizer("", "{", "x.weft (tokenizer_json)");
+  ASSERT_TRUE(broken.isOk());
+  EXPECT_FALSE(broken->tokenizer.has_value());
+  EXPECT_NE(broken->embeddedProblem.message().find("x.weft (tokenizer_json)"), std::string::npos);
+  StatusOr<LoadedTokenizer> none = loadTokenizer("", "", "plan");
+  ASSERT_TRUE(none.isOk());
+  EXPECT_FALSE(none->tokenizer.has_value());
+  EXPECT_TRUE(none->embeddedProblem.isOk());
+}
+
+} // namespace
+} // namespace weft::tokenizer

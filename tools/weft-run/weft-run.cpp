@@ -401,22 +401,21 @@ int main(int argc, char **argv) {
     return fail(plan.status().message());
   // The tokenizer: --tokenizer, else the one the plan carries (the
   // checkpoint's tokenizer.json), if any.
-  std::optional<weft::tokenizer::Tokenizer> tokenizer;
-  if (!tokenizerPath.empty()) {
-    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromFile(tokenizerPath);
-    if (!t.isOk())
-      return fail(t.status().message());
-    tokenizer.emplace(std::move(t.value()));
-  } else if (const auto *json = plan->plan().tokenizer_json(); json && json->size()) {
-    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromJson(
-        std::string_view(json->data(), json->size()), planPath + " (tokenizer_json)");
-    // Needed for --prompt; otherwise only to show the output as text.
-    if (t.isOk())
-      tokenizer.emplace(std::move(t.value()));
-    else if (havePromptText)
-      return fail(t.status().message());
-    else if (!quiet)
-      std::cerr << "weft-run: warning: " << t.status().message() << "; printing ids only\n";
+  const auto *embedded = plan->plan().tokenizer_json();
+  weft::StatusOr<weft::tokenizer::LoadedTokenizer> loaded = weft::tokenizer::loadTokenizer(
+      tokenizerPath,
+      embedded ? std::string_view(embedded->data(), embedded->size()) : std::string_view(),
+      planPath + " (tokenizer_json)");
+  if (!loaded.isOk())
+    return fail(loaded.status().message());
+  std::optional<weft::tokenizer::Tokenizer> tokenizer = std::move(loaded->tokenizer);
+  // Needed for --prompt; otherwise only to show the output as text.
+  if (!loaded->embeddedProblem.isOk()) {
+    if (havePromptText)
+      return fail(loaded->embeddedProblem.message());
+    if (!quiet)
+      std::cerr << "weft-run: warning: " << loaded->embeddedProblem.message()
+                << "; printing ids only\n";
   }
   bool anyText = havePromptText;
   for (const PromptLine &p : prompts)

@@ -283,25 +283,20 @@ int main(int argc, char **argv) {
   weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
   if (!plan.isOk())
     return fail(plan.status().message());
-  std::optional<weft::tokenizer::Tokenizer> tokenizer;
-  if (!tokenizerPath.empty()) {
-    weft::StatusOr<weft::tokenizer::Tokenizer> t =
-        weft::tokenizer::Tokenizer::fromFile(tokenizerPath);
-    if (!t.isOk())
-      return fail(t.status().message());
-    tokenizer.emplace(std::move(t.value()));
-  } else if (const auto *json = plan->plan().tokenizer_json(); json && json->size()) {
-    weft::StatusOr<weft::tokenizer::Tokenizer> t = weft::tokenizer::Tokenizer::fromJson(
-        std::string_view(json->data(), json->size()), planPath + " (tokenizer_json)");
-    if (t.isOk())
-      tokenizer.emplace(std::move(t.value()));
-    else
-      std::cerr << "weft-serve: warning: " << t.status().message()
-                << "; prompts must be token ids\n";
-  } else {
+  const auto *embedded = plan->plan().tokenizer_json();
+  weft::StatusOr<weft::tokenizer::LoadedTokenizer> loaded = weft::tokenizer::loadTokenizer(
+      tokenizerPath,
+      embedded ? std::string_view(embedded->data(), embedded->size()) : std::string_view(),
+      planPath + " (tokenizer_json)");
+  if (!loaded.isOk())
+    return fail(loaded.status().message());
+  std::optional<weft::tokenizer::Tokenizer> tokenizer = std::move(loaded->tokenizer);
+  if (!loaded->embeddedProblem.isOk())
+    std::cerr << "weft-serve: warning: " << loaded->embeddedProblem.message()
+              << "; prompts must be token ids\n";
+  else if (!tokenizer)
     std::cerr << "weft-serve: warning: the plan carries no tokenizer; prompts must be token "
                  "ids (or give --tokenizer)\n";
-  }
   if (const auto *e = plan->plan().model()->eos_token_ids())
     server.stopTokens.assign(e->begin(), e->end());
   // The chat template: --chat-template, else the one the plan carries.
