@@ -44,7 +44,8 @@ float bitsToFloat(uint32_t bits) {
 StatusOr<MappedFile> MappedFile::open(const std::string &path) {
   Fd fd;
   do {
-    fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO in place of a checkpoint must not block the open.
+    fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd.fd < 0 && errno == EINTR);
   if (fd.fd < 0) {
     int err = errno;

@@ -949,7 +949,7 @@ std::string sizeProblem(uint64_t size) {
 StatusOr<std::vector<uint8_t>> readFile(const std::string &path, const std::string &display) {
   int fd;
   do
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); // a FIFO must not block
   while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     int err = errno;

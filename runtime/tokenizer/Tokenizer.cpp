@@ -1,6 +1,8 @@
 // BPE tokenization from tokenizer.json.
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include "runtime/io/ReadFile.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <utf8proc.h>
@@ -325,6 +327,7 @@ const ByteTables &byteTables() {
 
 struct Tokenizer::Impl {
   std::string name;
+  int64_t idLimit = INT32_MAX; // ids at or above are refused (set from the entry count)
   std::unordered_map<std::string, int32_t> vocab;
   std::vector<std::string> tokens; // by id ("" for holes)
   std::unordered_map<std::string, int> mergeRank; // "a\x01b" -> rank
@@ -573,8 +576,9 @@ struct Tokenizer::Impl {
           !specials[key]["ids"].is_array())
         return bad(path + ".special_tokens", "no ids for '" + key + "'");
       for (const Json &id : specials[key]["ids"]) {
-        if (!id.is_number_integer())
-          return bad(path + ".special_tokens." + key, "expected integer ids");
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= idLimit)
+          return bad(path + ".special_tokens." + key,
+                     "expected integer ids in [0, " + std::to_string(idLimit) + ")");
         (seenSequence ? suffix : prefix).push_back(id.get<int32_t>());
       }
     }
@@ -598,8 +602,9 @@ struct Tokenizer::Impl {
       return bad("model.vocab", "expected a non-empty object of token -> id");
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-          it.value().get<int64_t>() > INT32_MAX)
-        return bad("model.vocab." + it.key(), "expected a non-negative integer id");
+          it.value().get<int64_t>() >= idLimit)
+        return bad("model.vocab." + it.key(), "expected an integer id in [0, " +
+                                                  std::to_string(idLimit) + ")");
       addToken(it.key(), it.value().get<int32_t>());
     }
     const Json &merges = m.contains("merges") ? m["merges"] : Json::array();
@@ -893,6 +898,13 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string &name) {
+  if (json.size() > kMaxTokenizerBytes)
+    return invalidArgument(name + ": " + std::to_string(json.size()) +
+                           " bytes of tokenizer.json; at most " +
+                           std::to_string(kMaxTokenizerBytes) + " are read");
+  // Nesting bounds every recursive structure (Sequence normalizers,
+  // pre-tokenizers, decoders) before anything recurses.
+  WEFT_RETURN_IF_ERROR(io::checkJsonNesting(json, io::kMaxJsonDepth, name));
   // nlohmann's typed accessors throw on a field of the wrong type (a number
   // where a string belongs): that is bad input, reported as such.
   try {
@@ -911,8 +923,17 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
   Tokenizer t;
   Impl &impl = *t.impl_;
   impl.name = name;
-  WEFT_RETURN_IF_ERROR(impl.parseModel(j.contains("model") ? j["model"] : Json()));
   const Json &added = j.contains("added_tokens") ? j["added_tokens"] : Json::array();
+  // Ids index tables sized by the largest one: a vocabulary is dense, so an
+  // id is refused beyond the number of tokens given plus 65,536.
+  {
+    size_t entries = added.is_array() ? added.size() : 0;
+    if (j.contains("model") && j["model"].is_object() && j["model"].contains("vocab") &&
+        j["model"]["vocab"].is_object())
+      entries += j["model"]["vocab"].size();
+    impl.idLimit = int64_t(std::min<size_t>(entries + 65536, size_t(INT32_MAX)));
+  }
+  WEFT_RETURN_IF_ERROR(impl.parseModel(j.contains("model") ? j["model"] : Json()));
   if (!added.is_array())
     return impl.bad("added_tokens", "expected an array");
   for (size_t i = 0; i < added.size(); ++i) {
@@ -921,6 +942,10 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
         !a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty())
       return impl.bad("added_tokens[" + std::to_string(i) + "]",
                       "expected an integer id and a non-empty content");
+    if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= impl.idLimit)
+      return impl.bad("added_tokens[" + std::to_string(i) + "].id",
+                      std::to_string(a["id"].get<int64_t>()) + ": expected an id in [0, " +
+                          std::to_string(impl.idLimit) + ")");
     AddedToken tok{a["id"].get<int32_t>(), a["content"].get<std::string>(), a.value("special", false)};
     tok.lstrip = a.value("lstrip", false);
     tok.rstrip = a.value("rstrip", false);
@@ -962,12 +987,10 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
 }
 
 StatusOr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return notFound(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return fromJson(ss.str(), path);
+  StatusOr<std::string> text = io::readRegularFile(path, kMaxTokenizerBytes, "tokenizer.json");
+  if (!text.isOk())
+    return text.status();
+  return fromJson(*text, path);
 }
 
 StatusOr<LoadedTokenizer> loadTokenizer(const std::string &path, std::string_view embeddedJson,

@@ -25,6 +25,9 @@
 
 namespace weft::tokenizer {
 
+// The largest tokenizer.json read (real ones are 2-35 MB).
+inline constexpr uint64_t kMaxTokenizerBytes = 128u << 20;
+
 class Tokenizer {
 public:
   // `name` (a file name) prefixes error messages.

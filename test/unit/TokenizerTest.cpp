@@ -97,7 +97,19 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
   expectError(R"({"model": {"type": "BPE", "vocab": {}}})",
               "tok.json: model.vocab: expected a non-empty object of token -> id");
   expectError(R"({"model": {"type": "BPE", "vocab": {"a": -1}}})",
-              "tok.json: model.vocab.a: expected a non-negative integer id");
+              "tok.json: model.vocab.a: expected an integer id in [0, 65537)");
+  // Ids index tables sized by the largest: far beyond the entries given
+  // (near 2^31, or past 2^32 where a cast would wrap) is refused at once.
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 2147483600}}})",
+              "tok.json: model.vocab.a: expected an integer id in [0, 65537)");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "added_tokens": [{"id": 4294967297, "content": "<x>"}]})",
+              "tok.json: added_tokens[0].id: 4294967297: expected an id in [0, 65538)");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "post_processor": {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}],
+                    "special_tokens": {"<s>": {"ids": [100000000]}}}})",
+              "tok.json: post_processor.special_tokens.<s>: expected integer ids in [0, 65537)");
   expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})",
               "tok.json: model.merges[0]: expected \"a b\" or [a, b]");
   expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "unk_token": "<unk>"}})",
@@ -123,6 +135,23 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
   ASSERT_FALSE(typed.isOk());
   EXPECT_EQ(typed.status().message().rfind("tok.json: unexpected field type: ", 0), 0u)
       << typed.status().message();
+}
+
+TEST(Tokenizer, DeepNestingIsRefusedBeforeParsing) {
+  // A Sequence normalizer nested 100,000 levels deep: one line, at once,
+  // without recursing into it.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i)
+    deep += R"({"type": "Sequence", "normalizers": [)";
+  deep += R"({"type": "NFC"})";
+  for (int i = 0; i < 100000; ++i)
+    deep += "]}";
+  std::string json = R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": )" + deep + "}";
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<Tokenizer> t = Tokenizer::fromJson(json, "deep.json");
+  ASSERT_FALSE(t.isOk());
+  EXPECT_EQ(t.status().message(), "deep.json: JSON nested 200002 levels deep; at most 64 are read");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
 }
 
 TEST(Tokenizer, TextOutsideTheVocabulary) {
