@@ -3,6 +3,7 @@
 #include "compiler/Import/ModelConfig.h"
 
 #include "compiler/Support/JsonFields.h"
+#include "runtime/io/ReadFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -117,6 +118,11 @@ Expected<io::DType> parseTorchDType(StringRef s, const FieldReader &r,
 } // namespace
 
 Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
+  // llvm::json recurses per level: the nesting is measured first.
+  if (weft::Status deep = weft::io::checkJsonNesting(std::string_view(text.data(), text.size()),
+                                                    weft::io::kMaxJsonDepth, file.str());
+      !deep.isOk())
+    return makeError(deep.message());
   Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return makeError(llvm::Twine(file) + ": invalid JSON: " +
@@ -280,13 +286,12 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
 }
 
 Expected<ModelConfig> readModelConfig(StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf)
-    return makeError(llvm::Twine(path) + ": cannot read: " + buf.getError().message());
-  if ((*buf)->getBufferSize() > (64u << 20))
-    return makeError(llvm::Twine(path) + ": file is larger than 64 MiB; not a config.json");
-  return parseModelConfig((*buf)->getBuffer(), path);
+  // Type and size are checked before a byte is read (a FIFO does not block).
+  weft::StatusOr<std::string> text =
+      weft::io::readRegularFile(path.str(), 64u << 20, "config.json");
+  if (!text.isOk())
+    return makeError(text.status().message());
+  return parseModelConfig(*text, path);
 }
 
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {

@@ -466,6 +466,9 @@ llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
   spec.split(parts, ',');
   for (llvm::StringRef part : parts) {
     auto [devs, layers] = part.trim().split(':');
+    // "0:" names a layer count and gives none.
+    if (part.trim().ends_with(":"))
+      return error("'" + part.trim() + "': expected a layer count after ':'");
     Stage s;
     llvm::SmallVector<llvm::StringRef> ids;
     devs.split(ids, '+');

@@ -1,6 +1,10 @@
 // UTF-8 checks and one-line rendering of untrusted text for error messages.
 #include "runtime/base/Text.h"
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
 namespace weft {
 
 // Length of the well-formed UTF-8 sequence at s[i] (Unicode table 3-7: no
@@ -86,6 +90,47 @@ std::string printableForMessage(std::string_view s, size_t maxBytes) {
       out.append(s.substr(i, len));
     }
     i += len;
+  }
+  return out;
+}
+
+std::optional<int64_t> parseInteger(std::string_view s, int64_t lo, int64_t hi) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || (s[0] == '-' && lo < 0)))
+    return std::nullopt;
+  int64_t v = 0;
+  auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+  if (err != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
+    return std::nullopt;
+  return v;
+}
+
+std::optional<double> parseDecimal(std::string_view s, double lo, double hi) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '.'))
+    return std::nullopt;
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+          c == 'e' || c == 'E'))
+      return std::nullopt; // no "inf", "nan", hex
+  double v = 0;
+  auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (err != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo || v > hi)
+    return std::nullopt;
+  return v;
+}
+
+std::optional<std::vector<int64_t>> parseIntegerList(std::string_view s, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    std::string_view item = s.substr(start, comma == std::string_view::npos ? s.npos : comma - start);
+    std::optional<int64_t> v = parseInteger(item, lo, hi);
+    if (!v)
+      return std::nullopt;
+    out.push_back(*v);
+    if (comma == std::string_view::npos)
+      break;
+    start = comma + 1;
   }
   return out;
 }

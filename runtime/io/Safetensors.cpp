@@ -795,7 +795,7 @@ public:
 
   Status open(const std::string &path, const Messages &msg) {
     do
-      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); // a FIFO must not block
     while (fd_ < 0 && errno == EINTR);
     if (fd_ < 0) {
       int err = errno;

@@ -4,6 +4,7 @@
 
 #include "compiler/Support/JsonFields.h"
 #include "runtime/base/Text.h"
+#include "runtime/io/ReadFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -575,6 +576,10 @@ Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
   if (bad != kAllValidUtf8)
     return makeError(llvm::Twine(displayName) + ": invalid UTF-8 at byte " +
                      llvm::Twine(uint64_t(bad)));
+  if (weft::Status deep = weft::io::checkJsonNesting(std::string_view(text.data(), text.size()),
+                                                    weft::io::kMaxJsonDepth, displayName.str());
+      !deep.isOk())
+    return makeError(deep.message());
   Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return makeError(llvm::Twine(displayName) + ": invalid JSON: " +
@@ -626,14 +631,12 @@ Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
 }
 
 Expected<Topology> readTopologyFile(StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf)
-    return makeError(llvm::Twine(path) + ": cannot read: " + buf.getError().message());
-  if ((*buf)->getBufferSize() > (16u << 20))
-    return makeError(llvm::Twine(path) +
-                     ": file is larger than 16 MiB; not a topology description");
-  return parseTopologyJson((*buf)->getBuffer(), path);
+  // Type and size are checked before a byte is read (a FIFO does not block).
+  weft::StatusOr<std::string> text =
+      weft::io::readRegularFile(path.str(), 16u << 20, "the topology description");
+  if (!text.isOk())
+    return makeError(text.status().message());
+  return parseTopologyJson(*text, path);
 }
 
 std::string topologyToJson(const Topology &t) {

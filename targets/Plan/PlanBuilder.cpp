@@ -1,6 +1,8 @@
 // Lowering of specialized modules to the FlatBuffers plan.
 #include "targets/Plan/PlanBuilder.h"
 
+#include "runtime/io/ReadFile.h"
+
 #include "compiler/Partition/ShardRegion.h"
 #include "dialects/Dist/IR/DistDialect.h"
 #include "dialects/Plan/IR/PlanDialect.h"
@@ -698,18 +700,31 @@ llvm::Expected<SourceFiles> describeSources(const ModelSource &source) {
 // chat_template.jinja file, or tokenizer_config.json's chat_template, a
 // string or the "default" of a list of named ones) and the BOS/EOS token
 // strings (strings, or objects with "content").
+// Side files a checkpoint may carry (tokenizer_config.json, the chat
+// template, generation_config.json): real ones are kilobytes.
+constexpr uint64_t kMaxSideFileBytes = 16u << 20;
+
 struct ChatConfig {
   std::string source, file, bos, eos;
 };
 
-std::string readOptional(const ModelSource &source, llvm::StringRef name);
+llvm::Expected<std::string> readOptional(const ModelSource &source, llvm::StringRef name,
+                                         uint64_t maxBytes);
 
-ChatConfig readChatConfig(const ModelSource &source) {
+llvm::Expected<ChatConfig> readChatConfig(const ModelSource &source) {
   ChatConfig c;
-  std::string config = readOptional(source, "tokenizer_config.json");
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(config);
+  llvm::Expected<std::string> config =
+      readOptional(source, "tokenizer_config.json", kMaxSideFileBytes);
+  if (!config)
+    return config.takeError();
+  // Nesting is measured before llvm::json recurses into it.
+  if (weft::Status deep = weft::io::checkJsonNesting(*config, weft::io::kMaxJsonDepth,
+                                                    "tokenizer_config.json");
+      !deep.isOk())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), deep.message());
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(*config);
   const llvm::json::Object *obj = nullptr;
-  if (!config.empty() && parsed)
+  if (!config->empty() && parsed)
     obj = parsed->getAsObject();
   else if (!parsed)
     llvm::consumeError(parsed.takeError());
@@ -725,7 +740,10 @@ ChatConfig readChatConfig(const ModelSource &source) {
   };
   c.bos = token("bos_token");
   c.eos = token("eos_token");
-  c.source = readOptional(source, "chat_template.jinja");
+  llvm::Expected<std::string> jinja = readOptional(source, "chat_template.jinja", kMaxSideFileBytes);
+  if (!jinja)
+    return jinja.takeError();
+  c.source = std::move(*jinja);
   c.file = "chat_template.jinja";
   if (!c.source.empty() || !obj)
     return c;
@@ -742,13 +760,22 @@ ChatConfig readChatConfig(const ModelSource &source) {
   return c;
 }
 
-std::string readOptional(const ModelSource &source, llvm::StringRef name) {
+// A checkpoint's side file, or "" when it has none; one that is there but
+// is not a regular file, or is larger than `maxBytes`, is an error (it
+// would be embedded in the plan).
+llvm::Expected<std::string> readOptional(const ModelSource &source, llvm::StringRef name,
+                                         uint64_t maxBytes) {
   if (!source.checkpoint)
-    return "";
+    return std::string();
   llvm::SmallString<256> path(source.checkpoint->dir);
   llvm::sys::path::append(path, name);
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  return buffer ? (*buffer)->getBuffer().str() : std::string();
+  if (!llvm::sys::fs::exists(path))
+    return std::string();
+  weft::StatusOr<std::string> text =
+      weft::io::readRegularFile(std::string(path), maxBytes, name.str());
+  if (!text.isOk())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), text.status().message());
+  return std::move(text.value());
 }
 
 } // namespace
@@ -835,6 +862,22 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
           const partition::PartitionOptions &popts, const PlanBuildOptions &options,
           PlanStats *stats, OwningOpRef<ModuleOp> *planIR) {
   const ModelConfig &config = source.config;
+  // The checkpoint's side files first: one that cannot be read ends the
+  // compile before any kernel is built.
+  llvm::Expected<std::string> tokenizerText =
+      readOptional(source, "tokenizer.json", weft::tokenizer::kMaxTokenizerBytes);
+  if (!tokenizerText)
+    return tokenizerText.takeError();
+  std::string tokenizer = std::move(*tokenizerText);
+  llvm::Expected<std::string> generationText =
+      readOptional(source, "generation_config.json", kMaxSideFileBytes);
+  if (!generationText)
+    return generationText.takeError();
+  std::string generation = std::move(*generationText);
+  llvm::Expected<ChatConfig> chatConfig = readChatConfig(source);
+  if (!chatConfig)
+    return chatConfig.takeError();
+  ChatConfig chat = std::move(*chatConfig);
   Lowering lowering(source, topology, popts, options);
   SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
   // Block-table rows: enough sequences in flight for the largest decode
@@ -1084,7 +1127,6 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
                                   int32_t(lowering.maxBlocksPerSequence),
                                   b.CreateVector(blocks), b.CreateVector(kvHeads));
 
-  std::string tokenizer = readOptional(source, "tokenizer.json");
   if (stats && !tokenizer.empty()) {
     weft::StatusOr<weft::tokenizer::Tokenizer> t =
         weft::tokenizer::Tokenizer::fromJson(tokenizer, "tokenizer.json");
@@ -1092,8 +1134,6 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     stats->tokenizer = t.isOk() ? "BPE, " + std::to_string(t->vocabSize()) + " tokens"
                                 : t.status().message();
   }
-  std::string generation = readOptional(source, "generation_config.json");
-  ChatConfig chat = readChatConfig(source);
   if (stats && !chat.source.empty()) {
     weft::StatusOr<weft::chat::ChatTemplate> t =
         weft::chat::ChatTemplate::parse(chat.source, chat.file);

@@ -108,7 +108,7 @@ TEST_F(BrokenCheckpointTest, MissingConfig) {
   std::string dir = copyFixture("llama");
   fs::remove(dir + "/config.json");
   std::string msg = openError(dir);
-  EXPECT_NE(msg.find("config.json: cannot read"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("config.json: cannot open config.json"), std::string::npos) << msg;
 }
 
 TEST_F(BrokenCheckpointTest, MalformedConfig) {

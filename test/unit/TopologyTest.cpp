@@ -322,7 +322,7 @@ TEST(TopologyTest, SpecNamingAJsonFileReadsIt) {
   llvm::Expected<Topology> missing = parseTopologySpec("/nonexistent/topo.json");
   ASSERT_FALSE(bool(missing));
   std::string msg = oneLine(missing.takeError());
-  EXPECT_EQ(msg.rfind("/nonexistent/topo.json: cannot read", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("/nonexistent/topo.json: cannot open the topology description", 0), 0u) << msg;
 }
 
 TEST(TopologyTest, ExampleFileIsTheShortFormWrittenOut) {

@@ -3,6 +3,7 @@
 // arrivals) against any OpenAI-compatible server; prints per-request
 // tokens/s, time to first token, inter-token latency, throughput and
 // errors for each level, and writes them as JSON and an SVG picture.
+#include "runtime/base/Text.h"
 #include "tools/weft-bench/LoadGenerator.h"
 
 #include <cerrno>
@@ -21,15 +22,13 @@ int fail(const std::string &msg) {
   return 1;
 }
 
+// A number in [lo, hi], strictly (weft::parseDecimal: no "inf", spaces or
+// trailing text).
 bool parseNumber(const std::string &s, double lo, double hi, double &out) {
-  if (s.empty())
+  std::optional<double> v = weft::parseDecimal(s, lo, hi);
+  if (!v)
     return false;
-  char *end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end || errno || !(v >= lo && v <= hi))
-    return false;
-  out = v;
+  out = *v;
   return true;
 }
 

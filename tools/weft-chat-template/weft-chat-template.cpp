@@ -2,6 +2,7 @@
 // chat_template of a tokenizer_config.json) with a JSON context (messages,
 // add_generation_prompt, bos_token, ...) from a file or stdin: the prompt
 // text weft-serve builds for /v1/chat/completions.
+#include "runtime/io/ReadFile.h"
 #include "runtime/chat/ChatTemplate.h"
 
 #include <fstream>
@@ -13,13 +14,15 @@ int fail(const std::string &msg) {
   std::cerr << "weft-chat-template: error: " << msg << "\n";
   return 1;
 }
-bool readFile(const std::string &path, std::string &out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
+// A regular file of at most 16 MiB (templates and configs are kilobytes);
+// a FIFO or device is refused without blocking.
+bool readFile(const std::string &path, std::string &out, std::string &error) {
+  weft::StatusOr<std::string> text = weft::io::readRegularFile(path, 16u << 20, "the input");
+  if (!text.isOk()) {
+    error = text.status().message();
     return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  out = ss.str();
+  }
+  out = std::move(text.value());
   return true;
 }
 } // namespace
@@ -30,10 +33,13 @@ int main(int argc, char **argv) {
                  "[CONTEXT.json]   (context from stdin without one)\n";
     return argc < 2 ? 1 : 0;
   }
-  std::string source, path = argv[1];
-  if (!readFile(path, source))
-    return fail(path + ": cannot open");
+  std::string source, path = argv[1], error;
+  if (!readFile(path, source, error))
+    return fail(error);
   if (path.size() > 5 && path.substr(path.size() - 5) == ".json") {
+    if (weft::Status deep = weft::io::checkJsonNesting(source, weft::io::kMaxJsonDepth, path);
+        !deep.isOk())
+      return fail(deep.message());
     nlohmann::json config = nlohmann::json::parse(source, nullptr, false);
     if (config.is_discarded() || !config.is_object() || !config.contains("chat_template"))
       return fail(path + ": no chat_template in it");
@@ -54,13 +60,17 @@ int main(int argc, char **argv) {
   }
   std::string contextText;
   if (argc == 3) {
-    if (!readFile(argv[2], contextText))
-      return fail(std::string(argv[2]) + ": cannot open");
+    if (!readFile(argv[2], contextText, error))
+      return fail(error);
   } else {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     contextText = ss.str();
   }
+  if (weft::Status deep = weft::io::checkJsonNesting(contextText, weft::io::kMaxJsonDepth,
+                                                    "the context");
+      !deep.isOk())
+    return fail(deep.message());
   nlohmann::ordered_json context = nlohmann::ordered_json::parse(contextText, nullptr, false);
   if (context.is_discarded() || !context.is_object())
     return fail("the context is not a JSON object");

@@ -1,6 +1,8 @@
 // weft-run: loads a plan and its weights and generates tokens (greedily, or
 // sampled) for one prompt or a file of prompts run together through the
 // scheduler, printing the tokens and the speed.
+#include "runtime/base/Text.h"
+#include "runtime/io/ReadFile.h"
 #include "runtime/engine/Generate.h"
 #include "runtime/serve/Scheduler.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -24,17 +26,14 @@ int fail(const std::string &msg) {
   return 1;
 }
 
+// Comma-separated integers in [0, 2^31), strictly (weft::parseIntegerList).
 bool parseInts(const std::string &text, std::vector<int32_t> &out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char *end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 0 || v > INT32_MAX)
-      return false;
-    out.push_back(int32_t(v));
-  }
-  return !out.empty();
+  std::optional<std::vector<int64_t>> v = weft::parseIntegerList(text, 0, INT32_MAX);
+  if (!v)
+    return false;
+  for (int64_t x : *v)
+    out.push_back(int32_t(x));
+  return true;
 }
 
 // --prompts FILE: one prompt a line, comma-separated token ids or text
@@ -46,11 +45,13 @@ struct PromptLine {
 };
 
 bool readPrompts(const std::string &path, std::vector<PromptLine> &out, std::string &error) {
-  std::ifstream f(path);
-  if (!f) {
-    error = path + ": cannot open";
+  // A regular file of at most 256 MiB, checked before reading.
+  weft::StatusOr<std::string> text = weft::io::readRegularFile(path, 256u << 20, "the prompt list");
+  if (!text.isOk()) {
+    error = text.status().message();
     return false;
   }
+  std::istringstream f(*text);
   std::string line;
   int number = 0;
   while (std::getline(f, line)) {
@@ -314,21 +315,20 @@ int main(int argc, char **argv) {
     }
     else if (a == "--temperature" || a == "--top-p") {
       const char *text = value(a.c_str());
-      char *end = nullptr;
-      float v = std::strtof(text, &end);
-      if (!*text || *end)
-        return fail(a + ": expected a number, got '" + text + "'");
-      (a == "--temperature" ? sampling.temperature : sampling.topP) = v;
+      std::optional<double> v = weft::parseDecimal(text, 0, 1e6);
+      if (!v)
+        return fail(a + ": expected a non-negative number, got '" + text + "'");
+      (a == "--temperature" ? sampling.temperature : sampling.topP) = float(*v);
     } else if (a == "--top-k" || a == "--seed") {
       const char *text = value(a.c_str());
-      char *end = nullptr;
-      long long v = std::strtoll(text, &end, 10);
-      if (!*text || *end || v < 0 || (a == "--top-k" && v > INT32_MAX))
+      std::optional<int64_t> v =
+          weft::parseInteger(text, 0, a == "--top-k" ? INT32_MAX : INT64_MAX);
+      if (!v)
         return fail(a + ": expected a non-negative integer, got '" + text + "'");
       if (a == "--top-k")
-        sampling.topK = int32_t(v);
+        sampling.topK = int32_t(*v);
       else
-        sampling.seed = uint64_t(v);
+        sampling.seed = uint64_t(*v);
     }
     else if (a == "--dump-logits") dumpLogits = value("--dump-logits");
     else if (a == "--bench") benchBucket = value("--bench");

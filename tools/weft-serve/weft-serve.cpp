@@ -1,6 +1,8 @@
 // weft-serve: loads a plan and its weights and serves them over an
 // OpenAI-compatible HTTP API (see runtime/server), until SIGTERM or SIGINT,
 // which drain the requests in flight before exiting 0.
+#include "runtime/io/ReadFile.h"
+#include "runtime/base/Text.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/server/Server.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -31,14 +33,10 @@ int fail(const std::string &msg) {
 }
 
 bool parseInt(const std::string &text, long long lo, long long hi, long long &out) {
-  if (text.empty())
+  std::optional<int64_t> v = weft::parseInteger(text, lo, hi);
+  if (!v)
     return false;
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (*end || errno || v < lo || v > hi)
-    return false;
-  out = v;
+  out = *v;
   return true;
 }
 
@@ -195,9 +193,8 @@ int main(int argc, char **argv) {
       options.allowNccl = false;
     } else if (a == "--micro-batches") {
       std::optional<std::string> v = value();
-      char *end = nullptr;
-      long n = v ? std::strtol(v->c_str(), &end, 10) : 0;
-      if (!v || v->empty() || *end || n < 1 || n > 16)
+      long long n = 0;
+      if (!v || !parseInt(*v, 1, 16, n))
         return fail("--micro-batches: expected an integer from 1 to 16");
       options.microBatches = int(n);
     } else if (a == "--quiet") {
@@ -304,15 +301,18 @@ int main(int argc, char **argv) {
   {
     std::string source, where;
     if (!chatTemplatePath.empty()) {
-      std::ifstream f(chatTemplatePath, std::ios::binary);
-      if (!f)
-        return fail(chatTemplatePath + ": cannot open");
-      std::stringstream ss;
-      ss << f.rdbuf();
-      source = ss.str();
+      weft::StatusOr<std::string> text =
+          weft::io::readRegularFile(chatTemplatePath, 16u << 20, "the chat template");
+      if (!text.isOk())
+        return fail(text.status().message());
+      source = std::move(text.value());
       where = chatTemplatePath;
       if (chatTemplatePath.size() > 5 &&
           chatTemplatePath.compare(chatTemplatePath.size() - 5, 5, ".json") == 0) {
+        if (weft::Status deep = weft::io::checkJsonNesting(source, weft::io::kMaxJsonDepth,
+                                                          chatTemplatePath);
+            !deep.isOk())
+          return fail(deep.message());
         nlohmann::json config = nlohmann::json::parse(source, nullptr, false);
         if (config.is_discarded() || !config.is_object() || !config.contains("chat_template") ||
             !config["chat_template"].is_string())

@@ -1,5 +1,7 @@
 // weft-tokenize: encodes text with a tokenizer.json as the runtime does
 // (or decodes ids), for inspecting prompts and for timing the tokenizer.
+#include "runtime/io/ReadFile.h"
+#include "runtime/base/Text.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <chrono>
@@ -38,11 +40,10 @@ int main(int argc, char **argv) {
     else if (a == "--skip-special") skipSpecial = true;
     else if (a == "--decode") decodeIds = value(), decoding = true;
     else if (a == "--repeat") {
-      std::string v = value();
-      char *end = nullptr;
-      repeat = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || repeat < 1 || repeat > 1000000)
+      std::optional<int64_t> n = weft::parseInteger(value(), 1, 1000000);
+      if (!n)
         return fail("--repeat: expected a positive integer");
+      repeat = long(*n);
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       return 0;
@@ -65,11 +66,10 @@ int main(int argc, char **argv) {
     std::stringstream ss(decodeIds);
     std::string item;
     while (std::getline(ss, item, ',')) {
-      char *end = nullptr;
-      long v = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end || v < 0 || v >= tok->vocabSize())
+      std::optional<int64_t> v = weft::parseInteger(item, 0, int64_t(tok->vocabSize()) - 1);
+      if (!v)
         return fail("--decode: '" + item + "' is not an id of this tokenizer");
-      ids.push_back(int32_t(v));
+      ids.push_back(int32_t(*v));
     }
     std::cout << tok->decode(ids, skipSpecial) << "\n";
     return 0;
@@ -78,10 +78,10 @@ int main(int argc, char **argv) {
   if (file.empty()) {
     buffer << std::cin.rdbuf();
   } else {
-    std::ifstream f(file, std::ios::binary);
-    if (!f)
-      return fail(file + ": cannot open");
-    buffer << f.rdbuf();
+    weft::StatusOr<std::string> text = weft::io::readRegularFile(file, 1u << 30, "the text");
+    if (!text.isOk())
+      return fail(text.status().message());
+    buffer << *text;
   }
   std::string text = buffer.str();
   weft::StatusOr<std::vector<int32_t>> ids = tok->encode(text, special);
