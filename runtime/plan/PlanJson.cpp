@@ -590,6 +590,22 @@ std::string planToJson(const fb::Plan &plan) {
   j["chat_template"] = text(plan.chat_template());
   j["bos_token"] = text(plan.bos_token());
   j["eos_token"] = text(plan.eos_token());
+  if (const fb::Seal *seal = plan.seal()) {
+    auto bytesHex = [](const flatbuffers::Vector<uint8_t> *v) {
+      std::string out;
+      if (v)
+        for (uint8_t b : *v) {
+          static const char digits[] = "0123456789abcdef";
+          out += digits[b >> 4];
+          out += digits[b & 15];
+        }
+      return out;
+    };
+    bool isSigned = seal->signer() && std::any_of(seal->signer()->begin(), seal->signer()->end(),
+                                                  [](uint8_t b) { return b != 0; });
+    j["seal"] = Json{{"blake2b_256", bytesHex(seal->hash())},
+                     {"signer", isSigned ? Json(bytesHex(seal->signer())) : Json(nullptr)}};
+  }
   // Strings from the file need not be UTF-8; replace rather than throw.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -597,6 +613,19 @@ std::string planToJson(const fb::Plan &plan) {
 std::string planSummary(const fb::Plan &plan) {
   std::string out = "plan: format version " + std::to_string(plan.version()) + ", compiled by " +
                     name(plan.compiler()) + "\n";
+  if (const fb::Seal *seal = plan.seal()) {
+    bool isSigned = seal->signer() && std::any_of(seal->signer()->begin(), seal->signer()->end(),
+                                                  [](uint8_t b) { return b != 0; });
+    std::string signer;
+    if (isSigned)
+      for (uint8_t b : *seal->signer()) {
+        static const char digits[] = "0123456789abcdef";
+        signer += digits[b >> 4];
+        signer += digits[b & 15];
+      }
+    out += std::string("seal: BLAKE2b-256 checksum, ") +
+           (isSigned ? "signed by " + signer : std::string("unsigned")) + "\n";
+  }
   summarizeModel(plan, out);
   summarizeTopology(plan, out);
   summarizePartition(plan, out);

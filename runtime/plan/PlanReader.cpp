@@ -990,7 +990,8 @@ StatusOr<std::vector<uint8_t>> readFile(const std::string &path, const std::stri
   return bytes;
 }
 
-Status checkBytes(const std::vector<uint8_t> &bytes, const std::string &display) {
+Status checkBytes(const std::vector<uint8_t> &bytes, const std::string &display,
+                  const SealPolicy &seal) {
   if (std::string problem = sizeProblem(bytes.size()); !problem.empty())
     return invalidArgument(display + ": " + problem);
   if (!fb::PlanBufferHasIdentifier(bytes.data())) {
@@ -1011,6 +1012,7 @@ Status checkBytes(const std::vector<uint8_t> &bytes, const std::string &display)
     return unimplemented(display + ": version " + str(uint64_t(plan.version())) +
                          ": expected " + str(uint64_t(kPlanFormatVersion)) +
                          " (the plan format this runtime reads; recompile the plan)");
+  WEFT_RETURN_IF_ERROR(checkSeal(bytes, display, seal));
   return Checker(bytes.data(), display).run();
 }
 
@@ -1033,21 +1035,22 @@ StatusOr<PlanFile> guarded(const std::string &display, Fn &&fn) {
 
 } // namespace
 
-StatusOr<PlanFile> PlanFile::open(const std::string &path) {
+StatusOr<PlanFile> PlanFile::open(const std::string &path, const SealPolicy &seal) {
   const std::string display = printableForMessage(path, 4096);
   return guarded(display, [&]() -> StatusOr<PlanFile> {
     StatusOr<std::vector<uint8_t>> bytes = readFile(path, display);
     if (!bytes)
       return bytes.status();
-    WEFT_RETURN_IF_ERROR(checkBytes(*bytes, display));
+    WEFT_RETURN_IF_ERROR(checkBytes(*bytes, display, seal));
     return PlanFile(std::move(bytes).value(), path);
   });
 }
 
-StatusOr<PlanFile> PlanFile::fromBytes(std::vector<uint8_t> bytes, std::string displayName) {
+StatusOr<PlanFile> PlanFile::fromBytes(std::vector<uint8_t> bytes, std::string displayName,
+                                       const SealPolicy &seal) {
   const std::string display = printableForMessage(displayName, 4096);
   return guarded(display, [&]() -> StatusOr<PlanFile> {
-    WEFT_RETURN_IF_ERROR(checkBytes(bytes, display));
+    WEFT_RETURN_IF_ERROR(checkBytes(bytes, display, seal));
     return PlanFile(std::move(bytes), std::move(displayName));
   });
 }

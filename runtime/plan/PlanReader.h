@@ -6,6 +6,7 @@
 
 #include "runtime/base/Status.h"
 #include "runtime/plan/Fnv1a.h"
+#include "runtime/plan/PlanSeal.h"
 #include "runtime/plan/plan_generated.h"
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 namespace weft::plan {
 
 // Plan.version this reader accepts; any other value is rejected.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+inline constexpr uint32_t kPlanFormatVersion = 3; // 3: the seal
 
 // The FlatBuffers file identifier (plan.fbs `file_identifier`).
 inline constexpr char kPlanFileIdentifier[] = "WEFT";
@@ -30,10 +31,13 @@ inline constexpr size_t kMaxPlanRank = 16;
 // vector's storage moves with it).
 class PlanFile {
 public:
-  // Reads the whole file and checks it; errors start with `path`.
-  static StatusOr<PlanFile> open(const std::string &path);
-  // Checks `bytes`; errors start with `displayName`.
-  static StatusOr<PlanFile> fromBytes(std::vector<uint8_t> bytes, std::string displayName);
+  // Reads the whole file and checks it: FlatBuffers structure, version,
+  // the seal (checksum, and signer under `seal`), then every semantic
+  // rule. Errors start with `path`.
+  static StatusOr<PlanFile> open(const std::string &path, const SealPolicy &seal = {});
+  // Checks `bytes` the same way; errors start with `displayName`.
+  static StatusOr<PlanFile> fromBytes(std::vector<uint8_t> bytes, std::string displayName,
+                                      const SealPolicy &seal = {});
 
   PlanFile(PlanFile &&) noexcept = default;
   PlanFile &operator=(PlanFile &&) noexcept = default;

@@ -1142,7 +1142,8 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   auto plan = fb::CreatePlan(b, kPlanFormatVersion, str("weft-compile 0.1"), model, topo,
                              part, manifest, b.CreateVector(kernels),
                              b.CreateVector(buckets), kv, str(tokenizer), str(generation),
-                             str(chat.source), str(chat.bos), str(chat.eos));
+                             str(chat.source), str(chat.bos), str(chat.eos),
+                             createSealPlaceholder(b));
   fb::FinishPlanBuffer(b, plan);
 
   if (stats) {
@@ -1152,7 +1153,11 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     stats->steps = stepCount;
     stats->peakArenaBytes = peak;
   }
-  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  // The seal last: its hash covers every other byte of the file.
+  if (weft::Status sealed = sealPlan(bytes, options.signingKey); !sealed.isOk())
+    return makeError(sealed.message());
+  return bytes;
 }
 
 } // namespace weft::plan

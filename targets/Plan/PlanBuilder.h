@@ -5,6 +5,7 @@
 #ifndef WEFT_TARGETS_PLAN_PLANBUILDER_H_
 #define WEFT_TARGETS_PLAN_PLANBUILDER_H_
 
+#include "runtime/plan/PlanSeal.h"
 #include "compiler/Import/Checkpoint.h"
 #include "compiler/Partition/Partitioner.h"
 
@@ -33,6 +34,8 @@ struct PlanBuildOptions {
   int64_t maxGemvTokens = 4;
   // Called as work progresses: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
+  // Signs the plan's seal (weft-compile --sign); null: sealed unsigned.
+  const SigningKey *signingKey = nullptr;
 };
 
 // Summary figures of a built plan, for reports and tests.

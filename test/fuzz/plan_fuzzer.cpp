@@ -134,7 +134,15 @@ void usePlan(const fb::Plan &plan) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  auto file = PlanFile::fromBytes(std::vector<uint8_t>(data, data + size), kName);
+  // With the seal checked (what every load does): almost every mutation
+  // ends at the checksum, which must itself be a clean error.
+  auto sealed = PlanFile::fromBytes(std::vector<uint8_t>(data, data + size), kName);
+  if (!sealed.isOk())
+    checkError(sealed.status());
+  // Without it, so mutations reach the structural and semantic checks.
+  SealPolicy unsealed;
+  unsealed.requireSeal = false;
+  auto file = PlanFile::fromBytes(std::vector<uint8_t>(data, data + size), kName, unsealed);
   if (!file.isOk()) {
     checkError(file.status());
     return 0;

@@ -188,9 +188,9 @@ for tool in weft-run weft-serve weft-bench; do
   fi
 done
 cp "$root/test/chat/templates/llama3_style.jinja" "$out/"
-# weft-serve's libraries the GPU machine lacks (cpp-httplib and brotli).
+# Libraries the GPU machine may lack (cpp-httplib, brotli, libsodium).
 if [[ -x "$out/weft-serve" ]]; then
   mkdir -p "$out/lib"
-  ldd "$out/weft-serve" | awk '/httplib|brotli/ {print $3}' | xargs -r cp -L -t "$out/lib/"
+  ldd "$out/weft-serve" | awk '/httplib|brotli|sodium/ {print $3}' | xargs -r cp -L -t "$out/lib/"
 fi
 echo "$(wc -l < "$checks") checks, $(ls "$out"/*.weft | wc -l) plans in $out"

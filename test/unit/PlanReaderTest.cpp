@@ -210,7 +210,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -251,7 +251,9 @@ TEST(PlanJson, RendersEveryTable) {
 
   // Every Plan field, in schema order (the parsed object sorts its keys,
   // so look at the text).
-  EXPECT_EQ(j.size(), 14u);
+  EXPECT_EQ(j.size(), 15u);
+  EXPECT_EQ(j["seal"]["blake2b_256"].get<std::string>().size(), 64u);
+  EXPECT_TRUE(j["seal"]["signer"].is_null());
   EXPECT_LT(text.find("\"version\""), text.find("\"compiler\""));
   EXPECT_LT(text.find("\"kv_cache\""), text.find("\"tokenizer_json\""));
   EXPECT_LT(text.find("\"generation_config_json\""), text.find("\"chat_template\""));
@@ -263,7 +265,8 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 2, compiled by weft-compile test",
+           "plan: format version 3, compiled by weft-compile test",
+           "seal: BLAKE2b-256 checksum, unsigned",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",
            "device 1: rtx3060, sm_86 (cc 86), 28 SMs, 12.0 GiB (capped at 10.0 GiB), 360.0 GB/s",
@@ -412,12 +415,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 1u, 3u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 2u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 2 (the plan format this runtime reads"));
+                                       ": expected 3 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
@@ -426,6 +429,7 @@ TEST(PlanReader, RejectsUnknownOpType) {
   std::vector<uint8_t> bytes = tinyBytes();
   const fb::Step *step = fb::GetPlan(bytes.data())->buckets()->Get(0)->steps()->Get(1);
   bytes[fieldOffset(bytes, step, fb::Step::VT_OP_TYPE)] = 9;
+  ASSERT_TRUE(sealPlan(bytes, nullptr).isOk()); // past the checksum, to the rule
   auto file = load(bytes);
   ASSERT_TRUE(oneLineError(file, "plan.weft: buckets[0].steps[1].op_type: unknown op type 9: "
                                  "expected Launch, Gemm, Copy or AllReduce"));
@@ -446,9 +450,65 @@ TEST(PlanReader, RejectsMisalignedLongVector) {
   uint32_t offset;
   std::memcpy(&offset, bytes.data() + at, 4);
   put32(bytes, at, offset + 4);
+  ASSERT_TRUE(sealPlan(bytes, nullptr).isOk()); // past the checksum, to the rule
   auto file = load(bytes);
   ASSERT_TRUE(oneLineError(file, "plan.weft: manifest.weights[0].shape: [long] data at byte "));
   EXPECT_NE(file.status().message().find("is not 8-byte aligned"), std::string::npos);
+}
+
+TEST(PlanSeal, ChecksumCatchesAnyChangedByte) {
+  std::vector<uint8_t> bytes = tinyBytes();
+  ASSERT_TRUE(load(bytes).isOk());
+  // One flipped bit in a kernel's PTX: structurally fine, caught by the hash.
+  const auto *ptx = fb::GetPlan(bytes.data())->kernels()->Get(0)->binaries()->Get(0)->ptx();
+  bytes[size_t(reinterpret_cast<const uint8_t *>(ptx->data()) - bytes.data())] ^= 0x20;
+  auto file = load(bytes);
+  ASSERT_TRUE(oneLineError(file, "plan.weft: checksum mismatch (BLAKE2b-256 "));
+  EXPECT_NE(file.status().message().find("changed or damaged after it was compiled"),
+            std::string::npos);
+  // A plan without a seal is refused, not trusted.
+  fb::PlanT unsealed = tinyPlan();
+  unsealed.seal.reset();
+  ASSERT_TRUE(oneLineError(load(planBytes(unsealed)), "plan.weft: the plan has no seal"));
+}
+
+TEST(PlanSeal, SignedPlansAndTrustedKeys) {
+  StatusOr<SigningKey> mine = generateSigningKey(), other = generateSigningKey();
+  ASSERT_TRUE(mine.isOk() && other.isOk());
+  std::vector<uint8_t> signedBytes = planBytes(tinyPlan(), &*mine);
+  std::vector<uint8_t> unsignedBytes = tinyBytes();
+  SealPolicy trustMine;
+  trustMine.trusted = {mine->publicKey};
+  // Any sealed plan loads without a policy; a trusted signer with one.
+  EXPECT_TRUE(load(signedBytes).isOk());
+  EXPECT_TRUE(PlanFile::fromBytes(signedBytes, kName, trustMine).isOk());
+  EXPECT_TRUE(oneLineError(PlanFile::fromBytes(unsignedBytes, kName, trustMine),
+                           "plan.weft: the plan is not signed"));
+  SealPolicy trustOther;
+  trustOther.trusted = {other->publicKey};
+  auto untrusted = PlanFile::fromBytes(signedBytes, kName, trustOther);
+  ASSERT_TRUE(oneLineError(untrusted, "plan.weft: signed by " +
+                                          toHex(mine->publicKey.data(), 32) +
+                                          ", which is not a trusted key"));
+  // A signature that does not verify: the hash is made to match again
+  // after a change, but the signature cannot be.
+  std::vector<uint8_t> forged = signedBytes;
+  const fb::Seal *seal = fb::GetPlan(forged.data())->seal();
+  forged[size_t(seal->signature()->data() - forged.data())] ^= 1;
+  ASSERT_TRUE(oneLineError(PlanFile::fromBytes(forged, kName, trustMine),
+                           "plan.weft: the signature does not verify"));
+  // Keys round-trip through their files.
+  TempDir dir;
+  ASSERT_TRUE(writeSigningKey(dir.file("k"), *mine).isOk());
+  StatusOr<SigningKey> read = readSigningKey(dir.file("k"));
+  ASSERT_TRUE(read.isOk()) << read.status().message();
+  EXPECT_EQ(read->publicKey, mine->publicKey);
+  StatusOr<std::vector<PublicKey>> keys = readTrustedKeys(dir.file("k.pub"));
+  ASSERT_TRUE(keys.isOk()) << keys.status().message();
+  EXPECT_EQ(keys->at(0), mine->publicKey);
+  writeFile(dir.file("bad.pub"), "# trusted\nnot-hex\n");
+  EXPECT_EQ(readTrustedKeys(dir.file("bad.pub")).status().message(),
+            dir.file("bad.pub") + ":2: expected an ed25519 public key as 64 hex digits");
 }
 
 TEST(PlanReader, NamesTheDisplayNameSafely) {

@@ -3,6 +3,7 @@
 #ifndef WEFT_TEST_UNIT_PLANTESTUTIL_H_
 #define WEFT_TEST_UNIT_PLANTESTUTIL_H_
 
+#include "runtime/plan/PlanSeal.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/plan_generated.h"
 
@@ -169,6 +170,11 @@ inline pfb::PlanT tinyPlan() {
   pfb::PlanT plan;
   plan.version = weft::plan::kPlanFormatVersion;
   plan.compiler = "weft-compile test";
+  // A placeholder seal, filled over the finished bytes by planBytes.
+  plan.seal = std::make_unique<pfb::SealT>();
+  plan.seal->hash.assign(32, 0);
+  plan.seal->signer.assign(32, 0);
+  plan.seal->signature.assign(64, 0);
 
   auto model = std::make_unique<pfb::ModelInfoT>();
   model->name = "tiny-llama";
@@ -360,11 +366,16 @@ inline pfb::PlanT tinyPlan() {
 }
 
 // Serializes with the "WEFT" identifier, as weft-compile writes plans.
-inline std::vector<uint8_t> planBytes(const pfb::PlanT &plan) {
+// The plan's bytes, sealed (unsigned, or by `key`) when it has a seal.
+inline std::vector<uint8_t> planBytes(const pfb::PlanT &plan,
+                                      const weft::plan::SigningKey *key = nullptr) {
   flatbuffers::FlatBufferBuilder builder;
   pfb::FinishPlanBuffer(builder, pfb::Plan::Pack(builder, &plan));
-  return std::vector<uint8_t>(builder.GetBufferPointer(),
-                              builder.GetBufferPointer() + builder.GetSize());
+  std::vector<uint8_t> bytes(builder.GetBufferPointer(),
+                             builder.GetBufferPointer() + builder.GetSize());
+  if (plan.seal)
+    (void)weft::plan::sealPlan(bytes, key);
+  return bytes;
 }
 
 } // namespace weft::testing

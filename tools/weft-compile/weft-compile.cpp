@@ -123,6 +123,14 @@ cl::opt<std::string> svgFile("svg",
                              cl::init("weft-report.svg"), cl::cat(category));
 cl::opt<bool> listModels("list-models", cl::desc("List the built-in models and exit"),
                          cl::init(false), cl::cat(category));
+cl::opt<std::string> signKey("sign",
+                             cl::desc("Sign the plan with this ed25519 secret key file "
+                                      "(--generate-signing-key writes one)"),
+                             cl::value_desc("KEYFILE"), cl::cat(category));
+cl::opt<std::string> generateKey(
+    "generate-signing-key",
+    cl::desc("Write a new ed25519 key pair (FILE: secret, FILE.pub: public) and exit"),
+    cl::value_desc("FILE"), cl::cat(category));
 
 int fail(const llvm::Twine &msg) {
   llvm::WithColor::error(llvm::errs(), "weft-compile") << msg << "\n";
@@ -136,6 +144,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "Weft: compile an LLM for a GPU topology\n");
+  if (!generateKey.empty()) {
+    if (llvm::sys::fs::exists(generateKey))
+      return fail(generateKey + ": exists already; not overwriting a key");
+    weft::StatusOr<weft::plan::SigningKey> key = weft::plan::generateSigningKey();
+    if (!key.isOk())
+      return fail(key.status().message());
+    if (weft::Status st = weft::plan::writeSigningKey(generateKey, *key); !st.isOk())
+      return fail(st.message());
+    llvm::sys::fs::setPermissions(generateKey, llvm::sys::fs::owner_read | llvm::sys::fs::owner_write);
+    llvm::outs() << "wrote " << generateKey << " (secret: keep it) and " << generateKey
+                 << ".pub (public: give it to weft-run/weft-serve --trusted-keys)\n";
+    return 0;
+  }
   if (listModels) {
     for (const std::string &name : weft::builtinModelNames())
       llvm::outs() << "builtin:" << name << "\n";
@@ -174,6 +195,8 @@ int main(int argc, char **argv) {
     return fail("writing a plan (" + outputFile + ") needs --topology");
   if (emit == Emit::Plan && topologySpec.empty())
     return fail("--emit=plan needs --topology");
+  if (!signKey.empty() && !writePlan && emit != Emit::Plan)
+    return fail("--sign signs a plan: give -o FILE.weft");
   if (!archOverride.empty()) {
     int cc = 0;
     if (!llvm::StringRef(archOverride).starts_with("sm_") ||
@@ -280,6 +303,14 @@ int main(int argc, char **argv) {
     weft::plan::PlanBuildOptions planOptions;
     if (!archOverride.empty())
       planOptions.archOverride = archOverride;
+    std::optional<weft::plan::SigningKey> signingKey;
+    if (!signKey.empty()) {
+      weft::StatusOr<weft::plan::SigningKey> key = weft::plan::readSigningKey(signKey);
+      if (!key.isOk())
+        return fail("--sign: " + key.status().message());
+      signingKey = *key;
+      planOptions.signingKey = &*signingKey;
+    }
     planOptions.kernelCache = cache ? &*cache : nullptr;
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");

@@ -98,6 +98,7 @@ const char *kUsage =
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
+    "                [--trusted-keys FILE] (only plans signed by one of these keys)\n"
     "                [--micro-batches N] (pipeline plans: micro-batches in flight;\n"
     "                default: the plan's choice)\n"
     "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [--bench-steps N]\n"
@@ -273,7 +274,7 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, dumpLogits, promptText, tokenizerPath;
+  std::string planPath, dumpLogits, promptText, tokenizerPath, trustedKeysPath;
   bool havePromptText = false;
   weft::engine::EngineOptions options;
   std::vector<int32_t> prompt;
@@ -348,6 +349,7 @@ int main(int argc, char **argv) {
     else if (a == "--prompt") promptText = value("--prompt"), havePromptText = true;
     else if (a == "--prompts") promptsPath = value("--prompts");
     else if (a == "--tokenizer") tokenizerPath = value("--tokenizer");
+    else if (a == "--trusted-keys") trustedKeysPath = value("--trusted-keys");
     else if (a == "--prompt-ids") {
       if (!parseInts(value("--prompt-ids"), prompt))
         return fail("--prompt-ids: expected comma-separated token ids");
@@ -396,7 +398,16 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "\r%s %3d%%%s", phase.c_str(), pct, done == total ? "\n" : "");
     };
 
-  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
+  // Only plans signed by a trusted key, when keys are given.
+  weft::plan::SealPolicy sealPolicy;
+  if (!trustedKeysPath.empty()) {
+    weft::StatusOr<std::vector<weft::plan::PublicKey>> keys =
+        weft::plan::readTrustedKeys(trustedKeysPath);
+    if (!keys.isOk())
+      return fail("--trusted-keys: " + keys.status().message());
+    sealPolicy.trusted = std::move(keys.value());
+  }
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, sealPolicy);
   if (!plan.isOk())
     return fail(plan.status().message());
   // The tokenizer: --tokenizer, else the one the plan carries (the

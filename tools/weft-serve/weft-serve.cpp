@@ -143,6 +143,7 @@ const char *kUsage =
     "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
     "                  [--devices 0,1] [--skip-header-checksums] [--no-nccl] [--quiet]\n"
     "                  [--micro-batches N] (pipeline plans; default: the plan's choice)\n"
+    "                  [--trusted-keys FILE] (only plans signed by one of these keys)\n"
     "  Serves POST /v1/completions and /v1/chat/completions (and streams), GET\n"
     "  /v1/models, /health, /metrics.\n"
     "  WEFT_API_KEY in the environment sets --api-key.\n";
@@ -151,6 +152,7 @@ const char *kUsage =
 
 int main(int argc, char **argv) {
   std::string planPath, tokenizerPath, chatTemplatePath, modelDir, topology, compileArgs;
+  std::string trustedKeysPath;
   weft::engine::EngineOptions options;
   weft::server::ServerOptions server;
   server.port = 8000;
@@ -231,6 +233,10 @@ int main(int argc, char **argv) {
       std::optional<std::string> v = value();
       if (!v) return fail("--tokenizer needs a file");
       tokenizerPath = *v;
+    } else if (a == "--trusted-keys") {
+      std::optional<std::string> v = value();
+      if (!v) return fail("--trusted-keys needs a file of public keys");
+      trustedKeysPath = *v;
     } else if (a == "--devices") {
       std::optional<std::string> v = value();
       if (!v) return fail("--devices needs GPU indices");
@@ -277,7 +283,16 @@ int main(int argc, char **argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath);
+  // Only plans signed by a trusted key, when keys are given.
+  weft::plan::SealPolicy sealPolicy;
+  if (!trustedKeysPath.empty()) {
+    weft::StatusOr<std::vector<weft::plan::PublicKey>> keys =
+        weft::plan::readTrustedKeys(trustedKeysPath);
+    if (!keys.isOk())
+      return fail("--trusted-keys: " + keys.status().message());
+    sealPolicy.trusted = std::move(keys.value());
+  }
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, sealPolicy);
   if (!plan.isOk())
     return fail(plan.status().message());
   const auto *embedded = plan->plan().tokenizer_json();
