@@ -5,6 +5,7 @@
 #include "runtime/base/Text.h"
 
 #include <algorithm>
+#include <tuple>
 #include <cerrno>
 #include <exception>
 #include <limits>
@@ -786,6 +787,46 @@ private:
       Scope s(path_, op.name);
       if (op.arg)
         WEFT_RETURN_IF_ERROR(checkArg(op.arg, device, op.bytes));
+    }
+    // What each operand may be: the runtime hands cuBLASLt a weight as B
+    // (and the bias), activations as A, C and the residual. An activation
+    // buffer in B's place, or a weight written as C, is refused.
+    auto kinds = [&](const char *name, const fb::Arg *arg, bool weight) -> Status {
+      if (!arg)
+        return Status::ok();
+      bool ok = weight ? arg->kind() == fb::ArgKind::Weight
+                       : arg->kind() == fb::ArgKind::Buffer || arg->kind() == fb::ArgKind::Input;
+      if (ok)
+        return Status::ok();
+      Scope s(path_, name);
+      return bad(std::string("kind ") + fb::EnumNameArgKind(arg->kind()) + ": expected " +
+                 (weight ? "a Weight" : "a Buffer or an Input"));
+    };
+    WEFT_RETURN_IF_ERROR(kinds("a", g.a(), false));
+    WEFT_RETURN_IF_ERROR(kinds("b", g.b(), true));
+    WEFT_RETURN_IF_ERROR(kinds("c", g.c(), false));
+    WEFT_RETURN_IF_ERROR(kinds("bias", g.bias(), true));
+    WEFT_RETURN_IF_ERROR(kinds("residual", g.residual(), false));
+    // An unquantized B is read as [n, k] in the GEMM's dtype: the weight
+    // must be stored in it, and hold that many elements past the offset.
+    for (auto [name, arg, rows] : {std::tuple{"b", g.b(), g.n()}, {"bias", g.bias(), 1}}) {
+      if (!arg)
+        continue;
+      const fb::Weight *w = plan_.manifest()->weights()->Get(uint32_t(arg->index()));
+      bool dense = w->dtype() == fb::DType::F16 || w->dtype() == fb::DType::BF16 ||
+                   w->dtype() == fb::DType::F32;
+      if (!dense)
+        continue;
+      Scope s(path_, name);
+      if (w->dtype() != g.dtype())
+        return bad("weight " + str(arg->index()) + " " + quote(w->name()) + " is " +
+                   fb::EnumNameDType(w->dtype()) + ": expected the GEMM's " +
+                   fb::EnumNameDType(g.dtype()));
+      uint64_t need = 0;
+      if (!dtypeBytes(g.dtype(), uint64_t(rows) * uint64_t(std::string_view(name) == "b" ? g.k() : g.n()), need))
+        return bad("size overflows 64 bits");
+      WEFT_RETURN_IF_ERROR(viewFits("weight " + str(arg->index()) + " on device " + str(device),
+                                    arg->offset(), weightBytes_[size_t(arg->index())], need));
     }
     return Status::ok();
   }

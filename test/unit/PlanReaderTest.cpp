@@ -162,6 +162,11 @@ fb::PlanT tensorParallelPlan() {
   lmHead.shard_axis = 0;
   lmHead.shard_parts = 2;
   lmHead.devices = {0, 1};
+  // Each rank's lm_head GEMM covers its half of the rows.
+  for (auto &bucket : plan.buckets)
+    for (auto &step : bucket->steps)
+      if (step->region == "lm_head")
+        step->op.AsGemm()->n /= 2;
   plan.kv_cache->kv_heads_per_device = {1, 1};
   return plan;
 }
@@ -422,6 +427,33 @@ TEST(PlanReader, RejectsOtherVersions) {
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
                                        ": expected 3 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
+  }
+}
+
+TEST(PlanReader, GemmOperandsHaveTheirKinds) {
+  // An activation buffer in the weight's place (B), a weight as C, and a
+  // weight stored in another dtype than the GEMM reads are refused, even
+  // in a plan sealed after the change.
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->steps[1]->op.AsGemm()->b = bufferArg(0);
+    ASSERT_TRUE(oneLineError(load(planBytes(plan)),
+                             "plan.weft: buckets[0].steps[1].op.b: kind Buffer: expected a Weight"));
+  }
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->steps[1]->op.AsGemm()->c = weightArg(1);
+    ASSERT_TRUE(oneLineError(load(planBytes(plan)),
+                             "plan.weft: buckets[0].steps[1].op.c: kind Weight: expected a "
+                             "Buffer or an Input"));
+  }
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.manifest->weights[1]->dtype = fb::DType::F32;
+    auto file = load(planBytes(plan));
+    ASSERT_FALSE(file.isOk());
+    EXPECT_NE(file.status().message().find("is F32: expected the GEMM's BF16"), std::string::npos)
+        << file.status().message();
   }
 }
 
