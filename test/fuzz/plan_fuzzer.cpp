@@ -1,12 +1,20 @@
 // libFuzzer target for the plan reader: rejections must be one line naming the
 // input, and an accepted plan must be safe to use the way the runtime does,
 // following every index without further checks, and to render as JSON/text.
+// Built twice: weft-fuzz-plan mutates bytes; weft-fuzz-plan-semantic
+// (WEFT_PLAN_SEMANTIC_MUTATOR) mutates one field of a well-formed plan at a
+// time (an argument's kind, index or offset, a device, a size, a dtype, a
+// shape, launch geometry, the partition) and seals the result, so every
+// mutant reaches the semantic checks, as a hand-built hostile plan would.
 #include "runtime/plan/PlanJson.h"
 #include "runtime/plan/PlanReader.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -152,3 +160,153 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   require(!planSummary(file->plan()).empty());
   return 0;
 }
+
+#ifdef WEFT_PLAN_SEMANTIC_MUTATOR
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
+
+namespace {
+
+// A value near the interesting edges of `v`.
+int64_t edge(int64_t v, std::mt19937 &rng) {
+  int64_t up = v, down = v, twice = v; // saturating: the mutator has no UB of its own
+  __builtin_add_overflow(v, 1, &up) ? up = v : up;
+  __builtin_sub_overflow(v, 1, &down) ? down = v : down;
+  __builtin_mul_overflow(v, 2, &twice) ? twice = v : twice;
+  const int64_t choices[] = {-1, 0, 1, down, up, twice, v / 2,
+                             std::numeric_limits<int32_t>::max(),
+                             std::numeric_limits<int64_t>::max(), int64_t(rng() % 4096)};
+  return choices[rng() % (sizeof choices / sizeof choices[0])];
+}
+
+template <typename T> void nudge(T &field, std::mt19937 &rng) {
+  field = T(edge(int64_t(field), rng));
+}
+
+void mutateArg(fb::ArgT &a, std::mt19937 &rng) {
+  switch (rng() % 3) {
+  case 0: a.kind = fb::ArgKind(rng() % 7); break;
+  case 1: nudge(a.index, rng); break;
+  default: nudge(a.offset, rng); break;
+  }
+}
+
+void mutate(fb::PlanT &plan, std::mt19937 &rng) {
+  auto pick = [&](auto &v) -> decltype(&v[0]) { return v.empty() ? nullptr : &v[rng() % v.size()]; };
+  auto *bucket = pick(plan.buckets);
+  switch (rng() % 8) {
+  case 0: // an argument of a step
+    if (bucket && *bucket)
+      if (auto *step = pick((*bucket)->steps)) {
+        if (auto *l = (*step)->op.AsLaunch()) {
+          if (auto *a = pick(l->args))
+            mutateArg(**a, rng);
+        } else if (auto *g = (*step)->op.AsGemm()) {
+          std::unique_ptr<fb::ArgT> *ops[] = {&g->a, &g->b, &g->c, &g->bias, &g->residual};
+          auto &op = *ops[rng() % 5];
+          if (!op)
+            op = std::make_unique<fb::ArgT>();
+          mutateArg(*op, rng);
+        } else if (auto *c = (*step)->op.AsCopy()) {
+          mutateArg(rng() % 2 ? *c->source : *c->target, rng);
+          if (rng() % 2)
+            nudge(c->bytes, rng);
+        }
+      }
+    break;
+  case 1: // which device a step runs on
+    if (bucket && *bucket)
+      if (auto *step = pick((*bucket)->steps))
+        nudge((*step)->device, rng);
+    break;
+  case 2: // a GEMM's shape or dtype
+    if (bucket && *bucket)
+      if (auto *step = pick((*bucket)->steps))
+        if (auto *g = (*step)->op.AsGemm()) {
+          switch (rng() % 4) {
+          case 0: nudge(g->m, rng); break;
+          case 1: nudge(g->n, rng); break;
+          case 2: nudge(g->k, rng); break;
+          default: g->dtype = fb::DType(rng() % 8); break;
+          }
+        }
+    break;
+  case 3: // a weight's dtype, shape or holders
+    if (plan.manifest)
+      if (auto *w = pick(plan.manifest->weights)) {
+        switch (rng() % 3) {
+        case 0: (*w)->dtype = fb::DType(rng() % 8); break;
+        case 1:
+          if (auto *d = pick((*w)->shape))
+            nudge(*d, rng);
+          break;
+        default:
+          if (auto *d = pick((*w)->devices))
+            nudge(*d, rng);
+          break;
+        }
+      }
+    break;
+  case 4: // a buffer's place or size
+    if (bucket && *bucket)
+      if (auto *db = pick((*bucket)->devices))
+        if (auto *b = pick((*db)->buffers))
+          rng() % 2 ? nudge((*b)->offset, rng) : nudge((*b)->bytes, rng);
+    break;
+  case 5: // launch geometry
+    if (bucket && *bucket)
+      if (auto *step = pick((*bucket)->steps))
+        if (auto *l = (*step)->op.AsLaunch()) {
+          std::vector<int32_t> *dims[] = {&l->grid, &l->block};
+          if (auto *d = pick(*dims[rng() % 2]))
+            nudge(*d, rng);
+          else
+            nudge(l->shared_bytes, rng);
+        }
+    break;
+  case 6: // the KV cache
+    if (plan.kv_cache)
+      switch (rng() % 4) {
+      case 0: nudge(plan.kv_cache->block_tokens, rng); break;
+      case 1: nudge(plan.kv_cache->max_sequences, rng); break;
+      case 2: nudge(plan.kv_cache->max_blocks_per_sequence, rng); break;
+      default:
+        if (auto *n = pick(plan.kv_cache->blocks_per_device))
+          nudge(*n, rng);
+      }
+    break;
+  default: // the partition's layers
+    if (plan.partition)
+      if (auto *st = pick(plan.partition->stages))
+        rng() % 2 ? nudge((*st)->first_layer, rng) : nudge((*st)->end_layer, rng);
+    break;
+  }
+}
+
+} // namespace
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t maxSize,
+                                          unsigned int seed) {
+  flatbuffers::Verifier verifier(data, size, 64, 1000000);
+  if (size < kMinPlanFileSize || !fb::PlanBufferHasIdentifier(data) ||
+      !fb::VerifyPlanBuffer(verifier))
+    return LLVMFuzzerMutate(data, size, maxSize);
+  std::mt19937 rng(seed);
+  std::unique_ptr<fb::PlanT> plan(fb::GetPlan(data)->UnPack());
+  for (unsigned n = 1 + rng() % 3; n > 0; --n)
+    mutate(*plan, rng);
+  if (!plan->seal) {
+    plan->seal = std::make_unique<fb::SealT>();
+    plan->seal->hash.assign(32, 0);
+    plan->seal->signer.assign(32, 0);
+    plan->seal->signature.assign(64, 0);
+  }
+  flatbuffers::FlatBufferBuilder builder;
+  fb::FinishPlanBuffer(builder, fb::Plan::Pack(builder, plan.get()));
+  std::vector<uint8_t> bytes(builder.GetBufferPointer(),
+                             builder.GetBufferPointer() + builder.GetSize());
+  if (!sealPlan(bytes, nullptr).isOk() || bytes.size() > maxSize)
+    return size;
+  std::memcpy(data, bytes.data(), bytes.size());
+  return bytes.size();
+}
+#endif
