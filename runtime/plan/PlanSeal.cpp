@@ -142,6 +142,17 @@ StatusOr<std::vector<PublicKey>> readTrustedKeys(const std::string &path) {
   return keys;
 }
 
+StatusOr<SealPolicy> sealPolicyFor(const std::string &trustedKeysPath) {
+  SealPolicy policy;
+  if (trustedKeysPath.empty())
+    return policy;
+  StatusOr<std::vector<PublicKey>> keys = readTrustedKeys(trustedKeysPath);
+  if (!keys.isOk())
+    return keys.status();
+  policy.trusted = std::move(keys.value());
+  return policy;
+}
+
 flatbuffers::Offset<fb::Seal> createSealPlaceholder(flatbuffers::FlatBufferBuilder &b) {
   std::vector<uint8_t> hash(kHashBytes, 0), signer(kKeyBytes, 0), signature(kSignatureBytes, 0);
   return fb::CreateSeal(b, b.CreateVector(hash), b.CreateVector(signer), b.CreateVector(signature));

@@ -48,6 +48,10 @@ struct SealPolicy {
   bool requireSeal = true;
 };
 
+// The policy for `trustedKeysPath` (a file of public keys; empty: any
+// sealed plan). Errors name the file.
+StatusOr<SealPolicy> sealPolicyFor(const std::string &trustedKeysPath);
+
 // Checks the seal of a FlatBuffers-verified plan; errors start with
 // `display`.
 Status checkSeal(const std::vector<uint8_t> &bytes, const std::string &display,

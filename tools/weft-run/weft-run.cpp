@@ -399,15 +399,10 @@ int main(int argc, char **argv) {
     };
 
   // Only plans signed by a trusted key, when keys are given.
-  weft::plan::SealPolicy sealPolicy;
-  if (!trustedKeysPath.empty()) {
-    weft::StatusOr<std::vector<weft::plan::PublicKey>> keys =
-        weft::plan::readTrustedKeys(trustedKeysPath);
-    if (!keys.isOk())
-      return fail("--trusted-keys: " + keys.status().message());
-    sealPolicy.trusted = std::move(keys.value());
-  }
-  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, sealPolicy);
+  weft::StatusOr<weft::plan::SealPolicy> sealPolicy = weft::plan::sealPolicyFor(trustedKeysPath);
+  if (!sealPolicy.isOk())
+    return fail("--trusted-keys: " + sealPolicy.status().message());
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, *sealPolicy);
   if (!plan.isOk())
     return fail(plan.status().message());
   // The tokenizer: --tokenizer, else the one the plan carries (the

@@ -284,15 +284,10 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // Only plans signed by a trusted key, when keys are given.
-  weft::plan::SealPolicy sealPolicy;
-  if (!trustedKeysPath.empty()) {
-    weft::StatusOr<std::vector<weft::plan::PublicKey>> keys =
-        weft::plan::readTrustedKeys(trustedKeysPath);
-    if (!keys.isOk())
-      return fail("--trusted-keys: " + keys.status().message());
-    sealPolicy.trusted = std::move(keys.value());
-  }
-  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, sealPolicy);
+  weft::StatusOr<weft::plan::SealPolicy> sealPolicy = weft::plan::sealPolicyFor(trustedKeysPath);
+  if (!sealPolicy.isOk())
+    return fail("--trusted-keys: " + sealPolicy.status().message());
+  weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, *sealPolicy);
   if (!plan.isOk())
     return fail(plan.status().message());
   const auto *embedded = plan->plan().tokenizer_json();
