@@ -2,6 +2,7 @@
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include "runtime/io/ReadFile.h"
+#include "runtime/base/Text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -385,8 +386,11 @@ struct Tokenizer::Impl {
   // Post-processing: ids before and after the sequence.
   std::vector<int32_t> prefix, suffix;
 
+  // One line whatever the file holds: the path may contain a token (any
+  // bytes, newlines included), so it is escaped.
   Status bad(const std::string &path, const std::string &what) const {
-    return invalidArgument(name + ": " + path + ": " + what);
+    return invalidArgument(name + ": " + printableForMessage(path, 4096) + ": " +
+                           printableForMessage(what, 4096));
   }
 
   // A "Sequence" part: `parse` on each element of j[key].
@@ -766,7 +770,8 @@ struct Tokenizer::Impl {
         }
       }
       if (unkId < 0)
-        return invalidArgument(name + ": the vocabulary cannot express '" + lossyUtf8(s) +
+        return invalidArgument(name + ": the vocabulary cannot express '" +
+                               printableForMessage(lossyUtf8(s)) +
                                "' (no byte fallback and no unknown token)");
       if (!(fuseUnk && lastUnk))
         out.push_back(unkId);
@@ -897,7 +902,8 @@ Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
 Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string &name) {
+StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string &rawName) {
+  const std::string name = printableForMessage(rawName, 4096); // one line, whatever the path
   if (json.size() > kMaxTokenizerBytes)
     return invalidArgument(name + ": " + std::to_string(json.size()) +
                            " bytes of tokenizer.json; at most " +
@@ -910,7 +916,7 @@ StatusOr<Tokenizer> Tokenizer::fromJson(std::string_view json, const std::string
   try {
     return parse(json, name);
   } catch (const nlohmann::json::exception &e) {
-    return invalidArgument(name + ": unexpected field type: " + e.what());
+    return invalidArgument(name + ": unexpected field type: " + printableForMessage(e.what()));
   }
 }
 
@@ -922,7 +928,7 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &n
     return invalidArgument(name + ": expected a JSON object (a tokenizer.json)");
   Tokenizer t;
   Impl &impl = *t.impl_;
-  impl.name = name;
+  impl.name = name; // already one line (fromJson)
   const Json &added = j.contains("added_tokens") ? j["added_tokens"] : Json::array();
   // Ids index tables sized by the largest one: a vocabulary is dense, so an
   // id is refused beyond the number of tokens given plus 65,536.

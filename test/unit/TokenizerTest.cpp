@@ -137,6 +137,18 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
       << typed.status().message();
 }
 
+TEST(Tokenizer, ErrorsAreOneLineWhateverTheTokens) {
+  // Found by weft-fuzz-tokenizer: a token with a newline in a field path
+  // made a two-line message. Paths and values are escaped.
+  StatusOr<Tokenizer> t =
+      Tokenizer::fromJson(R"({"model": {"type": "BPE", "vocab": {"a
+b": -1}}})", "tok
+.json");
+  ASSERT_FALSE(t.isOk());
+  EXPECT_EQ(t.status().message().find('\n'), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("model.vocab.a"), std::string::npos);
+}
+
 TEST(Tokenizer, DeepNestingIsRefusedBeforeParsing) {
   // A Sequence normalizer nested 100,000 levels deep: one line, at once,
   // without recursing into it.
