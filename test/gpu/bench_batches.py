@@ -38,24 +38,30 @@ BUCKETS = [1, 8, 16, 32, 64, 100]
 CONTEXTS = [80, 512, 4000]
 
 
-def copy_bandwidth():
-    """Device-to-device copy of 2 GiB, bytes read + written, median of 20."""
-    n = 1 << 30
-    a = torch.empty(n, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
+def median_seconds(work):
+    """Median time of `work()` over 20 timed runs after 5 warm-up runs."""
     times = []
     for i in range(25):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        b.copy_(a)
+        work()
         e.record()
         torch.cuda.synchronize()
         if i >= 5:
             times.append(s.elapsed_time(e) / 1e3)
     times.sort()
+    return times[len(times) // 2]
+
+
+def copy_bandwidth():
+    """Device-to-device copy of 2 GiB, bytes read + written, median of 20."""
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    seconds = median_seconds(lambda: b.copy_(a))
     del a, b
     torch.cuda.empty_cache()
-    return 2 * n / times[len(times) // 2]
+    return 2 * n / seconds
 
 
 def gemm_peak():
@@ -63,19 +69,10 @@ def gemm_peak():
     n = 8192
     a = torch.randn(n, n, dtype=torch.float16, device="cuda")
     b = torch.randn_like(a)
-    times = []
-    for i in range(25):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        a @ b
-        e.record()
-        torch.cuda.synchronize()
-        if i >= 5:
-            times.append(s.elapsed_time(e) / 1e3)
-    times.sort()
+    seconds = median_seconds(lambda: a @ b)
     del a, b
     torch.cuda.empty_cache()
-    return 2 * n ** 3 / times[len(times) // 2]
+    return 2 * n ** 3 / seconds
 
 
 def floor_ms(sequences, tokens, positions, logits, bw, peak):
