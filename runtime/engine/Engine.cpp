@@ -254,7 +254,6 @@ Status Engine::launchStep(const StepInputs &in) {
 }
 
 Status Engine::waitStep(StepOutputs &out) { return impl_->wait(out); }
-int Engine::stepsInFlight() const { return int(impl_->inFlight.size()); }
 int Engine::microBatches() const { return impl_->lanes; }
 Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
   return impl_->kv.tables().set(slot, pages);

@@ -84,7 +84,6 @@ public:
   // Fed tokens are copied from the previous step's head on the GPU.
   Status launchStep(const StepInputs &in) override;
   Status waitStep(StepOutputs &out) override;
-  int stepsInFlight() const override;
   // Micro-batches the scheduler keeps in flight (EngineOptions::microBatches).
   int microBatches() const override;
 

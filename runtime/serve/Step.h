@@ -84,7 +84,6 @@ public:
   // the step inside launchStep (resolving `feed` on the host).
   virtual Status launchStep(const StepInputs &in);
   virtual Status waitStep(StepOutputs &out);
-  virtual int stepsInFlight() const { return int(finished_.size()); }
 
 private:
   std::vector<StepOutputs> finished_;       // run by the default launchStep, oldest first

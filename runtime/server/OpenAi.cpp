@@ -317,7 +317,7 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
 }
 
 json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
-                  const TokenText &text, size_t textOffset) {
+                  const TokenText &text, size_t textOffset, size_t *nextOffset) {
   auto bytes = [](const std::string &s) {
     json b = json::array();
     for (unsigned char c : s)
@@ -350,6 +350,8 @@ json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &t
     offsets.push_back(textOffset);
     textOffset += piece.size();
   }
+  if (nextOffset)
+    *nextOffset = textOffset;
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 

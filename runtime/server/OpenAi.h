@@ -66,9 +66,11 @@ using TokenText = std::function<std::string(int32_t)>;
 // The `logprobs` object of a choice for `tokens` in OpenAI's shape: chat
 // {"content": [{token, logprob, bytes, top_logprobs}]}; completions
 // {tokens, token_logprobs, top_logprobs, text_offset}, offsets counted
-// from `textOffset` (the length of the text before these tokens).
+// from `textOffset` (the length of the text before these tokens);
+// `nextOffset` (completions) receives the offset after them.
 nlohmann::json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
-                            const TokenText &text, size_t textOffset);
+                            const TokenText &text, size_t textOffset,
+                            size_t *nextOffset = nullptr);
 
 // An error the client caused, in OpenAI's shape: HTTP status, message,
 // type and the parameter at fault.

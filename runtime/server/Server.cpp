@@ -406,9 +406,8 @@ struct Server::Impl {
           if (text.ready > text.sent || state->first || !newLogprobs.empty()) {
             nlohmann::json lp = nullptr;
             if (wantLogprobs) {
-              lp = logprobsJson(*parsed, newLogprobs, tokenText(), state->textOffset);
-              for (const TokenLogprob &t : newLogprobs)
-                state->textOffset += tokenText()(t.token).size();
+              lp = logprobsJson(*parsed, newLogprobs, tokenText(), state->textOffset,
+                                &state->textOffset);
               state->logprobsSent += newLogprobs.size();
             }
             out += streamChunk(*parsed, cid, created, opt.modelName,

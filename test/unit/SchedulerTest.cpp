@@ -121,9 +121,6 @@ public:
     return st;
   }
   int microBatches() const override { return lanes; }
-  int stepsInFlight() const override {
-    return deferred ? int(queued_.size()) : StepRunner::stepsInFlight();
-  }
 
   Status admit(const StepInputs &in) {
     if (failNext)

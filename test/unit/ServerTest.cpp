@@ -245,6 +245,18 @@ TEST_F(ServerTest, LogprobsWithEveryToken) {
   }
   EXPECT_EQ(entries, 5u);
   EXPECT_EQ(fromLogprobs, content);
+
+  // Streamed completions: text offsets run on across chunks.
+  json sb = body("Hello world", 6, true);
+  sb["logprobs"] = 1;
+  Streamed ss = stream(sb);
+  ASSERT_TRUE(ss.done) << ss.raw;
+  std::vector<int> offsets;
+  for (const json &e : ss.events)
+    if (!e["choices"].empty() && e["choices"][0]["logprobs"].is_object())
+      for (const json &o : e["choices"][0]["logprobs"]["text_offset"])
+        offsets.push_back(o.get<int>());
+  EXPECT_EQ(offsets, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST_F(ServerTest, StopStringsCutTheText) {
