@@ -524,6 +524,12 @@ llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
   return stages;
 }
 
+WeightDType nativeWeightDType(const ModelConfig &config) {
+  return config.dtype == io::DType::F16   ? WeightDType::F16
+         : config.dtype == io::DType::F32 ? WeightDType::F32
+                                          : WeightDType::BF16;
+}
+
 llvm::Expected<PartitionOptions>
 makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
                      int64_t batch, int64_t context, llvm::StringRef weightDType) {
@@ -547,9 +553,7 @@ makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
   o.batch = batch;
   o.context = context;
   if (weightDType.empty()) {
-    o.weights.dtype = config.dtype == io::DType::F16   ? WeightDType::F16
-                      : config.dtype == io::DType::F32 ? WeightDType::F32
-                                                       : WeightDType::BF16;
+    o.weights.dtype = nativeWeightDType(config);
   } else {
     llvm::Expected<WeightDType> d = parseWeightDType(weightDType);
     if (!d)
@@ -614,6 +618,8 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
     }
     o = options;
     for (WeightDType d : {WeightDType::FP8, WeightDType::Int8, WeightDType::Int4}) {
+      if (options.runnableOnly)
+        break; // plans hold the checkpoint's own dtype only (for now)
       o.weights.dtype = d;
       if (o.weights.matrixBytes(1000, 1) >= options.weights.matrixBytes(1000, 1))
         continue;
@@ -640,6 +646,8 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
     }
     std::string hint = hints.empty() ? "nothing nearby fits"
                                      : "would fit with " + llvm::join(hints, " or ");
+    if (options.runnableOnly)
+      hint += " (plans cannot hold quantized weights or host-offloaded layers yet)";
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "%s (%s weights, batch %lld, context %lld) does not fit topology '%s': "

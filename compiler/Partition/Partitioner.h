@@ -31,6 +31,9 @@ struct PartitionOptions {
   int64_t prefillChunk = 512; // largest prefill bucket (activation sizing)
   WeightFormat weights;
   bool allowHostOffload = true;
+  // A plan will be built from the result: offer only what the runtime can
+  // execute (no quantized-weight hints when nothing fits).
+  bool runnableOnly = false;
   size_t runnersUp = 4;
   // When set, this layout is priced and used instead of searching (see
   // parseStageSpec); it must still fit.
@@ -76,6 +79,10 @@ struct PartitionResult {
   std::optional<Candidate> memoryProportional; // the llama.cpp-style split
   size_t candidatesEvaluated = 0;
 };
+
+// The weight dtype a checkpoint's kernels run in (its torch_dtype); the only
+// one a plan can hold today.
+WeightDType nativeWeightDType(const ModelConfig &config);
 
 // Options from their command-line spellings: objective "latency" or
 // "throughput", batch and context >= 1, weight dtype name (empty: the

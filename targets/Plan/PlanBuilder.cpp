@@ -862,6 +862,22 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
           const partition::PartitionOptions &popts, const PlanBuildOptions &options,
           PlanStats *stats, OwningOpRef<ModuleOp> *planIR) {
   const ModelConfig &config = source.config;
+  // Only what the runtime executes: the checkpoint's weight dtype, every
+  // layer in device memory.
+  if (popts.weights.dtype != partition::nativeWeightDType(config))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "weights as %s: a plan holds the checkpoint's own %s weights (quantized "
+        "and converted weights are not implemented in the runtime yet)",
+        partition::weightDTypeName(popts.weights.dtype),
+        partition::weightDTypeName(partition::nativeWeightDType(config)));
+  for (const partition::Stage &s : partition.best.stages)
+    if (s.offloadedLayers > 0)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%lld layers in host RAM: host offload is not implemented in the runtime "
+          "yet, so a plan cannot hold it",
+          (long long)s.offloadedLayers);
   // The checkpoint's side files first: one that cannot be read ends the
   // compile before any kernel is built.
   llvm::Expected<std::string> tokenizerText =

@@ -85,7 +85,9 @@ cl::opt<int64_t> batch("batch",
                        cl::init(1), cl::cat(category));
 cl::opt<std::string> weightDType(
     "weight-dtype",
-    cl::desc("Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the checkpoint's)"),
+    cl::desc("Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the "
+             "checkpoint's; other dtypes are predictions for --report only, a plan "
+             "holds the checkpoint's)"),
     cl::cat(category));
 cl::opt<std::string> memoryCap("memory-cap",
                                cl::desc("Cap usable device memory: 10GB, or 0=20GB,1=8GiB"),
@@ -102,7 +104,8 @@ cl::opt<int64_t> maxGemvTokens(
              "GEMV (1 to 16; for tuning)"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
-                                   "fits (default true)"),
+                                   "fits (default true; reports only: plans cannot "
+                                   "offload yet)"),
                           cl::init(true), cl::cat(category));
 cl::opt<std::string> archOverride(
     "arch",
@@ -247,7 +250,23 @@ int main(int argc, char **argv) {
       if (!options)
         return fail(llvm::toString(options.takeError()));
       partitionOptions = *options;
-      partitionOptions->allowHostOffload = hostOffload;
+      // A plan holds what the runtime executes: the checkpoint's own weight
+      // dtype, every layer on a GPU. Other choices are predictions only.
+      bool buildsPlan = writePlan || emit == Emit::Plan;
+      if (buildsPlan &&
+          options->weights.dtype != weft::partition::nativeWeightDType(source->config))
+        return fail(llvm::formatv(
+            "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; "
+            "quantized and converted weights are not implemented in the runtime yet "
+            "(drop -o {2} and add --report to see the prediction)",
+            weightDType, weft::partition::weightDTypeName(
+                             weft::partition::nativeWeightDType(source->config)),
+            outputFile));
+      if (buildsPlan && hostOffload.getNumOccurrences() && hostOffload)
+        return fail("--host-offload: plans cannot keep layers in host RAM yet (the "
+                    "runtime does not implement it); the option applies to --report only");
+      partitionOptions->allowHostOffload = hostOffload && !buildsPlan;
+      partitionOptions->runnableOnly = buildsPlan;
       if (!stageSpec.empty()) {
         llvm::Expected<std::vector<weft::partition::Stage>> forced =
             weft::partition::parseStageSpec(stageSpec, source->config, *topology);
