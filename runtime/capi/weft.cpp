@@ -1,6 +1,7 @@
 // The C API over the C++ engine: handles own their C++ objects, statuses
 // carry the C++ Status's code and message.
 #include "runtime/capi/weft.h"
+#include "runtime/plan/PlanSeal.h"
 
 #include "runtime/engine/Generate.h"
 
@@ -74,7 +75,12 @@ weft_status *weft_engine_create(const char *plan_path, const weft_engine_options
   if (o.device_map_size && !o.device_map)
     return make(WEFT_INVALID_ARGUMENT, "weft_engine_create: device_map is NULL but its size is not 0");
   try {
-    weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(plan_path);
+    weft::StatusOr<weft::plan::SealPolicy> seal =
+        weft::plan::sealPolicyFor(o.trusted_keys ? o.trusted_keys : "");
+    if (!seal.isOk())
+      return fromStatus(weft::Status(seal.status().code(),
+                                     "trusted_keys: " + seal.status().message()));
+    weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(plan_path, *seal);
     if (!plan.isOk())
       return fromStatus(plan.status());
     weft::engine::EngineOptions eo;

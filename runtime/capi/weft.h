@@ -38,6 +38,10 @@ typedef struct weft_engine_options {
   size_t device_map_size;
   int allow_nccl;                /* nonzero (default): NCCL for tensor-parallel
                                     all-reduces across distinct GPUs */
+  const char *trusted_keys;      /* file of trusted ed25519 public keys (one per
+                                    line, 64 hex digits): accept only plans
+                                    signed by one of them; NULL (default): any
+                                    plan whose checksum holds */
 } weft_engine_options;
 
 /* Fills `options` with the defaults. */

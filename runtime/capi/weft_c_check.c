@@ -1,6 +1,7 @@
 /* Compiled as C99: proves weft.h is a C header, checks the defaults of the
  * option structs, and exercises the error paths (NULL arguments, a missing
- * plan: a status with a code and a one-line message). */
+ * plan, a plan not signed by a trusted key: a status with a code and a
+ * one-line message). Usage: weft-capi-c-check PLAN [TRUSTED_KEYS]. */
 #include "runtime/capi/weft.h"
 
 #include <stdio.h>
@@ -16,14 +17,16 @@ int main(int argc, char **argv) {
   weft_engine_options_init(&options);
   weft_sampling_init(&sampling);
   if (options.allow_nccl != 1 || options.cuda_graphs != 1 || sampling.top_p != 1.0f ||
-      sampling.temperature != 0.0f)
-    return 3; /* defaults: NCCL and graphs on, greedy */
+      sampling.temperature != 0.0f || options.trusted_keys != NULL)
+    return 3; /* defaults: NCCL and graphs on, greedy, any intact plan */
   /* NULL arguments are an error status, never a crash. */
   status = weft_engine_generate(NULL, NULL, 0, 4, &sampling, out, &count);
   if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT)
     return 4;
   weft_status_free(status);
   options.random_weights = 1;
+  if (argc > 2)
+    options.trusted_keys = argv[2];
   status = weft_engine_create(argc > 1 ? argv[1] : "missing.weft", &options, &engine);
   if (!status) {
     weft_engine_destroy(engine);

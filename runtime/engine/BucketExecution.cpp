@@ -183,10 +183,7 @@ Status Engine::Impl::enqueue(const fb::Bucket *b, const std::string &where, uint
         values[i] = *v;
         params[i] = &values[i];
       }
-      CUfunction fn = dev.functions[l->kernel()];
-      if (l->shared_bytes() > 48 * 1024)
-        WEFT_CU(devices.driver()->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                      l->shared_bytes()), at);
+      CUfunction fn = dev.functions[l->kernel()]; // shared memory set up at load
       WEFT_CU(devices.driver()->launchKernel(fn, uint32_t(l->grid()->Get(0)), uint32_t(l->grid()->Get(1)),
                                 uint32_t(l->grid()->Get(2)), uint32_t(l->block()->Get(0)),
                                 uint32_t(l->block()->Get(1)), uint32_t(l->block()->Get(2)),
@@ -282,7 +279,8 @@ Status Engine::Impl::allReduce(const fb::Bucket *b, const fb::AllReduce *r, cons
   if (!scratchPtr.isOk()) return scratchPtr.status();
   void *scratch = reinterpret_cast<void *>(uintptr_t(*scratchPtr));
   CUfunction accumulate = root.functions[size_t(r->accumulate_kernel())];
-  unsigned blocks = unsigned(std::min<uint64_t>((r->count() + 255) / 256, 1024));
+  const fb::Kernel *acc = p->kernels()->Get(uint32_t(r->accumulate_kernel()));
+  const auto *grid = acc->grid(), *block = acc->block();
   for (size_t i = 1; i < group.size(); ++i) {
     Device &peer = devices[size_t(group[i])];
     WEFT_CUDA(cudaSetDevice(peer.gpu), "cudaSetDevice");
@@ -292,8 +290,11 @@ Status Engine::Impl::allReduce(const fb::Bucket *b, const fb::AllReduce *r, cons
     WEFT_CUDA(cudaMemcpyPeerAsync(scratch, root.gpu, buffers[i], peer.gpu, bytes, root.stream),
               at);
     void *params[] = {&buffers[0], &scratch};
-    WEFT_CU(devices.driver()->launchKernel(accumulate, blocks, 1, 1, 256, 1, 1, 0,
-                              reinterpret_cast<CUstream>(root.stream), params, nullptr),
+    WEFT_CU(devices.driver()->launchKernel(
+                accumulate, uint32_t(grid->Get(0)), uint32_t(grid->Get(1)),
+                uint32_t(grid->Get(2)), uint32_t(block->Get(0)), uint32_t(block->Get(1)),
+                uint32_t(block->Get(2)), uint32_t(acc->shared_bytes()),
+                reinterpret_cast<CUstream>(root.stream), params, nullptr),
             at);
   }
   WEFT_CUDA(cudaSetDevice(root.gpu), "cudaSetDevice");

@@ -60,8 +60,38 @@ Status KernelTable::load(const fb::Plan &plan, const EngineOptions &options,
       it = modules_.emplace(std::make_pair(dev.gpu, int(k)), m).first;
     }
     CUfunction fn;
-    WEFT_CU(drv_->moduleGetFunction(&fn, it->second, kernel->name()->c_str()),
-            "kernel " + kernel->name()->str());
+    const std::string what = "kernel " + kernel->name()->str();
+    WEFT_CU(drv_->moduleGetFunction(&fn, it->second, kernel->name()->c_str()), what);
+    // The binary's own limits against the geometry the plan launches it
+    // with (every launch uses the kernel's, PlanReader checks): a block the
+    // code cannot run, or more shared memory than the GPU gives, is an
+    // error here rather than a failed launch mid-step.
+    int maxThreads = 0, staticShared = 0;
+    WEFT_CU(drv_->funcGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+            what);
+    WEFT_CU(drv_->funcGetAttribute(&staticShared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+            what);
+    const auto *block = kernel->block();
+    const int64_t threads = int64_t(block->Get(0)) * block->Get(1) * block->Get(2);
+    if (threads > maxThreads)
+      return failedPrecondition(what + ": the plan launches it with " +
+                                std::to_string(threads) + " threads per block; its binary for " +
+                                "GPU " + std::to_string(dev.gpu) + " allows at most " +
+                                std::to_string(maxThreads));
+    int optin = 0;
+    WEFT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev.gpu),
+              "cudaDeviceGetAttribute");
+    const int dynamicShared = kernel->shared_bytes();
+    if (int64_t(staticShared) + dynamicShared > optin)
+      return failedPrecondition(what + ": needs " + std::to_string(staticShared) + " + " +
+                                std::to_string(dynamicShared) +
+                                " bytes of shared memory per block; GPU " +
+                                std::to_string(dev.gpu) + " gives at most " +
+                                std::to_string(optin));
+    if (dynamicShared > 48 * 1024)
+      WEFT_CU(drv_->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     dynamicShared),
+              what);
     dev.functions[k] = fn;
   }
   progress("loading kernels", needed.size(), needed.size());

@@ -52,6 +52,7 @@ StatusOr<const Driver *> driver() {
                      resolve("cuModuleGetFunction", d.moduleGetFunction),
                      resolve("cuLaunchKernel", d.launchKernel),
                      resolve("cuFuncSetAttribute", d.funcSetAttribute),
+                     resolve("cuFuncGetAttribute", d.funcGetAttribute),
                      resolve("cuGetErrorName", d.getErrorName)})
       if (!s.isOk())
         return s;

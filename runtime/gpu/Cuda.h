@@ -27,6 +27,7 @@ struct Driver {
   decltype(&cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&cuLaunchKernel) launchKernel = nullptr;
   decltype(&cuFuncSetAttribute) funcSetAttribute = nullptr;
+  decltype(&cuFuncGetAttribute) funcGetAttribute = nullptr;
   decltype(&cuGetErrorName) getErrorName = nullptr;
 };
 

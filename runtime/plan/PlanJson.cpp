@@ -203,12 +203,24 @@ Json binaryJson(const fb::KernelBinary &b) {
   return j;
 }
 
+Json kernelParamJson(const fb::KernelParam &p) {
+  Json j;
+  j["kind"] = enumJson(p.kind(), fb::EnumNameArgKind(p.kind()));
+  j["dtype"] = enumJson(p.dtype(), fb::EnumNameDType(p.dtype()));
+  j["bytes"] = p.bytes();
+  return j;
+}
+
 Json kernelJson(const fb::Kernel &k) {
   Json j;
   j["name"] = text(k.name());
   j["region_kind"] = text(k.region_kind());
   j["source_hash"] = hex(k.source_hash());
   j["binaries"] = tables(k.binaries(), binaryJson);
+  j["grid"] = numbers(k.grid());
+  j["block"] = numbers(k.block());
+  j["shared_bytes"] = k.shared_bytes();
+  j["params"] = tables(k.params(), kernelParamJson);
   return j;
 }
 

@@ -10,6 +10,7 @@
 #include <exception>
 #include <limits>
 #include <new>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -55,6 +56,10 @@ std::string str(int64_t v) { return std::to_string(v); }
 std::string str(int32_t v) { return std::to_string(v); }
 
 // "1 buffer", "12 buffers".
+// The most dynamic shared memory a block may ask for on any GPU Weft targets
+// (sm_90: 227 KiB; the device's own limit is checked when kernels load).
+constexpr int32_t kMaxSharedBytes = 227 * 1024;
+
 std::string nOf(int64_t n, const char *noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
@@ -579,7 +584,102 @@ private:
         if (count(binary->cubin()) == 0 && view(binary->ptx()).empty())
           return bad("neither cubin nor ptx: expected a non-empty cubin or PTX");
       }
+      // The geometry and parameters the code was written for: launches are
+      // checked against them (checkLaunch).
+      WEFT_RETURN_IF_ERROR(launchDims("grid", kernel->grid()));
+      WEFT_RETURN_IF_ERROR(launchDims("block", kernel->block()));
+      if (kernel->shared_bytes() < 0 || kernel->shared_bytes() > kMaxSharedBytes)
+        return badField("shared_bytes", str(kernel->shared_bytes()) +
+                                            ": expected 0 to " + str(kMaxSharedBytes) +
+                                            " bytes of dynamic shared memory");
+      if (!kernel->params())
+        return missing("params", "the kernel's parameter list");
+      for (uint32_t i = 0; i < kernel->params()->size(); ++i) {
+        Scope ps(path_, "params", i);
+        const fb::KernelParam *p = kernel->params()->Get(i);
+        if (p->kind() < fb::ArgKind::MIN || p->kind() > fb::ArgKind::MAX)
+          return badField("kind", "unknown arg kind " + str(int32_t(p->kind())) +
+                                      ": expected Buffer, Weight, KCache, VCache, Input or "
+                                      "Scalar");
+        WEFT_RETURN_IF_ERROR(dtype("dtype", p->dtype()));
+      }
     }
+    return Status::ok();
+  }
+
+  // The element type of what `arg` points to, where its storage has one:
+  // weights (the manifest), inputs (fixed per kind) and the KV cache.
+  std::optional<fb::DType> storageDType(const fb::Arg &arg) const {
+    switch (arg.kind()) {
+    case fb::ArgKind::Weight:
+      return plan_.manifest()->weights()->Get(uint32_t(arg.index()))->dtype();
+    case fb::ArgKind::KCache:
+    case fb::ArgKind::VCache:
+      return plan_.kv_cache()->dtype();
+    case fb::ArgKind::Input:
+      switch (fb::InputKind(arg.index())) {
+      case fb::InputKind::Logits:
+      case fb::InputKind::Temperature:
+      case fb::InputKind::TopP:
+      case fb::InputKind::Uniform:
+        return fb::DType::F32;
+      default:
+        return fb::DType::I32;
+      }
+    default:
+      return std::nullopt; // arena buffers are untyped; scalars are values
+    }
+  }
+
+  // Bytes the runtime allocates for an input: a value per token of the
+  // largest bucket, logits a row per token; block tables a row per sequence.
+  uint64_t inputBytes(fb::InputKind kind) const {
+    const uint64_t tokens = uint64_t(maxBucketTokens_);
+    switch (kind) {
+    case fb::InputKind::Logits:
+      return tokens * uint64_t(plan_.model()->vocab_size()) * 4;
+    case fb::InputKind::BlockTables:
+      return uint64_t(plan_.kv_cache()->max_sequences()) *
+             uint64_t(plan_.kv_cache()->max_blocks_per_sequence()) * 4;
+    default:
+      return tokens * 4;
+    }
+  }
+
+  static bool sameKind(fb::ArgKind a, fb::ArgKind b) {
+    auto activation = [](fb::ArgKind k) {
+      return k == fb::ArgKind::Buffer || k == fb::ArgKind::Input;
+    };
+    return a == b || (activation(a) && activation(b));
+  }
+
+  // `arg` bound to parameter `p` on `device`: the kind the kernel expects,
+  // storage of its element type, and at least the bytes it touches.
+  Status checkParamArg(const fb::Arg *arg, const fb::KernelParam &p, int32_t device) {
+    if (arg->kind() < fb::ArgKind::MIN || arg->kind() > fb::ArgKind::MAX)
+      return checkArg(arg, device, 0); // names the unknown kind
+    if (!sameKind(arg->kind(), p.kind()))
+      return bad(std::string("kind ") + fb::EnumNameArgKind(arg->kind()) +
+                 ": the kernel's parameter is a " + fb::EnumNameArgKind(p.kind()) +
+                 (p.kind() == fb::ArgKind::Buffer || p.kind() == fb::ArgKind::Input
+                      ? " (an activation: Buffer or Input)"
+                      : ""));
+    if (arg->kind() == fb::ArgKind::Scalar)
+      return Status::ok();
+    WEFT_RETURN_IF_ERROR(checkArg(arg, device, p.bytes()));
+    if (arg->kind() == fb::ArgKind::Input &&
+        p.bytes() > inputBytes(fb::InputKind(arg->index())))
+      return bad("input " + std::string(fb::EnumNameInputKind(fb::InputKind(arg->index()))) +
+                 " holds " + str(inputBytes(fb::InputKind(arg->index()))) +
+                 " bytes: the kernel touches " + str(p.bytes()));
+    std::optional<fb::DType> stored = storageDType(*arg);
+    if (stored && *stored != p.dtype())
+      return bad(std::string(fb::EnumNameArgKind(arg->kind())) + " " +
+                 (arg->kind() == fb::ArgKind::Input
+                      ? std::string(fb::EnumNameInputKind(fb::InputKind(arg->index())))
+                      : str(arg->index())) +
+                 " holds " + fb::EnumNameDType(*stored) + ": the kernel's parameter is " +
+                 fb::EnumNameDType(p.dtype()));
     return Status::ok();
   }
 
@@ -637,6 +737,8 @@ private:
   Status checkBuckets() {
     if (count(plan_.buckets()) == 0)
       return badField("buckets", "empty: expected at least one bucket");
+    for (const fb::Bucket *bucket : *plan_.buckets())
+      maxBucketTokens_ = std::max<int64_t>(maxBucketTokens_, bucket->tokens());
     std::set<std::string_view> names;
     for (uint32_t b = 0; b < plan_.buckets()->size(); ++b) {
       Scope s(path_, "buckets", b);
@@ -723,9 +825,26 @@ private:
     if (launch.shared_bytes() < 0)
       return badField("shared_bytes", str(launch.shared_bytes()) +
                                           ": expected a non-negative byte count");
-    for (uint32_t a = 0; a < count(launch.args()); ++a) {
+    // Exactly the geometry and parameters the kernel was written for.
+    const fb::Kernel *kernel = plan_.kernels()->Get(uint32_t(launch.kernel()));
+    const std::string name = quote(kernel->name());
+    for (auto [field, dims, want] : {std::tuple{"grid", launch.grid(), kernel->grid()},
+                                     {"block", launch.block(), kernel->block()}})
+      for (uint32_t i = 0; i < 3; ++i)
+        if (dims->Get(i) != want->Get(i))
+          return badField(field, list(dims) + ": kernel " + name + " is written for " +
+                                     list(want));
+    if (launch.shared_bytes() != kernel->shared_bytes())
+      return badField("shared_bytes", str(launch.shared_bytes()) + ": kernel " + name +
+                                          " is written for " + str(kernel->shared_bytes()));
+    const uint32_t params = kernel->params()->size();
+    if (count(launch.args()) != params)
+      return badField("args", nOf(count(launch.args()), "argument") + ": kernel " + name +
+                                  " takes " + nOf(params, "parameter"));
+    for (uint32_t a = 0; a < params; ++a) {
       Scope s(path_, "args", a);
-      WEFT_RETURN_IF_ERROR(checkArg(launch.args()->Get(a), device, 0));
+      WEFT_RETURN_IF_ERROR(checkParamArg(launch.args()->Get(a), *kernel->params()->Get(a),
+                                         device));
     }
     return Status::ok();
   }
@@ -885,6 +1004,20 @@ private:
       return badField("accumulate_kernel",
                       str(r.accumulate_kernel()) + " out of range: expected a kernel index "
                                                    "below " + str(uint64_t(numKernels_)));
+    // The runtime launches it as dst += src over the buffers and scratch.
+    const fb::Kernel *acc = plan_.kernels()->Get(uint32_t(r.accumulate_kernel()));
+    const auto *params = acc->params();
+    if (params->size() != 2)
+      return badField("accumulate_kernel",
+                      "kernel " + quote(acc->name()) + " takes " +
+                          nOf(params->size(), "parameter") + ": expected 2 (dst, src)");
+    for (const fb::KernelParam *p : *params)
+      if (p->kind() != fb::ArgKind::Buffer || p->dtype() != r.dtype() || p->bytes() > bytes)
+        return badField("accumulate_kernel",
+                        "kernel " + quote(acc->name()) + " takes a " +
+                            fb::EnumNameArgKind(p->kind()) + " of " + str(p->bytes()) + " " +
+                            fb::EnumNameDType(p->dtype()) + " bytes: expected Buffers of " +
+                            str(bytes) + " " + fb::EnumNameDType(r.dtype()) + " bytes");
     return Status::ok();
   }
 
@@ -969,6 +1102,7 @@ private:
   int32_t numLayers_ = 0;
   uint32_t numFiles_ = 0;
   uint32_t numKernels_ = 0;
+  int64_t maxBucketTokens_ = 0; // sizes the runtime's inputs
   std::vector<StageInfo> stages_;
   std::vector<uint64_t> weightBytes_;               // per device (one shard)
   std::vector<const fb::DeviceBuffers *> buffers_;  // of the current bucket

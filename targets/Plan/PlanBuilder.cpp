@@ -83,6 +83,22 @@ struct ArgRef {
   int64_t value = 0;
 };
 
+// What a kernel parameter must be bound to (plan.fbs KernelParam).
+struct KernelParamRec {
+  fb::ArgKind kind = fb::ArgKind::Scalar;
+  fb::DType dtype = fb::DType::I64;
+  uint64_t bytes = 0;
+};
+
+// Buffer and Input are both activations: a kernel parameter may be bound to
+// either.
+bool sameParamKind(fb::ArgKind a, fb::ArgKind b) {
+  auto activation = [](fb::ArgKind k) {
+    return k == fb::ArgKind::Buffer || k == fb::ArgKind::Input;
+  };
+  return a == b || (activation(a) && activation(b));
+}
+
 const char *argKindName(fb::ArgKind k) {
   switch (k) {
   case fb::ArgKind::Buffer: return "buffer";
@@ -315,12 +331,16 @@ public:
         step.block = es.kernel->block;
         step.shared = es.kernel->sharedBytes;
         step.kernel = kernelIndex(std::move(*es.kernel), device);
+        std::vector<KernelParamRec> meta;
         for (const cuda::ParamBinding &p : params) {
           llvm::Expected<ArgRef> a = resolve(p);
           if (!a)
             return a.takeError();
           step.args.push_back(*a);
+          meta.push_back(paramRecord(region, p, *a));
         }
+        if (llvm::Error e = recordParams(step.kernel, std::move(meta), what))
+          return e;
       } else if (es.gemm) {
         step.kind = StepRec::Gemm;
         const cuda::GemmStep &g = *es.gemm;
@@ -353,6 +373,70 @@ public:
       }
       current->steps.push_back(std::move(step));
     }
+    return llvm::Error::success();
+  }
+
+  // What the kernel touches through `p`, now bound to `a`: the bound
+  // value's element type and size (its shard on this device).
+  KernelParamRec paramRecord(FusionOp region, const cuda::ParamBinding &p, const ArgRef &a) {
+    KernelParamRec r;
+    r.kind = a.kind;
+    auto ofValue = [&](Value v) {
+      Type t = typeOn(v);
+      r.dtype = dtypeOf(llvm::cast<RankedTensorType>(t).getElementType());
+      r.bytes = bytesOf(t);
+    };
+    switch (p.kind) {
+    case cuda::ParamBinding::Kind::RegionInput:
+      ofValue(region.getInputs()[size_t(p.index)]);
+      if (a.kind == fb::ArgKind::Weight) // one device's shard of it
+        r.bytes /= uint64_t(std::max(1, weights[size_t(a.index)].shardParts));
+      break;
+    case cuda::ParamBinding::Kind::RegionResult:
+      ofValue(region.getResult(unsigned(p.index)));
+      break;
+    case cuda::ParamBinding::Kind::KCache:
+    case cuda::ParamBinding::Kind::VCache:
+      r.dtype = dtypeOf(source.config.dtype); // reached through the block tables
+      break;
+    case cuda::ParamBinding::Kind::BlockTables:
+      r.dtype = fb::DType::I32; // rows indexed by slot, sized by the runtime
+      break;
+    case cuda::ParamBinding::Kind::Scratch:
+      r.dtype = fb::DType::I8; // raw bytes
+      r.bytes = p.bytes;
+      break;
+    case cuda::ParamBinding::Kind::Scalar:
+      r.dtype = fb::DType::I64;
+      break;
+    }
+    return r;
+  }
+
+  // The first launch of a kernel records its parameters; every later one
+  // (another layer, another bucket) must bind the same kinds, types and sizes.
+  llvm::Error recordParams(int kernel, std::vector<KernelParamRec> params,
+                           const std::string &what) {
+    if (size_t(kernel) >= kernelParams.size())
+      kernelParams.resize(size_t(kernel) + 1);
+    std::optional<std::vector<KernelParamRec>> &known = kernelParams[size_t(kernel)];
+    if (!known) {
+      known = std::move(params);
+      return llvm::Error::success();
+    }
+    for (size_t i = 0; i < params.size() && i < known->size(); ++i) {
+      const KernelParamRec &a = (*known)[i], &b = params[i];
+      if (!sameParamKind(a.kind, b.kind) || a.dtype != b.dtype || a.bytes != b.bytes)
+        return makeError(llvm::formatv(
+            "internal error: {0}: kernel {1} parameter {2} bound as {3} {4} of {5} bytes, "
+            "earlier as {6} {7} of {8} bytes",
+            what, kernels[size_t(kernel)].name, i, argKindName(b.kind),
+            fb::EnumNameDType(b.dtype), b.bytes, argKindName(a.kind),
+            fb::EnumNameDType(a.dtype), a.bytes));
+    }
+    if (params.size() != known->size())
+      return makeError(what + ": internal error: kernel " + kernels[size_t(kernel)].name +
+                       " launched with a different parameter count");
     return llvm::Error::success();
   }
 
@@ -515,6 +599,10 @@ public:
     if (!et)
       return makeError(what + ": only f16, bf16 and f32 values are reduced");
     s.accumulateKernel = kernelIndex(cuda::emitAccumulateKernel(*et, int64_t(s.count)), s.device);
+    // dst += src, both count elements in the reduced dtype.
+    KernelParamRec operand{fb::ArgKind::Buffer, s.dtype, bytesOf(op.getType())};
+    if (llvm::Error e = recordParams(s.accumulateKernel, {operand, operand}, what))
+      return e;
     current->steps.push_back(std::move(s));
     return llvm::Error::success();
   }
@@ -660,6 +748,7 @@ public:
   llvm::DenseMap<Value, fb::InputKind> outputs;
   std::vector<BucketRec> buckets;
   std::vector<cuda::EmittedKernel> kernels;
+  std::vector<std::optional<std::vector<KernelParamRec>>> kernelParams; // per kernel
   std::vector<std::set<std::string>> kernelArchs;
   std::map<std::string, int> kernelByName;
   std::vector<WeightRec> weights;
@@ -1028,10 +1117,18 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     for (const cuda::CompiledKernel &c : binaries[k])
       bins.push_back(fb::CreateKernelBinary(b, str(c.arch), b.CreateVector(c.cubin),
                                             str(c.ptx)));
-    kernels.push_back(fb::CreateKernel(b, str(lowering.kernels[k].name),
-                                       str(lowering.kernels[k].regionKind),
+    const cuda::EmittedKernel &e = lowering.kernels[k];
+    std::vector<flatbuffers::Offset<fb::KernelParam>> params;
+    if (k >= lowering.kernelParams.size() || !lowering.kernelParams[k])
+      return makeError("internal error: kernel " + e.name + " is never launched");
+    for (const KernelParamRec &p : *lowering.kernelParams[k])
+      params.push_back(fb::CreateKernelParam(b, p.kind, p.dtype, p.bytes));
+    std::vector<int32_t> grid(e.grid.begin(), e.grid.end()), block(e.block.begin(), e.block.end());
+    kernels.push_back(fb::CreateKernel(b, str(e.name), str(e.regionKind),
                                        binaries[k].empty() ? 0 : binaries[k][0].sourceHash,
-                                       b.CreateVector(bins)));
+                                       b.CreateVector(bins), b.CreateVector(grid),
+                                       b.CreateVector(block), int32_t(e.sharedBytes),
+                                       b.CreateVector(params)));
   }
 
   // Buckets: the lowering's records become plan IR, and the IR is what is

@@ -110,8 +110,26 @@ void usePlan(const fb::Plan &plan) {
         require(count(l->grid()) == 3 && count(l->block()) == 3);
         int64_t threads = int64_t(l->block()->Get(0)) * l->block()->Get(1) * l->block()->Get(2);
         require(threads > 0 && threads <= 1024);
-        for (uint32_t a = 0; a < count(l->args()); ++a)
-          useArg(plan, bucket, *l->args()->Get(a), step.device());
+        // The launch is the kernel's, argument for parameter, and every
+        // buffer holds what the kernel touches.
+        const fb::Kernel *k = plan.kernels()->Get(uint32_t(l->kernel()));
+        require(count(k->params()) == count(l->args()) && l->shared_bytes() == k->shared_bytes());
+        for (uint32_t i = 0; i < 3; ++i)
+          require(l->grid()->Get(i) == k->grid()->Get(i) &&
+                  l->block()->Get(i) == k->block()->Get(i));
+        for (uint32_t a = 0; a < count(l->args()); ++a) {
+          const fb::Arg &arg = *l->args()->Get(a);
+          useArg(plan, bucket, arg, step.device());
+          const fb::KernelParam &p = *k->params()->Get(a);
+          require((arg.kind() == fb::ArgKind::Scalar) == (p.kind() == fb::ArgKind::Scalar));
+          if (arg.kind() == fb::ArgKind::Buffer)
+            for (uint32_t i = 0; i < count(bucket.devices()); ++i)
+              if (bucket.devices()->Get(i)->device() == step.device()) {
+                const fb::Buffer *buf =
+                    bucket.devices()->Get(i)->buffers()->Get(uint32_t(arg.index()));
+                require(p.bytes() <= buf->bytes() - arg.offset());
+              }
+        }
       } else if (const fb::Gemm *g = step.op_as_Gemm()) {
         require(g->a() && g->b() && g->c());
         for (const fb::Arg *arg : {g->a(), g->b(), g->c(), g->bias(), g->residual()})
@@ -193,7 +211,28 @@ void mutateArg(fb::ArgT &a, std::mt19937 &rng) {
 void mutate(fb::PlanT &plan, std::mt19937 &rng) {
   auto pick = [&](auto &v) -> decltype(&v[0]) { return v.empty() ? nullptr : &v[rng() % v.size()]; };
   auto *bucket = pick(plan.buckets);
-  switch (rng() % 8) {
+  switch (rng() % 9) {
+  case 8: // a kernel's declared geometry or parameters
+    if (auto *k = pick(plan.kernels)) {
+      switch (rng() % 4) {
+      case 0:
+        if (auto *d = pick(rng() % 2 ? (*k)->grid : (*k)->block))
+          nudge(*d, rng);
+        break;
+      case 1: nudge((*k)->shared_bytes, rng); break;
+      default:
+        if (auto *p = pick((*k)->params)) {
+          switch (rng() % 3) {
+          case 0: (*p)->kind = fb::ArgKind(rng() % 7); break;
+          case 1: (*p)->dtype = fb::DType(rng() % 9); break;
+          default: nudge((*p)->bytes, rng); break;
+          }
+        } else if (!(*k)->params.empty() && rng() % 2) {
+          (*k)->params.pop_back();
+        }
+      }
+    }
+    break;
   case 0: // an argument of a step
     if (bucket && *bucket)
       if (auto *step = pick((*bucket)->steps)) {

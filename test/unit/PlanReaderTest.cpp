@@ -215,7 +215,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["version"], 4);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -270,7 +270,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 3, compiled by weft-compile test",
+           "plan: format version 4, compiled by weft-compile test",
            "seal: BLAKE2b-256 checksum, unsigned",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",
@@ -286,7 +286,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
            "device 0 (rtx3090): weights 48.0 KiB in 2 tensors, KV cache 128 blocks of 16 tokens",
            "device 1 (rtx3060): weights 48.0 KiB in 2 tensors, KV cache 96 blocks of 16 tokens",
            "arena peak: decode_b1 4.0 KiB, prefill_c16 8.0 KiB",
-           "kernels: 2, architectures sm_86, cubin 6 B, PTX",
+           "kernels: 5, architectures sm_86, cubin 6 B, PTX",
            "0 weft_rms_norm_linear_0 (rms_norm_linear): sm_86 cubin 6 B PTX 27 B",
            "1 weft_attention_0 (attention): sm_86 PTX",
            "buckets: 2",
@@ -420,12 +420,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 1u, 2u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 2u, 3u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 3 (the plan format this runtime reads"));
+                                       ": expected 4 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
@@ -473,6 +473,8 @@ TEST(PlanReader, RejectsMisalignedLongVector) {
   fb::PlanT plan = tinyPlan();
   plan.manifest->weights[0]->shape = {1, 64};
   plan.manifest->weights[0]->sources[0]->shape = {1, 64};
+  plan.kernels[0]->params[1]->bytes = 128; // the kernels reading it read less
+  plan.kernels[3]->params[3]->bytes = 128;
   std::vector<uint8_t> bytes = planBytes(plan);
   ASSERT_TRUE(load(bytes).isOk());
   // Point the field 4 bytes further: the length becomes element 0's low
@@ -779,8 +781,8 @@ const Rejection kRejections[] = {
      "buckets[0].steps[6].device", "device 2 out of range (topology has 2 devices)"},
     {"StepWithoutOp", [](fb::PlanT &p) { p.buckets[0]->steps[0]->op.Reset(); },
      "buckets[0].steps[0].op", "missing: expected a Launch, Gemm, Copy or AllReduce"},
-    {"KernelIndexOutOfRange", [](fb::PlanT &p) { launch(p, 0, 0).kernel = 2; },
-     "buckets[0].steps[0].op.kernel", "kernel index 2 out of range (plan has 2 kernels)"},
+    {"KernelIndexOutOfRange", [](fb::PlanT &p) { launch(p, 0, 0).kernel = 5; },
+     "buckets[0].steps[0].op.kernel", "kernel index 5 out of range (plan has 5 kernels)"},
     {"KernelIndexNegative", [](fb::PlanT &p) { launch(p, 0, 6).kernel = -1; },
      "buckets[0].steps[6].op.kernel", "kernel index -1 out of range"},
     {"GridWithTwoValues", [](fb::PlanT &p) { launch(p, 0, 0).grid = {1, 1}; },
@@ -797,6 +799,60 @@ const Rejection kRejections[] = {
      "buckets[0].steps[2].op.block", "has too many threads"},
     {"NegativeSharedBytes", [](fb::PlanT &p) { launch(p, 0, 2).shared_bytes = -1; },
      "buckets[0].steps[2].op.shared_bytes", "-1: expected a non-negative byte count"},
+    // Launches against the kernel's metadata.
+    {"LaunchGridNotTheKernels", [](fb::PlanT &p) { launch(p, 0, 0).grid = {2, 1, 1}; },
+     "buckets[0].steps[0].op.grid",
+     "[2, 1, 1]: kernel 'weft_rms_norm_linear_0' is written for [1, 1, 1]"},
+    {"LaunchBlockNotTheKernels", [](fb::PlanT &p) { launch(p, 0, 2).block = {32, 8, 1}; },
+     "buckets[0].steps[2].op.block", "[32, 8, 1]: kernel 'weft_attention_0' is written for "
+                                     "[32, 4, 1]"},
+    {"LaunchSharedBytesNotTheKernels",
+     [](fb::PlanT &p) { launch(p, 0, 2).shared_bytes = 1024; },
+     "buckets[0].steps[2].op.shared_bytes", "1024: kernel 'weft_attention_0' is written for 0"},
+    {"LaunchArgumentMissing", [](fb::PlanT &p) { launch(p, 0, 0).args.pop_back(); },
+     "buckets[0].steps[0].op.args", "2 arguments: kernel 'weft_rms_norm_linear_0' takes 3 "
+                                    "parameters"},
+    {"LaunchBufferForWeight", [](fb::PlanT &p) { launch(p, 0, 0).args[1] = bufferArg(0); },
+     "buckets[0].steps[0].op.args[1]", "kind Buffer: the kernel's parameter is a Weight"},
+    {"LaunchWeightForActivation", [](fb::PlanT &p) { launch(p, 0, 2).args[0] = weightArg(1); },
+     "buckets[0].steps[2].op.args[0]",
+     "kind Weight: the kernel's parameter is a Buffer (an activation: Buffer or Input)"},
+    {"LaunchScalarForCache",
+     [](fb::PlanT &p) { launch(p, 0, 2).args[1] = planArg(fb::ArgKind::Scalar, 0, 0, 7); },
+     "buckets[0].steps[2].op.args[1]", "kind Scalar: the kernel's parameter is a KCache"},
+    {"LaunchBufferSmallerThanTheKernelTouches",
+     [](fb::PlanT &p) { p.kernels[0]->params[2]->bytes = 4096; },
+     "buckets[0].steps[0].op.args[2]",
+     "buffer 0 on device 0 holds 256 bytes from offset 0: expected at least 4096"},
+    {"LaunchViewPastTheBuffer", [](fb::PlanT &p) { launch(p, 0, 2).args[5]->offset = 960; },
+     "buckets[0].steps[2].op.args[5]",
+     "buffer 2 on device 0 holds 64 bytes from offset 960: expected at least 128"},
+    {"LaunchWeightOfAnotherDType",
+     [](fb::PlanT &p) { p.kernels[0]->params[1]->dtype = fb::DType::F16; },
+     "buckets[0].steps[0].op.args[1]", "Weight 0 holds BF16: the kernel's parameter is F16"},
+    {"LaunchInputOfAnotherDType", [](fb::PlanT &p) { launch(p, 1, 0).args[1] = inputArg(fb::InputKind::TopP); },
+     "buckets[1].steps[0].op.args[1]", "Input TopP holds F32: the kernel's parameter is I32"},
+    {"LaunchInputSmallerThanTheKernelTouches",
+     [](fb::PlanT &p) { p.kernels[2]->params[0]->bytes = 16 * 256 * 4 + 4; },
+     "buckets[0].steps[6].op.args[0]", "input Logits holds 16384 bytes: the kernel touches 16388"},
+    {"KernelBlockTooLarge", [](fb::PlanT &p) { p.kernels[1]->block = {2048, 1, 1}; },
+     "kernels[1].block", "has too many threads"},
+    {"KernelWithoutGrid", [](fb::PlanT &p) { p.kernels[2]->grid.clear(); },
+     "kernels[2].grid", "0 values: expected 3 (x, y, z)"},
+    {"KernelSharedBytesTooLarge", [](fb::PlanT &p) { p.kernels[0]->shared_bytes = 300000; },
+     "kernels[0].shared_bytes", "300000: expected 0 to 232448 bytes of dynamic shared memory"},
+    {"KernelParamUnknownKind",
+     [](fb::PlanT &p) { p.kernels[1]->params[4]->kind = fb::ArgKind(9); },
+     "kernels[1].params[4].kind", "unknown arg kind 9"},
+    {"AccumulateKernelOfAnotherDType",
+     [](fb::PlanT &p) { p.kernels[4]->params[1]->dtype = fb::DType::F32; },
+     "buckets[1].steps[2].op.accumulate_kernel",
+     "kernel 'weft_accumulate_bf16_n1024' takes a Buffer of 2048 F32 bytes: expected Buffers "
+     "of 2048 BF16 bytes"},
+    {"AccumulateKernelWithOneParam",
+     [](fb::PlanT &p) { p.kernels[4]->params.pop_back(); },
+     "buckets[1].steps[2].op.accumulate_kernel",
+     "takes 1 parameter: expected 2 (dst, src)"},
     // Args.
     {"BufferIndexOutOfRange", [](fb::PlanT &p) { launch(p, 0, 0).args[2]->index = 40; },
      "buckets[0].steps[0].op.args[2]", "buffer index 40 out of range (device 0 has 3 buffers)"},
@@ -877,9 +933,9 @@ const Rejection kRejections[] = {
      "1 buffers: expected one per device of the group (2)"},
     {"AllReduceWithoutScratch", [](fb::PlanT &p) { allReduce(p).scratch.reset(); },
      "buckets[1].steps[2].op.scratch", "missing"},
-    {"AllReduceKernelOutOfRange", [](fb::PlanT &p) { allReduce(p).accumulate_kernel = 2; },
+    {"AllReduceKernelOutOfRange", [](fb::PlanT &p) { allReduce(p).accumulate_kernel = 5; },
      "buckets[1].steps[2].op.accumulate_kernel",
-     "2 out of range: expected a kernel index below 2"},
+     "5 out of range: expected a kernel index below 5"},
     {"AllReduceZeroCount", [](fb::PlanT &p) { allReduce(p).count = 0; },
      "buckets[1].steps[2].op.count", "0: expected a positive element count"},
 };

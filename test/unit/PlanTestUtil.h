@@ -160,10 +160,48 @@ inline std::unique_ptr<pfb::PredictionT> prediction(const std::string &descripti
   return p;
 }
 
+struct ParamSpec {
+  pfb::ArgKind kind;
+  pfb::DType dtype;
+  uint64_t bytes;
+};
+
+inline void setKernelShape(pfb::KernelT &k, std::vector<int32_t> grid,
+                           std::vector<int32_t> block, std::vector<ParamSpec> params) {
+  k.grid = std::move(grid);
+  k.block = std::move(block);
+  for (const ParamSpec &p : params) {
+    auto kp = std::make_unique<pfb::KernelParamT>();
+    kp->kind = p.kind;
+    kp->dtype = p.dtype;
+    kp->bytes = p.bytes;
+    k.params.push_back(std::move(kp));
+  }
+}
+
+inline std::unique_ptr<pfb::KernelT> ptxKernel(const std::string &name,
+                                               const std::string &kind,
+                                               std::vector<int32_t> grid,
+                                               std::vector<int32_t> block,
+                                               std::vector<ParamSpec> params) {
+  auto k = std::make_unique<pfb::KernelT>();
+  k->name = name;
+  k->region_kind = kind;
+  k->source_hash = 7;
+  auto b = std::make_unique<pfb::KernelBinaryT>();
+  b->arch = "sm_86";
+  b->ptx = ".version 8.0\n.target sm_86\n// " + name + "\n";
+  k->binaries.push_back(std::move(b));
+  setKernelShape(*k, std::move(grid), std::move(block), std::move(params));
+  return k;
+}
+
 // Model "tiny-llama": 2 layers, hidden 64, vocab 256, BF16. Devices: 0
 // "rtx3090" runs layer 0, 1 "rtx3060" layer 1, over PCIe. Weights: 0 embed
 // (dev 0), 1 fused q+k+v Concat (dev 0), 2 down_proj (dev 1), 3 lm_head
-// (dev 1). Kernels: 0 rms_norm_linear (cubin + PTX), 1 attention (PTX only).
+// (dev 1). Kernels: 0 rms_norm_linear (cubin + PTX; launched as the decode
+// embedding), 1 attention, 2 sample, 3 prefill embedding, 4 accumulate (PTX
+// only), each with the geometry and parameters of its launches.
 // Buckets: 0 "decode_b1" (1 token, 7 steps), 1 "prefill_c16" (16 tokens, 4
 // steps including an AllReduce over both devices).
 inline pfb::PlanT tinyPlan() {
@@ -260,6 +298,8 @@ inline pfb::PlanT tinyPlan() {
   manifest->weights.push_back(plainWeight("lm_head.weight", {256, 64}, {1}));
   plan.manifest = std::move(manifest);
 
+  using AK = pfb::ArgKind;
+  using DT = pfb::DType;
   auto k0 = std::make_unique<pfb::KernelT>();
   k0->name = "weft_rms_norm_linear_0";
   k0->region_kind = "rms_norm_linear";
@@ -269,6 +309,9 @@ inline pfb::PlanT tinyPlan() {
   b0->cubin = {'f', 'o', 'o', 'b', 'a', 'r'}; // fnv1a64 0x85944171f73967e8
   b0->ptx = ".version 8.0\n.target sm_86\n";
   k0->binaries.push_back(std::move(b0));
+  setKernelShape(*k0, {1, 1, 1}, {128, 1, 1},
+                 {{AK::Input, DT::I32, 4}, {AK::Weight, DT::BF16, 256 * 64 * 2},
+                  {AK::Buffer, DT::BF16, 128}});
   plan.kernels.push_back(std::move(k0));
   auto k1 = std::make_unique<pfb::KernelT>();
   k1->name = "weft_attention_0";
@@ -278,7 +321,22 @@ inline pfb::PlanT tinyPlan() {
   b1->arch = "sm_86";
   b1->ptx = ".version 8.0\n.target sm_86\n// attention\n";
   k1->binaries.push_back(std::move(b1));
+  setKernelShape(*k1, {1, 4, 1}, {32, 4, 1},
+                 {{AK::Buffer, DT::BF16, 256}, {AK::KCache, DT::BF16, 0},
+                  {AK::VCache, DT::BF16, 0}, {AK::Input, DT::I32, 0},
+                  {AK::Scalar, DT::I64, 0}, {AK::Buffer, DT::BF16, 128}});
   plan.kernels.push_back(std::move(k1));
+  plan.kernels.push_back(ptxKernel(
+      "weft_sample_0", "sample", {1, 1, 1}, {128, 1, 1},
+      {{AK::Input, DT::F32, 256 * 4}, {AK::Input, DT::F32, 4}, {AK::Input, DT::I32, 4},
+       {AK::Input, DT::F32, 4}, {AK::Input, DT::F32, 4}, {AK::Input, DT::I32, 4}}));
+  plan.kernels.push_back(ptxKernel(
+      "weft_embedding_t16", "embedding", {16, 1, 1}, {128, 1, 1},
+      {{AK::Input, DT::I32, 64}, {AK::Input, DT::I32, 64}, {AK::Input, DT::I32, 64},
+       {AK::Weight, DT::BF16, 256 * 64 * 2}, {AK::Buffer, DT::BF16, 16 * 64 * 2}}));
+  plan.kernels.push_back(ptxKernel("weft_accumulate_bf16_n1024", "all_reduce", {4, 1, 1},
+                                   {256, 1, 1},
+                                   {{AK::Buffer, DT::BF16, 2048}, {AK::Buffer, DT::BF16, 2048}}));
 
   using IK = pfb::InputKind;
   auto decode = std::make_unique<pfb::BucketT>();
@@ -319,7 +377,7 @@ inline pfb::PlanT tinyPlan() {
     args.push_back(inputArg(IK::TopP));
     args.push_back(inputArg(IK::Uniform));
     args.push_back(inputArg(IK::NextTokens));
-    decode->steps.push_back(launchStep(1, "sample", 0, std::move(args)));
+    decode->steps.push_back(launchStep(1, "sample", 2, std::move(args)));
   }
   plan.buckets.push_back(std::move(decode));
 
@@ -336,7 +394,7 @@ inline pfb::PlanT tinyPlan() {
     args.push_back(inputArg(IK::Slots));
     args.push_back(weightArg(0));
     args.push_back(bufferArg(0));
-    prefill->steps.push_back(launchStep(0, "embedding", 0, std::move(args), {16, 1, 1}));
+    prefill->steps.push_back(launchStep(0, "embedding", 3, std::move(args), {16, 1, 1}));
   }
   prefill->steps.push_back(
       gemmStep(0, "rms_norm_linear", 16, 128, 64, bufferArg(0), weightArg(1), bufferArg(1)));
@@ -344,7 +402,7 @@ inline pfb::PlanT tinyPlan() {
     std::vector<std::unique_ptr<pfb::ArgT>> buffers;
     buffers.push_back(bufferArg(1));
     buffers.push_back(bufferArg(1));
-    prefill->steps.push_back(allReduceStep({0, 1}, std::move(buffers), bufferArg(0), 1024, 1));
+    prefill->steps.push_back(allReduceStep({0, 1}, std::move(buffers), bufferArg(0), 1024, 4));
   }
   prefill->steps.push_back(copyStep(0, 1, bufferArg(1), bufferArg(0), 2048));
   plan.buckets.push_back(std::move(prefill));
