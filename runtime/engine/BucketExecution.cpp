@@ -184,12 +184,23 @@ Status Engine::Impl::enqueue(const fb::Bucket *b, const std::string &where, uint
         params[i] = &values[i];
       }
       CUfunction fn = dev.functions[l->kernel()]; // shared memory set up at load
-      WEFT_CU(devices.driver()->launchKernel(fn, uint32_t(l->grid()->Get(0)), uint32_t(l->grid()->Get(1)),
-                                uint32_t(l->grid()->Get(2)), uint32_t(l->block()->Get(0)),
-                                uint32_t(l->block()->Get(1)), uint32_t(l->block()->Get(2)),
-                                uint32_t(l->shared_bytes()),
-                                reinterpret_cast<CUstream>(dev.stream), params.data(), nullptr),
-              at);
+      CUlaunchConfig config{};
+      config.gridDimX = uint32_t(l->grid()->Get(0));
+      config.gridDimY = uint32_t(l->grid()->Get(1));
+      config.gridDimZ = uint32_t(l->grid()->Get(2));
+      config.blockDimX = uint32_t(l->block()->Get(0));
+      config.blockDimY = uint32_t(l->block()->Get(1));
+      config.blockDimZ = uint32_t(l->block()->Get(2));
+      config.sharedMemBytes = uint32_t(l->shared_bytes());
+      config.hStream = reinterpret_cast<CUstream>(dev.stream);
+      CUlaunchAttribute pdl{};
+      pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      pdl.value.programmaticStreamSerializationAllowed = 1;
+      if (dev.programmaticLaunch) {
+        config.attrs = &pdl;
+        config.numAttrs = 1;
+      }
+      WEFT_CU(devices.driver()->launchKernelEx(&config, fn, params.data(), nullptr), at);
     } else if (const fb::Gemm *g = s->op_as_Gemm()) {
       gpu::GemmArgs args;
       args.m = g->m();

@@ -97,6 +97,7 @@ Status DeviceSet::setUp(const fb::Plan &plan, const EngineOptions &options) {
                                  ? std::min(decl->memory_bytes(), decl->memory_cap_bytes())
                                  : decl->memory_bytes();
     dev.capacity = std::min<uint64_t>(declaredBytes, prop.totalGlobalMem);
+    dev.programmaticLaunch = options.programmaticLaunch && cc >= 90;
     WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
     WEFT_CUDA(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "stream");
     WEFT_CUDA(cudaEventCreateWithFlags(&dev.done, cudaEventDisableTiming), "event");

@@ -24,6 +24,10 @@ using Progress = std::function<void(const std::string &phase, uint64_t done, uin
 
 struct Device {
   int gpu = 0;
+  // Kernels launch with programmatic stream serialization (sm_90 and newer,
+  // EngineOptions::programmaticLaunch): the next kernel's blocks start
+  // while this one ends, and wait in griddepcontrol.wait.
+  bool programmaticLaunch = false;
   uint64_t capacity = 0, used = 0; // declared memory (cap), allocated
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;

@@ -8,6 +8,7 @@
 #include "runtime/engine/WeightLoader.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace weft::engine {
 
@@ -173,6 +174,10 @@ std::vector<Engine::Impl::Segment> Engine::Impl::segmentsOf(const fb::Bucket *b)
 Engine::Engine() = default;
 Engine::~Engine() = default;
 
+const std::vector<std::pair<std::string, double>> &Engine::loadPhases() const {
+  return impl_->loadPhases;
+}
+
 StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const EngineOptions &options) {
   std::unique_ptr<Engine> e(new Engine());
   e->impl_ = std::make_unique<Impl>(std::move(plan));
@@ -181,14 +186,25 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   Progress progress = [&impl](const std::string &phase, uint64_t done, uint64_t total) {
     impl.progress(phase, done, total);
   };
+  auto last = std::chrono::steady_clock::now();
+  auto phase = [&](const char *name) {
+    auto now = std::chrono::steady_clock::now();
+    impl.loadPhases.emplace_back(name, std::chrono::duration<double>(now - last).count());
+    last = now;
+  };
   WEFT_RETURN_IF_ERROR(impl.devices.setUp(*impl.p, impl.options));
+  phase("GPUs");
   WEFT_RETURN_IF_ERROR(impl.setUpCollectives());
+  phase("collectives");
   WEFT_RETURN_IF_ERROR(impl.kernels.load(*impl.p, impl.options, impl.devices, progress));
+  phase("kernels");
   WEFT_RETURN_IF_ERROR(impl.allocateBuffers());
   WEFT_RETURN_IF_ERROR(impl.chooseLanes(options.microBatches));
   WEFT_RETURN_IF_ERROR(impl.allocateStaging());
   impl.findBucketDevices();
+  phase("buffers");
   WEFT_RETURN_IF_ERROR(loadWeights(*impl.p, impl.options, impl.devices, progress));
+  phase("weights");
   for (uint32_t i = 0; i < impl.p->buckets()->size(); ++i)
     (impl.p->buckets()->Get(i)->prefill() ? impl.prefill : impl.decode).push_back(int(i));
   auto byTokens = [&](int a, int b) { return e->bucketTokens(a) < e->bucketTokens(b); };
@@ -207,6 +223,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
       WEFT_RETURN_IF_ERROR(impl.run(int(i), in, out));
     }
     impl.progress("warming up buckets", count, count);
+    phase("warm-up");
   }
   return e;
 }

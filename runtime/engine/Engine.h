@@ -32,6 +32,10 @@ struct EngineOptions {
   // distinct GPUs and libnccl.so.2 loads; otherwise (or when false) they
   // gather through peer copies and a generated accumulate kernel.
   bool allowNccl = true;
+  // Launch kernels with programmatic dependent launch on sm_90 and newer:
+  // each kernel's blocks are scheduled while the one before it finishes
+  // (the generated kernels wait for it in griddepcontrol.wait).
+  bool programmaticLaunch = true;
   // Run every bucket once at load, with padding tokens only: CUDA graphs
   // are recorded and cuBLASLt algorithms chosen before the first request,
   // so the first request is as fast as the hundredth.
@@ -54,6 +58,9 @@ public:
   ~Engine() override;
 
   const plan::fb::Plan &plan() const;
+  // How long each phase of create() took, in order: GPUs and contexts,
+  // collectives, kernels, buffers, weights, warm-up (seconds).
+  const std::vector<std::pair<std::string, double>> &loadPhases() const;
   // The bucket named `name` ("decode_b1", "prefill_c512"); -1 if none.
   int bucketIndex(const std::string &name) const;
   // Prefill and decode buckets, each sorted by token count.

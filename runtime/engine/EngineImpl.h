@@ -68,6 +68,7 @@ struct Engine::Impl {
   }
 
   void progress(const std::string &phase, uint64_t done, uint64_t total);
+  std::vector<std::pair<std::string, double>> loadPhases;
 
   // A communicator per tensor-parallel group whose devices are distinct
   // GPUs, when NCCL loads and is allowed.

@@ -51,6 +51,7 @@ StatusOr<const Driver *> driver() {
                      resolve("cuModuleUnload", d.moduleUnload),
                      resolve("cuModuleGetFunction", d.moduleGetFunction),
                      resolve("cuLaunchKernel", d.launchKernel),
+                     resolve("cuLaunchKernelEx", d.launchKernelEx),
                      resolve("cuFuncSetAttribute", d.funcSetAttribute),
                      resolve("cuFuncGetAttribute", d.funcGetAttribute),
                      resolve("cuGetErrorName", d.getErrorName)})

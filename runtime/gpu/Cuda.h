@@ -26,6 +26,7 @@ struct Driver {
   decltype(&cuModuleUnload) moduleUnload = nullptr;
   decltype(&cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&cuLaunchKernel) launchKernel = nullptr;
+  decltype(&cuLaunchKernelEx) launchKernelEx = nullptr;
   decltype(&cuFuncSetAttribute) funcSetAttribute = nullptr;
   decltype(&cuFuncGetAttribute) funcGetAttribute = nullptr;
   decltype(&cuGetErrorName) getErrorName = nullptr;

@@ -2195,7 +2195,90 @@ __device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, flo
 
 } // namespace
 
+namespace {
+
+// Programmatic dependent launch (sm_90 and newer): every kernel lets the
+// next one be scheduled at once (griddepcontrol.launch_dependents), and
+// waits for the one before it to finish and flush its writes
+// (griddepcontrol.wait) before it reads or writes anything. With the
+// runtime's launch attribute, the next kernel's blocks are resident and
+// waiting when this one ends, instead of being launched after it; without
+// it both instructions return at once. Older architectures compile none.
+constexpr const char *kGridDependencyControl = R"(
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define WF_GRID_DEPENDENCY_CONTROL()                                   \
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");     \
+  asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define WF_GRID_DEPENDENCY_CONTROL()
+#endif
+)";
+
+// Where the body of the function whose declaration starts at `from` opens:
+// the first '{' outside comments and parentheses.
+size_t bodyStart(const std::string &src, size_t from) {
+  int depth = 0;
+  for (size_t i = from; i < src.size(); ++i) {
+    if (src.compare(i, 2, "//") == 0) {
+      i = src.find('\n', i);
+      if (i == std::string::npos)
+        return i;
+    } else if (src.compare(i, 2, "/*") == 0) {
+      i = src.find("*/", i + 2);
+      if (i == std::string::npos)
+        return i;
+      ++i;
+    } else if (src[i] == '(') {
+      ++depth;
+    } else if (src[i] == ')') {
+      --depth;
+    } else if (src[i] == '{' && depth == 0) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+} // namespace
+
+llvm::Error addGridDependencyControl(EmittedKernel &k) {
+  std::string &src = k.source;
+  size_t entry = src.find("extern \"C\" __global__");
+  size_t body = entry == std::string::npos ? entry : bodyStart(src, entry);
+  if (body == std::string::npos)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "internal error: kernel " + k.name +
+                                       " has no extern \"C\" __global__ entry");
+  src.insert(body + 1, "\n  WF_GRID_DEPENDENCY_CONTROL();");
+  // After the last #include line, so the macro is defined before any use.
+  size_t include = src.rfind("#include", entry);
+  size_t at = include == std::string::npos ? 0 : src.find('\n', include) + 1;
+  src.insert(at, kGridDependencyControl);
+  return llvm::Error::success();
+}
+
+namespace {
+
+llvm::Expected<std::vector<EmittedStep>> emitRegionSteps(FusionOp region,
+                                                         const EmitOptions &options);
+
+} // namespace
+
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitOptions &options) {
+  llvm::Expected<std::vector<EmittedStep>> steps = emitRegionSteps(region, options);
+  if (!steps)
+    return steps.takeError();
+  for (EmittedStep &s : *steps)
+    if (s.kernel)
+      if (llvm::Error e = addGridDependencyControl(*s.kernel))
+        return std::move(e);
+  return steps;
+}
+
+namespace {
+
+llvm::Expected<std::vector<EmittedStep>> emitRegionSteps(FusionOp region,
+                                                         const EmitOptions &options) {
   if (region.getBody().empty())
     return regionError(region, "empty region");
   mlir::Block &body = region.getBody().front();
@@ -2237,6 +2320,8 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
     return emitProjection(region, **projection, options);
   return regionError(region, "no CUDA kernel for this combination of ops");
 }
+
+} // namespace
 
 EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
   std::string t = cudaType(type);

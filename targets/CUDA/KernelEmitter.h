@@ -94,6 +94,14 @@ struct EmitOptions {
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
                                                    const EmitOptions &options);
 
+// Programmatic dependent launch: makes `k`'s entry point release the next
+// kernel at once and wait for the previous one to finish before it touches
+// memory (griddepcontrol, sm_90 and newer; nothing on older GPUs). The
+// runtime launches kernels with the matching attribute, so a kernel's blocks
+// are resident when the one before it ends. emitRegion applies it to every
+// kernel it returns.
+llvm::Error addGridDependencyControl(EmittedKernel &k);
+
 // The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`
 // elements of `type`, f32 arithmetic. Its two parameters (dst, src) are
 // bound by the all-reduce step, not by a region; it loops grid-stride, so

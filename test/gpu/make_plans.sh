@@ -159,7 +159,9 @@ done < "$out/random.txt"
 # benchmark, batched decode (buckets up to 100 streams, KV cache for
 # 100 x 4096 tokens) and tensor parallel over two GPUs.
 model llama8b 32 '{}'
-build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 32 -o "$out/llama8b-fp16.weft"
+# Default prefill chunks (128 and 512): what a user's batch-1 plan holds, so
+# bench_ttft.sh times a 512-token prompt as one chunk.
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 -o "$out/llama8b-fp16.weft"
 check "Llama-3.1-8B, all 32 layers" llama8b-fp16.weft cfg/llama8b float16 8 32 1
 # Default prefill chunks: 192 (100 decode tokens and a short prompt) and 512.
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --max-batch 100 \

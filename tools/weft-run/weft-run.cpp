@@ -21,6 +21,12 @@
 
 namespace {
 
+std::string fmtSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
 int fail(const std::string &msg) {
   std::cerr << "weft-run: error: " << msg << "\n";
   return 1;
@@ -97,7 +103,8 @@ const char *kUsage =
     "                [--tokenizer tokenizer.json]\n"
     "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
     "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                [--dump-logits FILE] [--no-cuda-graphs] [--no-nccl] [--quiet]\n"
+    "                [--dump-logits FILE] [--no-cuda-graphs] [--no-programmatic-launch]\n"
+    "                [--no-nccl] [--quiet]\n"
     "                [--trusted-keys FILE] (only plans signed by one of these keys)\n"
     "                [--micro-batches N] (pipeline plans: micro-batches in flight;\n"
     "                default: the plan's choice)\n"
@@ -307,6 +314,7 @@ int main(int argc, char **argv) {
     else if (a == "--skip-header-checksums") options.skipHeaderChecksums = true;
     else if (a == "--quiet") quiet = true;
     else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
+    else if (a == "--no-programmatic-launch") options.programmaticLaunch = false;
     else if (a == "--no-nccl") options.allowNccl = false;
     else if (a == "--micro-batches") {
       std::vector<int32_t> v;
@@ -473,6 +481,13 @@ int main(int argc, char **argv) {
     return fail(engine.status().message());
   double loadSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    // Where the load time went, one line.
+    std::string phases;
+    for (const auto &[name, seconds] : (*engine)->loadPhases())
+      phases += (phases.empty() ? "" : ", ") + name + " " + fmtSeconds(seconds);
+    std::printf("load phases: %s\n", phases.c_str());
+  }
   if ((*engine)->collectives() != "none")
     std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
   if ((*engine)->microBatches() > 1)
