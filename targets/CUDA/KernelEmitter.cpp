@@ -2197,18 +2197,21 @@ __device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, flo
 
 namespace {
 
-// Programmatic dependent launch (sm_90 and newer): every kernel lets the
-// next one be scheduled at once (griddepcontrol.launch_dependents), and
-// waits for the one before it to finish and flush its writes
-// (griddepcontrol.wait) before it reads or writes anything. With the
-// runtime's launch attribute, the next kernel's blocks are resident and
-// waiting when this one ends, instead of being launched after it; without
-// it both instructions return at once. Older architectures compile none.
+// Programmatic dependent launch (sm_90 and newer): every kernel waits for
+// the one before it to finish and flush its writes (griddepcontrol.wait)
+// before it reads or writes anything, then lets the next one be scheduled
+// (griddepcontrol.launch_dependents). With the runtime's launch attribute,
+// the next kernel's blocks are resident and waiting when this one ends,
+// instead of being launched after it; without it both instructions return
+// at once. The order matters: released before its own wait, every later
+// kernel of the graph would be made resident at once, and the waiting
+// blocks would crowd the running kernel off the GPU. Older architectures
+// compile none of it.
 constexpr const char *kGridDependencyControl = R"(
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define WF_GRID_DEPENDENCY_CONTROL()                                   \
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");     \
-  asm volatile("griddepcontrol.wait;" ::: "memory")
+  asm volatile("griddepcontrol.wait;" ::: "memory");                  \
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #else
 #define WF_GRID_DEPENDENCY_CONTROL()
 #endif
