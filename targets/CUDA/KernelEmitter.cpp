@@ -195,100 +195,8 @@ EmittedStep kernelStep(EmittedKernel k) {
 // The device-side helpers every kernel starts with
 //===----------------------------------------------------------------------===//
 
-const char *kPrelude = R"(#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
-namespace {
-
-// Storage types <-> f32; every rounding is to nearest even, as PyTorch's.
-__device__ __forceinline__ float wf_f32(float v) { return v; }
-__device__ __forceinline__ float wf_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float wf_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T wf_to(float v);
-template <> __device__ __forceinline__ float wf_to<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half wf_to<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 wf_to<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-// What `v` becomes once stored as T: the model rounds every op's result to
-// its dtype, so fused kernels round where an op boundary used to be.
-template <typename T> __device__ __forceinline__ float wf_round(float v) {
-  return wf_f32(wf_to<T>(v));
-}
-
-// N consecutive elements moved by one (at most 16-byte) access.
-template <typename T, int N>
-struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) wf_pack {
-  T v[N];
-};
-
-template <typename T, int N>
-__device__ __forceinline__ wf_pack<T, N> wf_load(const T *p) {
-  return *reinterpret_cast<const wf_pack<T, N> *>(p);
-}
-template <typename T, int N>
-__device__ __forceinline__ void wf_store(T *p, const wf_pack<T, N> &v) {
-  *reinterpret_cast<wf_pack<T, N> *>(p) = v;
-}
-
-// Weights are read once per launch: stream them (evict-first) so that they
-// do not push the activations out of L2.
-template <typename T, int N>
-__device__ __forceinline__ wf_pack<T, N> wf_stream(const T *p) {
-  wf_pack<T, N> r;
-  if constexpr (sizeof(r) == 16) {
-    *reinterpret_cast<uint4 *>(&r) = __ldcs(reinterpret_cast<const uint4 *>(p));
-  } else if constexpr (sizeof(r) == 8) {
-    *reinterpret_cast<uint2 *>(&r) = __ldcs(reinterpret_cast<const uint2 *>(p));
-  } else if constexpr (sizeof(r) == 4) {
-    *reinterpret_cast<unsigned *>(&r) = __ldcs(reinterpret_cast<const unsigned *>(p));
-  } else {
-    r = wf_load<T, N>(p);
-  }
-  return r;
-}
-
-__device__ __forceinline__ float wf_inf() { return __int_as_float(0x7f800000); }
-
-__device__ __forceinline__ float wf_warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ unsigned long long wf_max64(unsigned long long a,
-                                                       unsigned long long b) {
-  return a > b ? a : b;
-}
-
-__device__ __forceinline__ unsigned long long wf_warp_max(unsigned long long v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v = wf_max64(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Token order as one integer: a larger logit first, the lower index among
-// equal logits (as weft.argmax and weft.sample break ties); NaN last.
-__device__ __forceinline__ unsigned long long wf_key(float v, int index) {
-  unsigned b = __float_as_uint(v);
-  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-  if (v != v)
-    b = 0u;
-  return ((unsigned long long)b << 32) | (unsigned long long)(0xffffffffu - (unsigned)index);
-}
-__device__ __forceinline__ int wf_key_index(unsigned long long key) {
-  return (int)(0xffffffffu - (unsigned)(key & 0xffffffffull));
-}
-__device__ __forceinline__ float wf_key_value(unsigned long long key) {
-  unsigned b = (unsigned)(key >> 32);
-  b = (b & 0x80000000u) ? (b & 0x7fffffffu) : ~b;
-  return __uint_as_float(b);
-}
-
-} // namespace
-)";
+// The kernel library's basics (targets/CUDA/kernels/weft/common.cuh).
+const char *kPrelude = "#include \"weft/common.cuh\"\n";
 
 //===----------------------------------------------------------------------===//
 // Region analysis: projections (linear / logits with their prologue and
@@ -1825,44 +1733,28 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
   llvm::raw_string_ostream os(src);
   os << "// Embedding: gathers the table rows of the token ids (ids outside the vocabulary "
         "give zeros).\n"
-     << kPrelude << "\nconstexpr int T = " << tokens << ";\n"
-     << "constexpr int H = " << hidden << ";\n"
-     << "constexpr int V = " << vocab << ";\n"
-     << "constexpr int VEC = " << vec << ";\n"
-     << "constexpr int THREADS = " << threads << ";\n"
-     << "typedef " << cudaType(*tableType) << " table_t;\n"
-     << "typedef " << cudaType(*outType) << " out_t;\n";
+     << "#include \"weft/embedding.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << tokens << ", H = " << hidden << ", V = " << vocab
+     << ", VEC = " << vec << ", THREADS = " << threads << ";\n"
+     << "  using table_t = " << cudaType(*tableType) << ";\n"
+     << "  using out_t = " << cudaType(*outType) << ";\n"
+     << "};\n";
   std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, tableIn, "table"),
                                       binding(ParamBinding::Kind::RegionInput, idsIn, "ids")};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-     << kNameMarker << "(const table_t *__restrict__ table, const int *__restrict__ ids";
+  std::vector<std::string> outs;
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker
+     << "(const Config::table_t *__restrict__ table, const int *__restrict__ ids";
   for (size_t c = 0; c < it->second.size(); ++c) {
     std::string n = c ? "out_" + std::to_string(c) : "out";
-    os << ", out_t *__restrict__ " << n;
+    os << ", Config::out_t *__restrict__ " << n;
     params.push_back(binding(ParamBinding::Kind::RegionResult, it->second[c], n));
+    outs.push_back(n);
   }
-  os << R"() {
-  const int t = blockIdx.y;
-  const int h = (blockIdx.x * THREADS + threadIdx.x) * VEC;
-  if (h >= H)
-    return;
-  const int id = ids[t];
-  wf_pack<out_t, VEC> o;
-  if (id >= 0 && id < V) {
-    const wf_pack<table_t, VEC> r = wf_load<table_t, VEC>(table + (size_t)id * H + h);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      o.v[e] = wf_to<out_t>(wf_f32(r.v[e]));
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      o.v[e] = wf_to<out_t>(0.0f);
-  }
-)";
-  for (size_t c = 0; c < it->second.size(); ++c)
-    os << "  wf_store<out_t, VEC>(" << (c ? "out_" + std::to_string(c) : std::string("out"))
-       << " + (size_t)t * H + h, o);\n";
-  os << "}\n";
+  os << ") {\n  weft::kernels::embedding<Config>(table, ids, " << llvm::join(outs, ", ")
+     << ");\n}\n";
+  os.flush();
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(finishKernel(
       region, "weft_embedding_t" + std::to_string(tokens) + "_h" + std::to_string(hidden),
@@ -2252,6 +2144,12 @@ llvm::Error addGridDependencyControl(EmittedKernel &k) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "internal error: kernel " + k.name +
                                        " has no extern \"C\" __global__ entry");
+  // Kernels built on the library call its function; the others (not yet
+  // moved to targets/CUDA/kernels) get the same two instructions as a macro.
+  if (src.find("#include \"weft/") != std::string::npos) {
+    src.insert(body + 1, "\n  wf_grid_dependency_control();");
+    return llvm::Error::success();
+  }
   src.insert(body + 1, "\n  WF_GRID_DEPENDENCY_CONTROL();");
   // After the last #include line, so the macro is defined before any use.
   size_t include = src.rfind("#include", entry);

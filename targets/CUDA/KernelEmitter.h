@@ -44,8 +44,9 @@ struct ParamBinding {
 struct EmittedKernel {
   std::string name;       // extern "C" entry point, unique per source
   std::string regionKind; // the region's kind
-  std::string source;     // a complete CUDA C++ translation unit (no includes
-                          // beyond cuda_fp16.h / cuda_bf16.h)
+  std::string source;     // a CUDA C++ translation unit; it may include the
+                          // kernel library ("weft/*.cuh", KernelLibrary.h)
+                          // and the toolkit's cuda_fp16.h / cuda_bf16.h
   std::array<int, 3> grid{1, 1, 1};
   std::array<int, 3> block{1, 1, 1};
   int sharedBytes = 0;

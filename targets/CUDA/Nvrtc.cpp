@@ -1,6 +1,8 @@
 // NVRTC compilation of emitted kernels and the on-disk kernel cache.
 #include "targets/CUDA/Nvrtc.h"
 
+#include "targets/CUDA/KernelLibrary.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -245,8 +247,17 @@ std::vector<std::string> nvrtcOptions(llvm::StringRef arch) {
           std::string("-I") + WEFT_CUDA_INCLUDE_DIR};
 }
 
+uint64_t kernelSourceHash(const EmittedKernel &kernel) {
+  std::string material = kernel.source;
+  material += '\0';
+  material += std::to_string(kernelLibraryHash());
+  return llvm::xxh3_64bits(llvm::StringRef(material));
+}
+
 uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch) {
   std::string material = kernel.source;
+  material += '\0';
+  material += std::to_string(kernelLibraryHash());
   material += '\0';
   material += arch.str();
   material += '\0';
@@ -269,8 +280,15 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
 
   nvrtcProgram program = nullptr;
   std::string file = kernel.name + ".cu";
-  if (nvrtcResult r = nvrtcCreateProgram(&program, kernel.source.c_str(), file.c_str(), 0,
-                                         nullptr, nullptr);
+  // The kernel library, as in-memory headers ("weft/common.cuh", ...).
+  std::vector<const char *> headerNames, headerSources;
+  for (const KernelHeader &h : kernelLibrary()) {
+    headerNames.push_back(h.name);
+    headerSources.push_back(h.contents);
+  }
+  if (nvrtcResult r = nvrtcCreateProgram(&program, kernel.source.c_str(), file.c_str(),
+                                         int(headerNames.size()), headerSources.data(),
+                                         headerNames.data());
       r != NVRTC_SUCCESS)
     return kernelError(kernel.name, arch,
                        llvm::Twine("NVRTC could not create the program: ") +
@@ -298,7 +316,7 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
   CompiledKernel k;
   k.name = kernel.name;
   k.arch = arch.str();
-  k.sourceHash = llvm::xxh3_64bits(llvm::StringRef(kernel.source));
+  k.sourceHash = kernelSourceHash(kernel);
   size_t cubinSize = 0, ptxSize = 0;
   if (nvrtcGetCUBINSize(program, &cubinSize) != NVRTC_SUCCESS || cubinSize == 0)
     return kernelError(kernel.name, arch, "NVRTC produced no CUBIN");

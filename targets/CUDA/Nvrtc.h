@@ -20,7 +20,7 @@ struct CompiledKernel {
   std::string arch; // "sm_86"
   std::vector<uint8_t> cubin;
   std::string ptx;         // the same code as PTX (for newer architectures)
-  uint64_t sourceHash = 0; // xxh3 of the source
+  uint64_t sourceHash = 0; // kernelSourceHash: the source and the kernel library
   bool fromCache = false;
 };
 
@@ -55,8 +55,12 @@ std::string nvrtcVersionString();
 // The options compileKernel passes to NVRTC for `arch` (part of the key).
 std::vector<std::string> nvrtcOptions(llvm::StringRef arch);
 
+// The hash of what `kernel` compiles from: its source and the kernel
+// library it may include (the plan's Kernel.source_hash).
+uint64_t kernelSourceHash(const EmittedKernel &kernel);
+
 // The cache key of `kernel` compiled for `arch`: a hash of the source, the
-// architecture, the NVRTC version and the options.
+// kernel library, the architecture, the NVRTC version and the options.
 uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch);
 
 // Compiles `kernel` for `arch` ("sm_86", "sm_90", ...), through `cache`

@@ -7,15 +7,14 @@
 // CHECK-NEXT: //   param 0 table: RegionInput 0
 // CHECK-NEXT: //   param 1 ids: RegionInput 1
 // CHECK-NEXT: //   param 2 out: RegionResult 0
-// CHECK: constexpr int T = 3;
-// CHECK: constexpr int H = 4096;
-// CHECK: constexpr int V = 32000;
-// CHECK: constexpr int VEC = 8;
-// CHECK: typedef __half table_t;
-// CHECK: typedef __half out_t;
-// CHECK: extern "C" __global__ void __launch_bounds__(THREADS)
-// CHECK-NEXT: [[NAME]](const table_t *__restrict__ table, const int *__restrict__ ids, out_t *__restrict__ out)
-// CHECK: if (id >= 0 && id < V) {
+// CHECK: #include "weft/embedding.cuh"
+// CHECK: static constexpr int T = 3, H = 4096, V = 32000, VEC = 8, THREADS = 256;
+// CHECK-NEXT: using table_t = __half;
+// CHECK-NEXT: using out_t = __half;
+// CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
+// CHECK-NEXT: [[NAME]](const Config::table_t *__restrict__ table, const int *__restrict__ ids, Config::out_t *__restrict__ out) {
+// CHECK-NEXT: wf_grid_dependency_control();
+// CHECK-NEXT: weft::kernels::embedding<Config>(table, ids, out);
 func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<3x4096xf16> {
   %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 4096 : i64, tokens = 3 : i64, vocab = 32000 : i64}}
       : (tensor<32000x4096xf16>, tensor<3xi32>) -> tensor<3x4096xf16> {
@@ -30,8 +29,8 @@ func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<
 // CHECK-LABEL: // @embed_narrow region 0 "embedding": 1 step
 // CHECK-NEXT: // step 0: kernel weft_embedding_t1_h36_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (1, 1, 1) block (32, 1, 1) shared 0
-// CHECK: constexpr int VEC = 4;
-// CHECK: typedef float table_t;
+// CHECK: static constexpr int T = 1, H = 36, V = 100, VEC = 4, THREADS = 32;
+// CHECK-NEXT: using table_t = float;
 func.func @embed_narrow(%table: tensor<100x36xf32>, %ids: tensor<1xi32>) -> tensor<1x36xf32> {
   %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 36 : i64, tokens = 1 : i64, vocab = 100 : i64}}
       : (tensor<100x36xf32>, tensor<1xi32>) -> tensor<1x36xf32> {

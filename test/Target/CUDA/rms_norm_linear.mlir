@@ -13,7 +13,7 @@
 // CHECK-NEXT: //   param 3 out0: RegionResult 0
 // CHECK-NEXT: //   param 4 out1: RegionResult 1
 // CHECK-NEXT: //   param 5 out2: RegionResult 2
-// CHECK: #include <cuda_bf16.h>
+// CHECK: #include "weft/common.cuh"
 // CHECK: constexpr int T = 1;
 // CHECK: constexpr int K = 64;
 // CHECK: constexpr int NW = 96;

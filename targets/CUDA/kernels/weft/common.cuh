@@ -1,0 +1,118 @@
+// Weft's device-side basics, included by every generated kernel: storage
+// types to and from f32, vector loads and stores, weight streaming, warp
+// reductions, the ordering key of argmax and sampling, and the grid
+// dependency control of programmatic dependent launch.
+//
+// Kernel templates live beside this file (targets/CUDA/kernels/weft/); the
+// compiler embeds them at build time (KernelLibrary.cpp) and hands them to
+// NVRTC as in-memory headers, so a generated kernel is a few lines that
+// instantiate a template with the model's dimensions as constants.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+// Storage types <-> f32; every rounding is to nearest even, as PyTorch's.
+__device__ __forceinline__ float wf_f32(float v) { return v; }
+__device__ __forceinline__ float wf_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float wf_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T wf_to(float v);
+template <> __device__ __forceinline__ float wf_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half wf_to<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 wf_to<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+// What `v` becomes once stored as T: the model rounds every op's result to
+// its dtype, so fused kernels round where an op boundary used to be.
+template <typename T> __device__ __forceinline__ float wf_round(float v) {
+  return wf_f32(wf_to<T>(v));
+}
+
+// N consecutive elements moved by one (at most 16-byte) access.
+template <typename T, int N>
+struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) wf_pack {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ wf_pack<T, N> wf_load(const T *p) {
+  return *reinterpret_cast<const wf_pack<T, N> *>(p);
+}
+template <typename T, int N>
+__device__ __forceinline__ void wf_store(T *p, const wf_pack<T, N> &v) {
+  *reinterpret_cast<wf_pack<T, N> *>(p) = v;
+}
+
+// Weights are read once per launch: stream them (evict-first) so that they
+// do not push the activations out of L2.
+template <typename T, int N>
+__device__ __forceinline__ wf_pack<T, N> wf_stream(const T *p) {
+  wf_pack<T, N> r;
+  if constexpr (sizeof(r) == 16) {
+    *reinterpret_cast<uint4 *>(&r) = __ldcs(reinterpret_cast<const uint4 *>(p));
+  } else if constexpr (sizeof(r) == 8) {
+    *reinterpret_cast<uint2 *>(&r) = __ldcs(reinterpret_cast<const uint2 *>(p));
+  } else if constexpr (sizeof(r) == 4) {
+    *reinterpret_cast<unsigned *>(&r) = __ldcs(reinterpret_cast<const unsigned *>(p));
+  } else {
+    r = wf_load<T, N>(p);
+  }
+  return r;
+}
+
+__device__ __forceinline__ float wf_inf() { return __int_as_float(0x7f800000); }
+
+__device__ __forceinline__ float wf_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long wf_max64(unsigned long long a,
+                                                       unsigned long long b) {
+  return a > b ? a : b;
+}
+
+__device__ __forceinline__ unsigned long long wf_warp_max(unsigned long long v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = wf_max64(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Token order as one integer: a larger logit first, the lower index among
+// equal logits (as weft.argmax and weft.sample break ties); NaN last.
+__device__ __forceinline__ unsigned long long wf_key(float v, int index) {
+  unsigned b = __float_as_uint(v);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  if (v != v)
+    b = 0u;
+  return ((unsigned long long)b << 32) | (unsigned long long)(0xffffffffu - (unsigned)index);
+}
+__device__ __forceinline__ int wf_key_index(unsigned long long key) {
+  return (int)(0xffffffffu - (unsigned)(key & 0xffffffffull));
+}
+__device__ __forceinline__ float wf_key_value(unsigned long long key) {
+  unsigned b = (unsigned)(key >> 32);
+  b = (b & 0x80000000u) ? (b & 0x7fffffffu) : ~b;
+  return __uint_as_float(b);
+}
+
+// Programmatic dependent launch (sm_90 and newer): wait for the kernel
+// before this one to finish and flush its writes, then let the next one be
+// scheduled, so its blocks are resident when this one ends. Called first
+// thing in every kernel, before any global memory access. The order
+// matters: released before its own wait, every later kernel of a graph
+// would become resident at once and crowd the running one off the GPU.
+// Without the launch attribute both return at once; before sm_90, nothing.
+__device__ __forceinline__ void wf_grid_dependency_control() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+} // namespace

@@ -1,0 +1,40 @@
+// Embedding: gathers the table rows of the token ids into one or more
+// outputs (a fused region may yield the same embedding more than once). An
+// id outside the vocabulary gives a row of zeros.
+//
+// Config (every value a compile-time constant):
+//   T        tokens                  H        hidden size (row length)
+//   V        vocabulary (table rows) VEC      elements per vector access
+//   THREADS  threads per block       table_t, out_t  storage types
+// Grid: (ceil(H / VEC / THREADS), T); block: THREADS.
+#pragma once
+
+#include "weft/common.cuh"
+
+namespace weft::kernels {
+
+template <class C, class... Out>
+__device__ __forceinline__ void embedding(const typename C::table_t *__restrict__ table,
+                                          const int *__restrict__ ids, Out *__restrict__... outs) {
+  using table_t = typename C::table_t;
+  using out_t = typename C::out_t;
+  const int t = blockIdx.y;
+  const int h = (blockIdx.x * C::THREADS + threadIdx.x) * C::VEC;
+  if (h >= C::H)
+    return;
+  const int id = ids[t];
+  wf_pack<out_t, C::VEC> o;
+  if (id >= 0 && id < C::V) {
+    const wf_pack<table_t, C::VEC> r = wf_load<table_t, C::VEC>(table + (size_t)id * C::H + h);
+#pragma unroll
+    for (int e = 0; e < C::VEC; ++e)
+      o.v[e] = wf_to<out_t>(wf_f32(r.v[e]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < C::VEC; ++e)
+      o.v[e] = wf_to<out_t>(0.0f);
+  }
+  (wf_store<out_t, C::VEC>(outs + (size_t)t * C::H + h, o), ...);
+}
+
+} // namespace weft::kernels
