@@ -1121,13 +1121,13 @@ void addIdParams(llvm::raw_ostream &os, const Projection &p, std::vector<ParamBi
   }
 }
 
-std::string storeIds(const Projection &p, llvm::StringRef value, llvm::StringRef indent) {
-  std::string s;
+// The ids parameters of a token-selection kernel, in the order of the
+// region's id results: "ids, ids_1, ...".
+std::string idArgs(const Projection &p) {
+  std::vector<std::string> names;
   for (size_t c = 0; c < p.idResults.size(); ++c)
-    s += (indent + (c ? "ids_" + std::to_string(c) : std::string("ids")) + "[t] = " + value +
-          ";\n")
-             .str();
-  return s;
+    names.push_back(c ? "ids_" + std::to_string(c) : "ids");
+  return llvm::join(names, ", ");
 }
 
 EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
@@ -1135,29 +1135,16 @@ EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
   llvm::raw_string_ostream os(src);
   os << "// Argmax of each logits row, one block per token (lowest index among equal "
         "logits).\n"
-     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-     << "constexpr int V = " << p.nw << ";\n"
-     << "constexpr int THREADS = 256;\n";
+     << "#include \"weft/sample.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << p.tokens << ", V = " << p.nw << ", THREADS = 256;\n"
+     << "};\n";
   std::vector<ParamBinding> params = {logitsBinding(p)};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker << "(const float *__restrict__ logits";
   addIdParams(os, p, params);
-  os << R"() {
-  __shared__ unsigned long long red[THREADS / 32];
-  const int t = blockIdx.x;
-  const float *row = logits + (size_t)t * V;
-  unsigned long long best = 0ull;
-  for (int j = threadIdx.x; j < V; j += THREADS)
-    best = wf_max64(best, wf_key(row[j], j));
-  best = wf_warp_max(best);
-  if ((threadIdx.x & 31) == 0)
-    red[threadIdx.x >> 5] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int q = 1; q < THREADS / 32; ++q)
-      best = wf_max64(best, red[q]);
-)" << storeIds(p, "wf_key_index(best)", "    ")
-     << "  }\n}\n";
+  os << ") {\n  weft::kernels::argmaxRows<Config>(logits, " << idArgs(p) << ");\n}\n";
+  os.flush();
   return kernelStep(finishKernel(region,
                                  "weft_argmax_rows_t" + std::to_string(p.tokens) + "_v" +
                                      std::to_string(p.nw),
@@ -1165,279 +1152,35 @@ EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
                                  std::move(params)));
 }
 
-// weft.sample, one block per token. Candidates are the tokens within
-// CUT/temperature of the best logit (the rest carry under e^-40 of its
-// probability each, below f32 resolution of any sum); they are kept in
-// shared memory when they fit, else re-read from the row. Every decision —
-// the k-th candidate, the top-p boundary, the sampled token — is a search
-// in the total order of wf_key (logit desc, index asc) by radix selection:
-// 8 bits a pass over histograms of counts or probability mass.
-const char *kSampleBody = R"(
-struct wf_sample_shared {
-  unsigned long long keys[CAP];
-  float probs[CAP];
-  unsigned count[REPLICAS][257]; // padded: replicas of one bin sit in different banks
-  float mass[REPLICAS][257];
-  unsigned long long red64[WARPS];
-  float redf[WARPS];
-  int n;
-  int digit;
-  unsigned binCount;
-  float targetLeft;
-  unsigned rankLeft;
-  unsigned long long found;
-};
-
-__device__ __forceinline__ float wf_block_sum(float v, wf_sample_shared &sm) {
-  v = wf_warp_sum(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0)
-    sm.redf[threadIdx.x >> 5] = v;
-  __syncthreads();
-  return wf_warp_sum(sm.redf[threadIdx.x & 31]);
-}
-
-__device__ __forceinline__ unsigned long long wf_block_max(unsigned long long v,
-                                                           wf_sample_shared &sm) {
-  v = wf_warp_max(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0)
-    sm.red64[threadIdx.x >> 5] = v;
-  __syncthreads();
-  return wf_warp_max(sm.red64[threadIdx.x & 31]);
-}
-
-// Calls f(key, probability) for each candidate this thread owns.
-template <typename F>
-__device__ __forceinline__ void wf_each(const wf_sample_shared &sm, bool inShared,
-                                        const float *row, float top, float invT, F f) {
-  if (inShared) {
-    for (int i = threadIdx.x; i < sm.n; i += THREADS)
-      f(sm.keys[i], sm.probs[i]);
-  } else {
-    for (int j = threadIdx.x; j < V; j += THREADS) {
-      const float v = row[j];
-      const float z = (v - top) * invT;
-      if (z >= -CUT)
-        f(wf_key(v, j), expf(z));
-    }
-  }
-}
-
-enum { WF_RANK = 0, WF_MASS_REACHES = 1, WF_MASS_EXCEEDS = 2 };
-
-// The key of the candidate (key >= lower) where the running total in key
-// order first passes the target: for WF_RANK the candidate of rank `rank`
-// (0 = best); for WF_MASS_REACHES the first whose cumulative mass is >=
-// `target`; for WF_MASS_EXCEEDS the first whose cumulative mass is >
-// `target`. If rounding leaves the target beyond the total, the last one.
-__device__ unsigned long long wf_select(wf_sample_shared &sm, bool inShared, const float *row,
-                                        float top, float invT, unsigned long long lower,
-                                        int mode, unsigned rank, float target) {
-  unsigned long long prefix = 0ull, mask = 0ull;
-  const int lane = threadIdx.x & 31, rep = lane % REPLICAS;
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < REPLICAS * 257; i += THREADS) {
-      (&sm.count[0][0])[i] = 0u;
-      (&sm.mass[0][0])[i] = 0.0f;
-    }
-    __syncthreads();
-    wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
-      if (key >= lower && (key & mask) == prefix) {
-        const int d = (int)((key >> shift) & 255ull);
-        atomicAdd(&sm.count[rep][d], 1u);
-        if (mode != WF_RANK)
-          atomicAdd(&sm.mass[rep][d], p);
-      }
-    });
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      // Lane l owns bins 255 - 8l down to 248 - 8l: lanes in key order.
-      unsigned c8[8];
-      float m8[8];
-      unsigned cs = 0u;
-      float ms = 0.0f;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int d = 255 - 8 * lane - q;
-        unsigned c = 0u;
-        float m = 0.0f;
-#pragma unroll
-        for (int r = 0; r < REPLICAS; ++r) {
-          c += sm.count[r][d];
-          m += sm.mass[r][d];
-        }
-        c8[q] = c;
-        m8[q] = m;
-        cs += c;
-        ms += m;
-      }
-      unsigned ci = cs;
-      float mi = ms;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const unsigned cu = __shfl_up_sync(0xffffffffu, ci, o);
-        const float mu = __shfl_up_sync(0xffffffffu, mi, o);
-        if (lane >= o) {
-          ci += cu;
-          mi += mu;
-        }
-      }
-      const bool hit = cs > 0u && (mode == WF_RANK ? ci > rank
-                                   : mode == WF_MASS_REACHES ? mi >= target
-                                                             : mi > target);
-      const unsigned hits = __ballot_sync(0xffffffffu, hit);
-      const unsigned nonEmpty = __ballot_sync(0xffffffffu, cs > 0u);
-      const int owner = hits ? __ffs(hits) - 1 : (nonEmpty ? 31 - __clz(nonEmpty) : 0);
-      if (lane == owner) {
-        unsigned cBefore = ci - cs;
-        float mBefore = mi - ms;
-        int pick = -1, last = 0;
-        for (int q = 0; q < 8; ++q) {
-          if (c8[q] == 0u)
-            continue;
-          last = q;
-          const bool reached = mode == WF_RANK ? cBefore + c8[q] > rank
-                               : mode == WF_MASS_REACHES ? mBefore + m8[q] >= target
-                                                         : mBefore + m8[q] > target;
-          if (hits && reached) {
-            pick = q;
-            break;
-          }
-          cBefore += c8[q];
-          mBefore += m8[q];
-        }
-        if (pick < 0) { // beyond the total: the last candidate
-          pick = last;
-          sm.targetLeft = wf_inf();
-          sm.rankLeft = c8[last] - 1u;
-        } else {
-          sm.targetLeft = target - mBefore;
-          sm.rankLeft = mode == WF_RANK ? rank - cBefore : 0u;
-        }
-        sm.digit = 255 - 8 * lane - pick;
-        sm.binCount = c8[pick];
-      }
-    }
-    __syncthreads();
-    prefix |= (unsigned long long)sm.digit << shift;
-    mask |= 255ull << shift;
-    rank = sm.rankLeft;
-    target = sm.targetLeft;
-    const unsigned binCount = sm.binCount;
-    __syncthreads();
-    if (binCount == 1u) { // one candidate left: fetch its key
-      wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float) {
-        if (key >= lower && (key & mask) == prefix)
-          sm.found = key;
-      });
-      __syncthreads();
-      const unsigned long long key = sm.found;
-      __syncthreads();
-      return key;
-    }
-  }
-  return prefix;
-}
-
-__device__ float wf_mass_from(wf_sample_shared &sm, bool inShared, const float *row, float top,
-                              float invT, unsigned long long lower) {
-  float s = 0.0f;
-  wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
-    if (key >= lower)
-      s += p;
-  });
-  return wf_block_sum(s, sm);
-}
-)";
-
+// weft.sample, one block per token (weft/sample.cuh).
 EmittedStep emitSample(FusionOp region, const Projection &p) {
   std::string src;
   llvm::raw_string_ostream os(src);
   os << "// weft.sample (temperature, top-k, top-p, uniform) of each logits row, one block "
         "per token.\n"
-     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-     << "constexpr int V = " << p.nw << ";\n"
-     << "constexpr int THREADS = 1024;\n"
-     << "constexpr int WARPS = THREADS / 32;\n"
-     << "constexpr int CAP = 2048;       // candidates kept in shared memory\n"
-     << "constexpr int REPLICAS = 8;     // histogram copies (fewer same-address atomics)\n"
-     << "constexpr float CUT = 40.0f;    // candidates: (logit - max) / temperature >= -CUT\n"
-     << kSampleBody;
+     << "#include \"weft/sample.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << p.tokens << ", V = " << p.nw << ";\n"
+     << "  static constexpr int THREADS = 1024, WARPS = THREADS / 32;\n"
+     << "  static constexpr int CAP = 2048;     // candidates kept in shared memory\n"
+     << "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address atomics)\n"
+     << "  static constexpr float CUT = 40.0f;  // candidates: (logit - max) / temperature >= -CUT\n"
+     << "};\n";
   std::vector<ParamBinding> params = {
       logitsBinding(p),
       binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
       binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
       binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
       binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
      << "(const float *__restrict__ logits, const float *__restrict__ temperature, "
         "const int *__restrict__ top_k, const float *__restrict__ top_p, "
         "const float *__restrict__ uniform";
   addIdParams(os, p, params);
-  os << R"() {
-  __shared__ wf_sample_shared sm;
-  const int t = blockIdx.x;
-  const float *row = logits + (size_t)t * V;
-  unsigned long long best = 0ull;
-  for (int j = threadIdx.x; j < V; j += THREADS)
-    best = wf_max64(best, wf_key(row[j], j));
-  best = wf_block_max(best, sm);
-  const float temp = temperature[t];
-  const float top = wf_key_value(best);
-  // Temperature 0 (or an unusable row) selects greedily.
-  if (!(temp > 0.0f) || !(top > -wf_inf()) || top != top) {
-    if (threadIdx.x == 0) {
-)" << storeIds(p, "wf_key_index(best)", "      ")
-     << R"(    }
-    return;
-  }
-  const float invT = 1.0f / temp;
-
-  // Gather the candidates; warp-aggregated slots keep the counter cold.
-  if (threadIdx.x == 0)
-    sm.n = 0;
-  __syncthreads();
-  for (int j0 = 0; j0 < V; j0 += THREADS) {
-    const int j = j0 + threadIdx.x;
-    const float v = j < V ? row[j] : -wf_inf();
-    const float z = (v - top) * invT;
-    const bool in = j < V && z >= -CUT;
-    const unsigned ballot = __ballot_sync(0xffffffffu, in);
-    int base = 0;
-    if ((threadIdx.x & 31) == 0 && ballot)
-      base = atomicAdd(&sm.n, __popc(ballot));
-    base = __shfl_sync(0xffffffffu, base, 0);
-    const int slot = base + __popc(ballot & ((1u << (threadIdx.x & 31)) - 1u));
-    if (in && slot < CAP) {
-      sm.keys[slot] = wf_key(v, j);
-      sm.probs[slot] = expf(z);
-    }
-  }
-  __syncthreads();
-  const int n = sm.n;
-  const bool inShared = n <= CAP;
-
-  // Top-k: keys at or above the k-th candidate's.
-  unsigned long long lower = 0ull;
-  const int k = top_k[t];
-  if (k > 0 && k < n)
-    lower = wf_select(sm, inShared, row, top, invT, 0ull, WF_RANK, (unsigned)(k - 1), 0.0f);
-  const float total = wf_mass_from(sm, inShared, row, top, invT, lower);
-  // Top-p: the shortest prefix whose mass reaches top_p of the total.
-  float kept = total;
-  const float p = top_p[t];
-  if (p < 1.0f) {
-    lower = wf_select(sm, inShared, row, top, invT, lower, WF_MASS_REACHES, 0u, p * total);
-    kept = wf_mass_from(sm, inShared, row, top, invT, lower);
-  }
-  // The token whose cumulative probability first exceeds uniform.
-  const unsigned long long chosen =
-      wf_select(sm, inShared, row, top, invT, lower, WF_MASS_EXCEEDS, 0u, uniform[t] * kept);
-  if (threadIdx.x == 0) {
-)" << storeIds(p, "wf_key_index(chosen)", "    ")
-     << "  }\n}\n";
+  os << ") {\n  weft::kernels::sampleRows<Config>(logits, temperature, top_k, top_p, uniform, "
+     << idArgs(p) << ");\n}\n";
+  os.flush();
   return kernelStep(finishKernel(region,
                                  "weft_sample_t" + std::to_string(p.tokens) + "_v" +
                                      std::to_string(p.nw),
@@ -1456,52 +1199,25 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
   std::string src;
   llvm::raw_string_ostream os(src);
   os << "// RMSNorm of each token row (one block per token), rounded as Hugging Face does.\n"
-     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-     << "constexpr int K = " << p.k << ";\n"
-     << "constexpr int VEC = " << vec << ";\n"
-     << "constexpr int THREADS = 256;\n"
-     << "constexpr float EPS = " << floatLiteral(p.eps) << ";\n"
-     << "typedef " << cudaType(p.xType) << " x_t;\n"
-     << "typedef " << cudaType(p.normType) << " norm_t;\n"
-     << "typedef " << cudaType(p.normOutType) << " y_t;\n";
+     << "#include \"weft/rms_norm.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << p.tokens << ", K = " << p.k << ", VEC = " << vec
+     << ", THREADS = 256;\n"
+     << "  static constexpr float EPS = " << floatLiteral(p.eps) << ";\n"
+     << "  using x_t = " << cudaType(p.xType) << ";\n"
+     << "  using norm_t = " << cudaType(p.normType) << ";\n"
+     << "  using y_t = " << cudaType(p.normOutType) << ";\n"
+     << "};\n";
   std::vector<ParamBinding> params = {
       binding(ParamBinding::Kind::RegionInput, p.xIn, "x"),
       binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"), out};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
-     << R"((const x_t *__restrict__ x, const norm_t *__restrict__ norm_w, y_t *__restrict__ y) {
-  __shared__ float red[THREADS / 32];
-  const x_t *row = x + (size_t)blockIdx.x * K;
-  float ss = 0.0f;
-  for (int i = threadIdx.x * VEC; i < K; i += THREADS * VEC) {
-    const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(row + i);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float f = wf_f32(xv.v[e]);
-      ss += f * f;
-    }
-  }
-  ss = wf_warp_sum(ss);
-  if ((threadIdx.x & 31) == 0)
-    red[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  ss = 0.0f;
-#pragma unroll
-  for (int q = 0; q < THREADS / 32; ++q)
-    ss += red[q];
-  const float inv = 1.0f / sqrtf(ss / K + EPS);
-  y_t *out = y + (size_t)blockIdx.x * K;
-  for (int i = threadIdx.x * VEC; i < K; i += THREADS * VEC) {
-    const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(row + i);
-    const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + i);
-    wf_pack<y_t, VEC> yv;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      yv.v[e] = wf_to<y_t>(wf_f32(nv.v[e]) * wf_round<x_t>(wf_f32(xv.v[e]) * inv));
-    wf_store<y_t, VEC>(out + i, yv);
-  }
-}
-)";
+     << "(const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w,\n"
+        "    Config::y_t *__restrict__ y) {\n"
+        "  weft::kernels::rmsNormRows<Config>(x, norm_w, y);\n"
+        "}\n";
+  os.flush();
   return kernelStep(finishKernel(region,
                                  "weft_rms_norm_t" + std::to_string(p.tokens) + "_k" +
                                      std::to_string(p.k),
@@ -1585,41 +1301,26 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
   std::string src;
   llvm::raw_string_ostream os(src);
   os << "// silu(gate) * up over a projection's output.\n"
-     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-     << "constexpr int NW = " << p.nw << ";\n"
-     << "constexpr int I = " << p.width << ";  // output width\n"
-     << "constexpr int GATE = " << p.gateOffset << ", UP = " << p.upOffset << ";\n"
-     << "constexpr int VEC = " << vec << ";\n"
-     << "constexpr int THREADS = " << threads << ";\n"
-     << "typedef " << cudaType(p.linType) << " lin_t;\n"
-     << "typedef " << cudaType(p.outType) << " out_t;\n";
+     << "#include \"weft/swiglu.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << p.tokens << ", NW = " << p.nw << ", I = " << p.width
+     << ", GATE = " << p.gateOffset << ", UP = " << p.upOffset << ", VEC = " << vec
+     << ", THREADS = " << threads << ";\n"
+     << "  using lin_t = " << cudaType(p.linType) << ";\n"
+     << "  using out_t = " << cudaType(p.outType) << ";\n"
+     << "};\n";
   std::vector<ParamBinding> params = {in};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-     << kNameMarker << "(const lin_t *__restrict__ y";
+  std::vector<std::string> outs;
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker << "(const Config::lin_t *__restrict__ y";
   for (size_t c = 0; c < p.outResults.size(); ++c) {
     std::string n = c ? "out_" + std::to_string(c) : "out";
-    os << ", out_t *__restrict__ " << n;
+    os << ", Config::out_t *__restrict__ " << n;
     params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults[c], n));
+    outs.push_back(n);
   }
-  os << R"() {
-  const int t = blockIdx.y;
-  const int c = (blockIdx.x * THREADS + threadIdx.x) * VEC;
-  if (c >= I)
-    return;
-  const wf_pack<lin_t, VEC> g = wf_load<lin_t, VEC>(y + (size_t)t * NW + GATE + c);
-  const wf_pack<lin_t, VEC> u = wf_load<lin_t, VEC>(y + (size_t)t * NW + UP + c);
-  wf_pack<out_t, VEC> o;
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    const float gate = wf_f32(g.v[e]);
-    const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));
-    o.v[e] = wf_to<out_t>(act * wf_f32(u.v[e]));
-  }
-)";
-  for (size_t c = 0; c < p.outResults.size(); ++c)
-    os << "  wf_store<out_t, VEC>(" << (c ? "out_" + std::to_string(c) : std::string("out"))
-       << " + (size_t)t * I + c, o);\n";
-  os << "}\n";
+  os << ") {\n  weft::kernels::swigluRows<Config>(y, " << llvm::join(outs, ", ") << ");\n}\n";
+  os.flush();
   return kernelStep(finishKernel(region,
                                  "weft_swiglu_t" + std::to_string(p.tokens) + "_i" +
                                      std::to_string(p.width),
@@ -2229,16 +1930,18 @@ EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
   int64_t blocks = std::min<int64_t>(ceilDiv(count, kAccumulateBlock), 1024);
   std::string source;
   llvm::raw_string_ostream os(source);
-  os << kPrelude;
   os << "// all-reduce without NCCL: dst += src over " << count << " " << elementTypeName(type)
-     << " elements (grid-stride, any grid)\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(" << kAccumulateBlock << ")\n"
-     << kNameMarker << "(" << t << " *__restrict__ dst, const " << t
-     << " *__restrict__ src) {\n"
-     << "  constexpr long kCount = " << count << ";\n"
-     << "  for (long i = long(blockIdx.x) * " << kAccumulateBlock
-     << " + threadIdx.x; i < kCount; i += long(gridDim.x) * " << kAccumulateBlock << ")\n"
-     << "    dst[i] = wf_to<" << t << ">(wf_f32(dst[i]) + wf_f32(src[i]));\n"
+     << " elements (grid-stride, any grid)\n"
+     << "#include \"weft/accumulate.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr long COUNT = " << count << ";\n"
+     << "  static constexpr int THREADS = " << kAccumulateBlock << ";\n"
+     << "  using value_t = " << t << ";\n"
+     << "};\n\n"
+     << "extern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker
+     << "(Config::value_t *__restrict__ dst, const Config::value_t *__restrict__ src) {\n"
+     << "  weft::kernels::accumulate<Config>(dst, src);\n"
      << "}\n";
   os.flush();
   std::string base = "weft_accumulate_" + std::string(elementTypeName(type)) + "_n" +

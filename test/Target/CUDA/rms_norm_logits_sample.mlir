@@ -16,13 +16,12 @@
 // CHECK-NEXT: //   param 3 top_p: RegionInput 5
 // CHECK-NEXT: //   param 4 uniform: RegionInput 6
 // CHECK-NEXT: //   param 5 ids: RegionResult 1
-// CHECK: constexpr int V = 152064;
-// CHECK: constexpr int CAP = 2048;
-// CHECK: [[NAME]](const float *__restrict__ logits, const float *__restrict__ temperature, const int *__restrict__ top_k, const float *__restrict__ top_p, const float *__restrict__ uniform, int *__restrict__ ids)
-// CHECK: if (!(temp > 0.0f)
-// CHECK: lower = wf_select(sm, inShared, row, top, invT, 0ull, WF_RANK, (unsigned)(k - 1), 0.0f);
-// CHECK: lower = wf_select(sm, inShared, row, top, invT, lower, WF_MASS_REACHES, 0u, p * total);
-// CHECK: wf_select(sm, inShared, row, top, invT, lower, WF_MASS_EXCEEDS, 0u, uniform[t] * kept);
+// CHECK: #include "weft/sample.cuh"
+// CHECK: static constexpr int T = 1, V = 152064;
+// CHECK: static constexpr int CAP = 2048;
+// CHECK: [[NAME]](const float *__restrict__ logits, const float *__restrict__ temperature, const int *__restrict__ top_k, const float *__restrict__ top_p, const float *__restrict__ uniform, int *__restrict__ ids) {
+// CHECK-NEXT: wf_grid_dependency_control();
+// CHECK-NEXT: weft::kernels::sampleRows<Config>(logits, temperature, top_k, top_p, uniform, ids);
 func.func @decode(%x: tensor<1x512xbf16>, %wn: tensor<512xbf16>, %head: tensor<152064x512xbf16>,
                   %temp: tensor<1xf32>, %k: tensor<1xi32>, %p: tensor<1xf32>, %u: tensor<1xf32>)
     -> (tensor<1x152064xf32>, tensor<1xi32>) {

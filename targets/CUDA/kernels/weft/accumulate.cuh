@@ -1,0 +1,21 @@
+// The all-reduce without NCCL: dst[i] += src[i] over COUNT elements, in f32
+// arithmetic, rounded back to the storage type. Grid-stride: any grid of
+// THREADS-thread blocks covers the whole vector.
+//
+// Config: COUNT elements, THREADS per block; value_t storage type.
+#pragma once
+
+#include "weft/common.cuh"
+
+namespace weft::kernels {
+
+template <class C>
+__device__ __forceinline__ void accumulate(typename C::value_t *__restrict__ dst,
+                                           const typename C::value_t *__restrict__ src) {
+  using value_t = typename C::value_t;
+  for (long i = long(blockIdx.x) * C::THREADS + threadIdx.x; i < C::COUNT;
+       i += long(gridDim.x) * C::THREADS)
+    dst[i] = wf_to<value_t>(wf_f32(dst[i]) + wf_f32(src[i]));
+}
+
+} // namespace weft::kernels

@@ -1,0 +1,52 @@
+// RMSNorm of each token row, one block per token, rounded as Hugging Face
+// does: y = norm_w * round_x(x / rms(x)), with rms over the f32 squares.
+//
+// Config: T tokens, K row length, VEC elements per vector access, THREADS
+// per block, EPS; x_t, norm_t, y_t storage types.
+// Grid: (T); block: THREADS.
+#pragma once
+
+#include "weft/common.cuh"
+
+namespace weft::kernels {
+
+template <class C>
+__device__ __forceinline__ void rmsNormRows(const typename C::x_t *__restrict__ x,
+                                            const typename C::norm_t *__restrict__ norm_w,
+                                            typename C::y_t *__restrict__ y) {
+  using x_t = typename C::x_t;
+  using norm_t = typename C::norm_t;
+  using y_t = typename C::y_t;
+  __shared__ float red[C::THREADS / 32];
+  const x_t *row = x + (size_t)blockIdx.x * C::K;
+  float ss = 0.0f;
+  for (int i = threadIdx.x * C::VEC; i < C::K; i += C::THREADS * C::VEC) {
+    const wf_pack<x_t, C::VEC> xv = wf_load<x_t, C::VEC>(row + i);
+#pragma unroll
+    for (int e = 0; e < C::VEC; ++e) {
+      const float f = wf_f32(xv.v[e]);
+      ss += f * f;
+    }
+  }
+  ss = wf_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < C::THREADS / 32; ++q)
+    ss += red[q];
+  const float inv = 1.0f / sqrtf(ss / C::K + C::EPS);
+  y_t *out = y + (size_t)blockIdx.x * C::K;
+  for (int i = threadIdx.x * C::VEC; i < C::K; i += C::THREADS * C::VEC) {
+    const wf_pack<x_t, C::VEC> xv = wf_load<x_t, C::VEC>(row + i);
+    const wf_pack<norm_t, C::VEC> nv = wf_load<norm_t, C::VEC>(norm_w + i);
+    wf_pack<y_t, C::VEC> yv;
+#pragma unroll
+    for (int e = 0; e < C::VEC; ++e)
+      yv.v[e] = wf_to<y_t>(wf_f32(nv.v[e]) * wf_round<x_t>(wf_f32(xv.v[e]) * inv));
+    wf_store<y_t, C::VEC>(out + i, yv);
+  }
+}
+
+} // namespace weft::kernels
