@@ -1654,38 +1654,30 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   llvm::raw_string_ostream os(src);
   os << "// Rotary embedding (rotate half) of each head; rotated keys and the values go to "
         "the paged KV cache.\n"
-     << kPrelude << "\nconstexpr int T = " << tokens << ";\n"
-     << "constexpr int D = " << headDim << ";        // head_dim\n"
-     << "constexpr int HALF = D / 2;\n"
-     << "constexpr int HEADS_PER_BLOCK = " << headsPerBlock << ";\n"
-     << "constexpr int HEADS = " << totalHeads << ";   // heads of all groups\n"
-     << "constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
+     << "#include \"weft/rope_kv_write.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << tokens << ", D = " << headDim
+     << ", HALF = D / 2, HEADS_PER_BLOCK = " << headsPerBlock << ", HEADS = " << totalHeads
+     << ";\n"
+     << "  static constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
   if (write)
-    os << "constexpr int KV_HEADS = " << kvHeads << ";\n"
-       << "constexpr int BLOCK_TOKENS = " << o.blockTokens << ";\n"
-       << "constexpr int MAX_BLOCKS = " << o.maxBlocksPerSequence
-       << "; // block table row length\n"
-       << "constexpr int MAX_SEQUENCES = " << o.maxSequences << "; // block table rows\n"
-       << "typedef " << cudaType(cacheType) << " cache_t;\n";
+    os << "  static constexpr int KV_HEADS = " << kvHeads << ", BLOCK_TOKENS = " << o.blockTokens
+       << ", MAX_BLOCKS = " << o.maxBlocksPerSequence << ", MAX_SEQUENCES = " << o.maxSequences
+       << ";\n"
+       << "  using cache_t = " << cudaType(cacheType) << ";\n";
+  os << "};\n";
+  if (write)
+    os << "using cache_t = Config::cache_t;\n";
   for (auto [i, g] : llvm::enumerate(groups))
-    os << "typedef " << cudaType(g.inType) << " in" << i << "_t;\n"
-       << "typedef " << cudaType(g.resultType) << " res" << i << "_t;\n";
+    os << "using in" << i << "_t = " << cudaType(g.inType) << ";\n"
+       << "using res" << i << "_t = " << cudaType(g.resultType) << ";\n";
   // The frequencies, computed in double by the compiler.
   for (auto [i, table] : llvm::enumerate(tables)) {
-    os << "__constant__ double wf_inv_freq" << i << "[HALF] = {";
+    os << "__constant__ double wf_inv_freq" << i << "[Config::HALF] = {";
     for (auto [j, f] : llvm::enumerate(table))
       os << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
     os << "};\n";
   }
-  os << R"(
-// cos and sin of position * inv_freq. The angle is reduced modulo 2*pi in
-// double first: in f32, large positions would lose the phase.
-__device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, float &s) {
-  double a = (double)pos * inv;
-  a -= 6.283185307179586 * floor(a * 0.15915494309189535);
-  sincosf((float)a, &s, &c);
-}
-)";
 
   std::vector<ParamBinding> params;
   std::vector<std::string> decls;
@@ -1722,60 +1714,46 @@ __device__ __forceinline__ void wf_rope_angle(int pos, double inv, float &c, flo
       params.push_back(binding(ParamBinding::Kind::RegionResult, r, n));
     }
 
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << R"() {
-  const int t = blockIdx.y;
-  const int head = blockIdx.x * HEADS_PER_BLOCK + threadIdx.x / HALF;
-  const int i = threadIdx.x % HALF;
-  if (head >= HEADS)
-    return;
-)";
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+     << "  using namespace weft::kernels;\n"
+     << "  const int t = blockIdx.y;\n"
+     << "  const int head = blockIdx.x * Config::HEADS_PER_BLOCK + threadIdx.x / Config::HALF;\n"
+     << "  const int i = threadIdx.x % Config::HALF;\n"
+     << "  if (head >= Config::HEADS)\n"
+     << "    return;\n";
   if (write)
-    os << "  const int pos = " << inputName(positionsParam) << "[t], seq = "
-       << inputName(slotsParam) << R"([t];
-  // Page of the token: block_tables[seq][pos / BLOCK_TOKENS]; padding
-  // (slot -1) and anything outside the table write nothing. The engine
-  // checks every index before launch; this keeps a kernel in bounds anyway.
-  const bool inTable = pos >= 0 && pos < BLOCK_TOKENS * MAX_BLOCKS && seq >= 0 && seq < MAX_SEQUENCES;
-  const int page = inTable ? block_tables[(size_t)seq * MAX_BLOCKS + pos / BLOCK_TOKENS] : -1;
-  const size_t cacheRow = ((size_t)(page < 0 ? 0 : page) * BLOCK_TOKENS + (pos < 0 ? 0 : pos) % BLOCK_TOKENS) * KV_HEADS;
-)";
+    os << "  const CacheSlot slot = cacheSlot<Config>(" << inputName(positionsParam) << "[t], "
+       << inputName(slotsParam) << "[t], block_tables);\n";
   int64_t start = 0;
   for (auto [gi, g] : llvm::enumerate(groups)) {
     bool last = gi + 1 == groups.size();
+    std::string heads = std::to_string(g.heads), res = "res" + std::to_string(gi) + "_t";
     os << "  " << (gi ? "else " : "");
     if (!last)
       os << "if (head < " << start + g.heads << ") ";
     os << "{\n    const int h = head - " << start << ";\n"
-       << "    const in" << gi << "_t *src = " << inputName(g.inputParam) << " + (size_t)t * "
-       << g.heads * headDim << " + h * D;\n"
-       << "    float a = wf_f32(src[i]), b = wf_f32(src[i + HALF]);\n";
-    std::string res = "res" + std::to_string(gi) + "_t";
+       << "    float a, b;\n"
+       << "    loadPair<Config, " << heads << ">(" << inputName(g.inputParam)
+       << ", t, h, i, a, b);\n";
     if (g.table >= 0)
-      os << "    float c, s;\n"
-         << "    wf_rope_angle(" << inputName(g.positionsParam) << "[t], wf_inv_freq" << g.table
-         << "[i], c, s);\n"
-         << "    const float ra = wf_round<" << res << ">(a * c - b * s);\n"
-         << "    const float rb = wf_round<" << res << ">(b * c + a * s);\n"
-         << "    a = ra;\n    b = rb;\n";
-    for (size_t c = 0; c < g.results.size(); ++c) {
-      std::string n = "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "");
-      os << "    " << n << "[(size_t)t * " << g.heads * headDim << " + h * D + i] = wf_to<"
-         << res << ">(a);\n"
-         << "    " << n << "[(size_t)t * " << g.heads * headDim << " + h * D + i + HALF] = wf_to<"
-         << res << ">(b);\n";
+      os << "    rotatePair<" << res << ">(" << inputName(g.positionsParam) << "[t], wf_inv_freq"
+         << g.table << "[i], a, b);\n";
+    if (!g.results.empty()) {
+      std::vector<std::string> outs;
+      for (size_t c = 0; c < g.results.size(); ++c)
+        outs.push_back("out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : ""));
+      os << "    storePair<Config, " << heads << ", " << res << ">(t, h, i, a, b, "
+         << llvm::join(outs, ", ") << ");\n";
     }
-    if (g.cache) {
-      const char *cache = g.cache == 1 ? "k_cache" : "v_cache";
-      os << "    if (page >= 0) {\n"
-         << "      " << cache << "[(cacheRow + h) * D + i] = wf_to<cache_t>(a);\n"
-         << "      " << cache << "[(cacheRow + h) * D + i + HALF] = wf_to<cache_t>(b);\n"
-         << "    }\n";
-    }
+    if (g.cache)
+      os << "    cachePair<Config>(" << (g.cache == 1 ? "k_cache" : "v_cache")
+         << ", slot, h, i, a, b);\n";
     os << "  }\n";
     start += g.heads;
   }
   os << "}\n";
+  os.flush();
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(finishKernel(
       region,
