@@ -624,211 +624,6 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   return g;
 }
 
-void emitGemvConstants(llvm::raw_ostream &os, const Projection &p, const GemvPlan &g) {
-  os << "\n// Dimensions, fixed at compile time.\n"
-     << "constexpr int T = " << p.tokens << ";       // tokens\n"
-     << "constexpr int K = " << p.k << ";    // input features\n"
-     << "constexpr int NW = " << p.nw << ";  // weight rows\n"
-     << "constexpr int NC = " << p.columns() << ";  // output columns\n"
-     << "constexpr int VEC = " << g.vec << ";     // elements per vector load\n"
-     << "constexpr int THREADS = " << kGemvThreads << ";\n"
-     << "constexpr int WARPS = THREADS / 32;\n"
-     << "constexpr int CPW = " << g.cpw << ";     // output columns per warp\n"
-     << "constexpr int RPC = " << g.rpc << ";     // weight rows per column\n"
-     << "constexpr int CPB = WARPS * CPW;  // output columns per block\n"
-     << "constexpr int SPLITS = " << g.splits << ";  // K splits (grid.y)\n"
-     << "constexpr int KS = " << g.ks << ";   // K per split\n"
-     << "constexpr int KC = " << g.kc << ";   // K staged in shared memory at a time\n"
-     << "constexpr int XS = " << g.kc + (g.mma ? 16 : 0) << ";   // staged row stride"
-     << (g.mma ? " (padded: fewer bank conflicts)" : "") << "\n";
-  if (p.normIn >= 0)
-    os << "constexpr float EPS = " << floatLiteral(p.eps) << ";\n";
-  os << "typedef " << cudaType(p.xType) << " x_t;\n"
-     << "typedef " << cudaType(p.weightType) << " w_t;\n"
-     << "typedef " << cudaType(g.stageType) << " s_t;\n";
-  if (p.normIn >= 0)
-    os << "typedef " << cudaType(p.normType) << " norm_t;\n";
-  // Weight row of output column `col`: its own row, or for SwiGLU the gate
-  // row (j = 0) and the up row (j = 1).
-  os << "\n__device__ __forceinline__ int wf_row(int col, int j) {\n";
-  if (p.epilogue == Epilogue::Swiglu)
-    os << "  return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
-  else
-    os << "  (void)j;\n  return col;\n";
-  os << "}\n";
-}
-
-// The main loop of the SIMT engine: each lane streams 16 bytes of each of
-// the warp's CPW * RPC rows per step and applies them to every token.
-const char *kSimtDecls = R"(  // Columns past NC read the last row (no branch in the loop); dropped later.
-  const w_t *rows[CPW * RPC];
-#pragma unroll
-  for (int c = 0; c < CPW; ++c)
-#pragma unroll
-    for (int j = 0; j < RPC; ++j)
-      rows[c * RPC + j] = w + (size_t)wf_row(colBase + c < NC ? colBase + c : NC - 1, j) * K;
-  float acc[CPW * RPC][T];
-#pragma unroll
-  for (int r = 0; r < CPW * RPC; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-      acc[r][t] = 0.0f;
-)";
-
-const char *kSimtLoop = R"(#pragma unroll 2
-    for (int k = lane * VEC; k < len; k += 32 * VEC) {
-      float wf[CPW * RPC][VEC];
-#pragma unroll
-      for (int r = 0; r < CPW * RPC; ++r) {
-        const wf_pack<w_t, VEC> wv = wf_stream<w_t, VEC>(rows[r] + k0 + k);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          wf[r][e] = wf_f32(wv.v[e]);
-      }
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const wf_pack<s_t, VEC> sv = wf_load<s_t, VEC>(xs + t * XS + k);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = wf_f32(sv.v[e]);
-#pragma unroll
-          for (int r = 0; r < CPW * RPC; ++r)
-            acc[r][t] += wf[r][e] * xf;
-        }
-      }
-    }
-)";
-
-// Every lane holds every sum after the butterfly; one lane stores each.
-const char *kSimtStore = R"(#pragma unroll
-  for (int r = 0; r < CPW * RPC; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const float v = wf_warp_sum(acc[r][t]);
-      if (lane == ((r * T + t) & 31))
-        res[(warp * CPW * RPC + r) * T + t] = v;
-    }
-)";
-
-// The tensor-core engine: mma.m16n8k16 with the weights as A (16 rows x 16
-// k) and the staged tokens as B (16 k x 8 tokens). The dot products do not
-// care about the order of k, so the 16 consecutive k (two 16-byte loads,
-// 128 contiguous bytes per row and lane quad) that lane (g, q) loads of
-// rows g and g + 8 are taken as its A fragments of four k16 steps: k
-// 16q + 4s + {0..3} of step s are its columns 2q, 2q+1, 2q+8, 2q+9. The B
-// fragments are read from shared memory with the same permutation.
-const char *kMmaDecls = R"(  constexpr int MT = CPW * RPC / 16; // 16-row tiles per warp
-  constexpr int NT = (T + 7) / 8;     // 8-token tiles
-  const int g = lane >> 2, q = lane & 3;
-  const w_t *rowLo[MT], *rowHi[MT]; // rows g and g + 8 of each tile
-#pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    const int j = m / (CPW / 16), c = colBase + (m % (CPW / 16)) * 16 + g;
-    rowLo[m] = w + (size_t)wf_row(c < NC ? c : NC - 1, j) * K + 16 * q;
-    rowHi[m] = w + (size_t)wf_row(c + 8 < NC ? c + 8 : NC - 1, j) * K + 16 * q;
-  }
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[m][n][e] = 0.0f;
-)";
-
-const char *kMmaLoop = R"(#pragma unroll 2
-    for (int k = 0; k < len; k += 64) {
-      uint4 lo[MT][2], hi[MT][2];
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          lo[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowLo[m] + k0 + k + 8 * h));
-          hi[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowHi[m] + k0 + k + 8 * h));
-        }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const int token = n * 8 + g;
-        uint4 b[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
-        if (token < T) {
-          b[0] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q);
-          b[1] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q + 8);
-        }
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            wf_mma(acc[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y, hi[m][h].y, b[h].x, b[h].y);
-            wf_mma(acc[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w, hi[m][h].w, b[h].z, b[h].w);
-          }
-      }
-    }
-)";
-
-// Fragment (m, n, e) holds row g (+8 for e >= 2) of tile m and token
-// n * 8 + 2q + (e & 1).
-const char *kMmaStore = R"(#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int token = n * 8 + 2 * q + (e & 1);
-        const int c = (m % (CPW / 16)) * 16 + g + (e >= 2 ? 8 : 0), j = m / (CPW / 16);
-        if (token < T)
-          res[(warp * CPW * RPC + c * RPC + j) * T + token] = acc[m][n][e];
-      }
-)";
-
-std::string mmaHelper(ElementType type) {
-  const char *ab = type == ElementType::BF16 ? "bf16.bf16" : "f16.f16";
-  return std::string(R"(
-__device__ __forceinline__ void wf_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
-                                       unsigned a3, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.)") +
-         ab + R"(.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-)";
-}
-
-// The loop over a block's (token, column) items, consecutive threads on
-// consecutive columns; `values` computes v[0..RPC) for (t, col) and `body`
-// stores them. With argmax, a warp's 32 items share one token (CPB is a
-// multiple of 32), so one atomic per warp folds its best (logit, index)
-// into s_best: a per-item atomic would serialize on T addresses.
-void emitEpilogueLoop(llvm::raw_ostream &os, llvm::StringRef values, llvm::StringRef body,
-                      bool argmax) {
-  if (!argmax) {
-    os << R"(  for (int i = threadIdx.x; i < T * CPB; i += THREADS) {
-    const int t = i / CPB, cl = i % CPB, col = blockIdx.x * CPB + cl;
-    if (col >= NC)
-      continue;
-    (void)cl;
-)" << values
-       << body << "  }\n";
-    return;
-  }
-  os << R"(  for (int i0 = 0; i0 < T * CPB; i0 += THREADS) {
-    const int i = i0 + threadIdx.x;
-    unsigned long long key = 0ull;
-    if (i < T * CPB) {
-      const int t = i / CPB, cl = i % CPB, col = blockIdx.x * CPB + cl;
-      (void)cl;
-      if (col < NC) {
-)" << values
-     << body << R"(      }
-    }
-    key = wf_warp_max(key);
-    if ((threadIdx.x & 31) == 0 && key != 0ull)
-      atomicMax(&s_best[(i0 + (threadIdx.x & ~31)) / CPB], key);
-  }
-)";
-}
-
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
 // runs the epilogue).
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o) {
@@ -845,6 +640,57 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
   std::vector<EmittedStep> steps;
 
+  // What the GEMV and its reduce kernel share: the Config of weft/gemv.cuh
+  // and the epilogue (bias, residual, SwiGLU, split outputs, logits) as a
+  // callable holding its output pointers.
+  std::string config;
+  {
+    llvm::raw_string_ostream os(config);
+    os << "#include \"weft/gemv.cuh\"\n\n"
+       << "struct Config {\n"
+       << "  static constexpr int T = " << p.tokens << ", K = " << p.k << ", NW = " << p.nw
+       << ", NC = " << p.columns() << ";  // tokens, input features, weight rows, outputs\n"
+       << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
+       << ", WARPS = THREADS / 32;\n"
+       << "  static constexpr int CPW = " << g.cpw << ", RPC = " << g.rpc
+       << ", CPB = WARPS * CPW;  // columns per warp, rows per column, columns per block\n"
+       << "  static constexpr int SPLITS = " << g.splits << ", KS = " << g.ks << ", KC = "
+       << g.kc << ", XS = " << g.kc + (g.mma ? 16 : 0)
+       << ";  // K splits, K per split, K staged at a time, staged row stride\n"
+       << "  static constexpr bool NORM = " << (norm ? "true" : "false")
+       << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
+       << (argmax ? "true" : "false") << ";\n"
+       << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0) << ";\n"
+       << "  using x_t = " << cudaType(p.xType) << ";\n"
+       << "  using w_t = " << cudaType(p.weightType) << ";\n"
+       << "  using s_t = " << cudaType(g.stageType) << ";\n"
+       << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
+       << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up).\n"
+       << "  static __device__ __forceinline__ int row(int col, int j) {\n";
+    if (p.epilogue == Epilogue::Swiglu)
+      os << "    return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
+    else
+      os << "    (void)j;\n    return col;\n";
+    os << "  }\n};\n";
+  }
+  std::string epilogue;
+  {
+    llvm::raw_string_ostream os(epilogue);
+    os << "\nconstexpr int NC = Config::NC;\n"
+       << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
+       << epi.typedefs << "\nstruct Epilogue {\n";
+    for (auto &[decl, b] : epi.params)
+      os << "  " << decl << ";\n";
+    os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
+          "                                             unsigned long long &key) const {\n"
+          "    (void)key;\n"
+       << epi.body << "  }\n};\n";
+  }
+  std::vector<std::string> epilogueNames;
+  for (auto &[decl, b] : epi.params)
+    epilogueNames.push_back(b.name);
+  std::string makeEpilogue = "Epilogue{" + llvm::join(epilogueNames, ", ") + "}";
+
   // --- The GEMV kernel.
   {
     std::string src;
@@ -853,21 +699,18 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << (g.mma ? "tensor-core " : "") << "GEMV over all " << p.tokens
        << " tokens in one pass over the weights"
        << (split ? ", split K (partials summed by a second kernel)" : "") << ".\n"
-       << kPrelude;
-    emitGemvConstants(os, p, g);
-    if (g.mma)
-      os << mmaHelper(p.weightType);
+       << config;
     if (!split)
-      os << epi.typedefs;
+      os << epilogue;
     std::vector<ParamBinding> params;
     std::vector<std::string> decls;
-    decls.push_back("const x_t *__restrict__ x");
+    decls.push_back("const Config::x_t *__restrict__ x");
     params.push_back(binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
     if (norm) {
-      decls.push_back("const norm_t *__restrict__ norm_w");
+      decls.push_back("const Config::norm_t *__restrict__ norm_w");
       params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
     }
-    decls.push_back("const w_t *__restrict__ w");
+    decls.push_back("const Config::w_t *__restrict__ w");
     params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
     if (split) {
       decls.push_back("float *__restrict__ partials");
@@ -882,117 +725,13 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
         params.push_back(candidates);
       }
     }
-    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n";
-    os << R"(  // The staged inputs, then (after the main loop) the warps' sums
-  // res[warp][column * RPC + j][token].
-  constexpr int XS_BYTES = T * XS * (int)sizeof(s_t);
-  constexpr int RES_BYTES = WARPS * CPW * RPC * T * (int)sizeof(float);
-  __shared__ __align__(16) unsigned char smem[XS_BYTES > RES_BYTES ? XS_BYTES : RES_BYTES];
-  s_t *xs = reinterpret_cast<s_t *>(smem);
-  float *res = reinterpret_cast<float *>(smem);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int colBase = blockIdx.x * CPB + warp * CPW;
-  const int kBegin = blockIdx.y * KS;
-  const int kEnd = kBegin + KS < K ? kBegin + KS : K;
-)";
-    os << (g.mma ? kMmaDecls : kSimtDecls);
-    if (norm)
-      os << R"(  __shared__ float ssum[T]; // sums of squares over this block's K range
-  __shared__ float inv[T];
-  if (threadIdx.x < T)
-    ssum[threadIdx.x] = 0.0f;
-)";
-    if (argmax && !split)
-      os << R"(  __shared__ unsigned long long s_best[T];
-  if (threadIdx.x < T)
-    s_best[threadIdx.x] = 0ull;
-)";
-    os << R"(
-  for (int k0 = kBegin; k0 < kEnd; k0 += KC) {
-    const int len = kEnd - k0 < KC ? kEnd - k0 : KC;
-    __syncthreads(); // the previous chunk is consumed
-    // Stage this chunk of every token's input)"
-       << (norm ? " times the norm weight" : "") << R"(: one flat loop
-    // over (token, vector) so that the loads of all tokens are in flight
-    // together.
-    const int vecs = len / VEC;
-#pragma unroll 2
-    for (int idx = threadIdx.x; idx < T * vecs; idx += THREADS) {
-      const int t = idx / vecs, i = (idx - t * vecs) * VEC;
-      const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(x + (size_t)t * K + k0 + i);
-)";
-    if (norm)
-      os << R"(      const wf_pack<norm_t, VEC> nv = wf_load<norm_t, VEC>(norm_w + k0 + i);
-      float ss = 0.0f;
-)";
-    os << R"(      wf_pack<s_t, VEC> sv;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        float f = wf_f32(xv.v[e]);
-)";
-    if (norm)
-      os << "        ss += f * f;\n        f *= wf_f32(nv.v[e]);\n";
-    os << R"(        sv.v[e] = wf_to<s_t>(f);
-      }
-      wf_store<s_t, VEC>(xs + t * XS + i, sv);
-)";
-    if (norm)
-      os << R"(      // A warp covers 32 vectors of one token when the chunk is a
-      // multiple of 32 vectors (all but a ragged last chunk).
-      if (vecs % 32 == 0) {
-        ss = wf_warp_sum(ss);
-        if (lane == 0)
-          atomicAdd(&ssum[t], ss);
-      } else {
-        atomicAdd(&ssum[t], ss);
-      }
-)";
-    os << R"(    }
-    __syncthreads();
-)";
-    os << (g.mma ? kMmaLoop : kSimtLoop);
-    os << "  }\n  __syncthreads(); // xs becomes res\n";
-    os << (g.mma ? kMmaStore : kSimtStore);
-    os << "  __syncthreads();\n";
-    if (norm) {
-      os << R"(  if (threadIdx.x < T) {
-    const float s = ssum[threadIdx.x];
-)";
-      if (split)
-        os << R"(    // Partial sums of squares after the partial dot products.
-    if (blockIdx.x == 0)
-      partials[(size_t)SPLITS * T * NW + blockIdx.y * T + threadIdx.x] = s;
-  }
-)";
-      else
-        os << R"(    inv[threadIdx.x] = 1.0f / sqrtf(s / K + EPS);
-  }
-  __syncthreads();
-)";
-    }
-    std::string values =
-        "    const float *r = res + ((cl / CPW) * CPW * RPC + (cl % CPW) * RPC) * T + t;\n";
-    if (split) {
-      // Partial sums of this K split: [SPLITS][T][NW].
-      emitEpilogueLoop(os, values,
-                       "#pragma unroll\n    for (int j = 0; j < RPC; ++j)\n"
-                       "      partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = "
-                       "r[j * T];\n",
-                       false);
-    } else {
-      values += std::string("    float v[RPC];\n#pragma unroll\n    for (int j = 0; j < RPC; ++j)\n"
-                            "      v[j] = r[j * T]") +
-                (norm ? " * inv[t]" : "") + ";\n";
-      emitEpilogueLoop(os, values, epi.body, argmax);
-      if (argmax)
-        os << R"(  __syncthreads();
-  // One candidate per token per block; a second kernel picks the best.
-  if (threadIdx.x < T)
-    candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
-)";
-    }
-    os << "}\n";
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+       << "  weft::kernels::gemv<Config>(x, " << (norm ? "norm_w" : "nullptr") << ", w, "
+       << (split ? "weft::kernels::NoEpilogue{}" : makeEpilogue) << ", "
+       << (split ? "partials" : "nullptr") << ", "
+       << (argmax && !split ? "candidates" : "nullptr") << ");\n}\n";
+    os.flush();
     steps.push_back(kernelStep(finishKernel(
         region, base + (split ? "_splitk" : "_gemv"), std::move(src),
         {int(g.gx), int(g.splits), 1}, {kGemvThreads, 1, 1}, std::move(params))));
@@ -1005,9 +744,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     os << "// " << region.getKind() << ": sums the " << g.splits
        << " K-split partials of the GEMV" << (norm ? ", applies 1/rms" : "")
        << " and runs the epilogue.\n"
-       << kPrelude;
-    emitGemvConstants(os, p, g);
-    os << epi.typedefs;
+       << config << epilogue;
     std::vector<std::string> decls = {"const float *__restrict__ partials"};
     std::vector<ParamBinding> params = {scratchBinding(0, partialFloats * 4, "partials")};
     for (auto &[decl, b] : epi.params) {
@@ -1018,41 +755,11 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
       decls.push_back("unsigned long long *__restrict__ candidates");
       params.push_back(candidates);
     }
-    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n";
-    if (argmax)
-      os << R"(  __shared__ unsigned long long s_best[T];
-  if (threadIdx.x < T)
-    s_best[threadIdx.x] = 0ull;
-)";
-    if (norm)
-      os << R"(  __shared__ float inv[T];
-  if (threadIdx.x < T) {
-    float sumsq = 0.0f;
-#pragma unroll
-    for (int q = 0; q < SPLITS; ++q)
-      sumsq += partials[(size_t)SPLITS * T * NW + q * T + threadIdx.x];
-    inv[threadIdx.x] = 1.0f / sqrtf(sumsq / K + EPS);
-  }
-)";
-    if (argmax || norm)
-      os << "  __syncthreads();\n";
-    std::string values = std::string(R"(    float v[RPC];
-#pragma unroll
-    for (int j = 0; j < RPC; ++j) {
-      const int row = wf_row(col, j);
-      float s = 0.0f;
-#pragma unroll
-      for (int q = 0; q < SPLITS; ++q)
-        s += partials[((size_t)q * T + t) * NW + row];
-      v[j] = s)") + (norm ? " * inv[t]" : "") + ";\n    }\n";
-    emitEpilogueLoop(os, values, epi.body, argmax);
-    if (argmax)
-      os << R"(  __syncthreads();
-  if (threadIdx.x < T)
-    candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
-)";
-    os << "}\n";
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+       << "  weft::kernels::gemvReduce<Config>(partials, " << makeEpilogue << ", "
+       << (argmax ? "candidates" : "nullptr") << ");\n}\n";
+    os.flush();
     steps.push_back(kernelStep(finishKernel(region, base + "_reduce", std::move(src),
                                             {int(g.gx), 1, 1}, {kGemvThreads, 1, 1},
                                             std::move(params))));
@@ -1063,37 +770,25 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     std::string src;
     llvm::raw_string_ostream os(src);
     os << "// Argmax over the per-block candidates of a logits GEMV (lowest index among "
-        "equal logits).\n"
-       << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-       << "constexpr int BLOCKS = " << g.gx << "; // candidates per token\n"
-       << "constexpr int THREADS = 256;\n";
+          "equal logits).\n"
+       << "#include \"weft/gemv.cuh\"\n\n"
+       << "struct Config {\n"
+       << "  static constexpr int T = " << p.tokens << ", BLOCKS = " << g.gx
+       << ", THREADS = 256;  // BLOCKS: candidates per token\n"
+       << "};\n";
     std::vector<ParamBinding> params = {candidates};
-    std::string ids = "ids";
-    os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+    std::vector<std::string> ids;
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
        << kNameMarker << "(const unsigned long long *__restrict__ candidates";
     for (size_t c = 0; c < p.idResults.size(); ++c) {
       std::string n = c ? "ids_" + std::to_string(c) : "ids";
       os << ", int *__restrict__ " << n;
       params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c], n));
+      ids.push_back(n);
     }
-    os << R"() {
-  __shared__ unsigned long long red[THREADS / 32];
-  const int t = blockIdx.x;
-  unsigned long long best = 0ull;
-  for (int i = threadIdx.x; i < BLOCKS; i += THREADS)
-    best = wf_max64(best, candidates[(size_t)i * T + t]);
-  best = wf_warp_max(best);
-  if ((threadIdx.x & 31) == 0)
-    red[threadIdx.x >> 5] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int q = 1; q < THREADS / 32; ++q)
-      best = wf_max64(best, red[q]);
-)";
-    for (size_t c = 0; c < p.idResults.size(); ++c)
-      os << "    " << (c ? "ids_" + std::to_string(c) : std::string("ids"))
-         << "[t] = wf_key_index(best);\n";
-    os << "  }\n}\n";
+    os << ") {\n  weft::kernels::argmaxCandidates<Config>(candidates, " << llvm::join(ids, ", ")
+       << ");\n}\n";
+    os.flush();
     steps.push_back(kernelStep(finishKernel(
         region, "weft_argmax_candidates_t" + std::to_string(p.tokens) + "_b" +
                     std::to_string(g.gx),

@@ -9,18 +9,22 @@
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 w: RegionInput 1
 // CHECK-NEXT: //   param 2 partials: Scratch 0 (4096 bytes)
-// CHECK: constexpr int SPLITS = 4;
-// CHECK: constexpr int KS = 512;
-// CHECK: [[GEMV]](const x_t *__restrict__ x, const w_t *__restrict__ w, float *__restrict__ partials)
-// CHECK: partials[((size_t)blockIdx.y * T + t) * NW + wf_row(col, j)] = r[j * T];
+// CHECK: #include "weft/gemv.cuh"
+// CHECK: static constexpr int SPLITS = 4, KS = 512, KC = 512, XS = 512;
+// CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::w_t *__restrict__ w, float *__restrict__ partials) {
+// CHECK: weft::kernels::gemv<Config>(x, nullptr, w, weft::kernels::NoEpilogue{}, partials, nullptr);
 // CHECK: // step 1: kernel [[REDUCE:weft_linear_residual_t4_k2048_n64_reduce_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 partials: Scratch 0 (4096 bytes)
 // CHECK-NEXT: //   param 1 residual: RegionInput 2
 // CHECK-NEXT: //   param 2 out: RegionResult 0
-// CHECK: [[REDUCE]](const float *__restrict__ partials, const res_t *__restrict__ residual, out_t *__restrict__ out)
+// CHECK: struct Epilogue {
+// CHECK-NEXT: const res_t *__restrict__ residual;
+// CHECK-NEXT: out_t *__restrict__ out;
 // The projection is rounded to its dtype before the add, as unfused.
 // CHECK: const float sum = wf_f32(residual[(size_t)t * NC + col]) + wf_round<lin_t>(v[0]);
+// CHECK: [[REDUCE]](const float *__restrict__ partials, const res_t *__restrict__ residual, out_t *__restrict__ out) {
+// CHECK: weft::kernels::gemvReduce<Config>(partials, Epilogue{residual, out}, nullptr);
 func.func @down(%x: tensor<4x2048xbf16>, %w: tensor<64x2048xbf16>, %h: tensor<4x64xbf16>) -> tensor<4x64xbf16> {
   %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 2048 : i64, n = 64 : i64, tokens = 4 : i64, width = 64 : i64}}
       : (tensor<4x2048xbf16>, tensor<64x2048xbf16>, tensor<4x64xbf16>) -> tensor<4x64xbf16> {

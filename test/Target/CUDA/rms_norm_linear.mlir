@@ -13,20 +13,15 @@
 // CHECK-NEXT: //   param 3 out0: RegionResult 0
 // CHECK-NEXT: //   param 4 out1: RegionResult 1
 // CHECK-NEXT: //   param 5 out2: RegionResult 2
-// CHECK: #include "weft/common.cuh"
-// CHECK: constexpr int T = 1;
-// CHECK: constexpr int K = 64;
-// CHECK: constexpr int NW = 96;
-// CHECK: constexpr int NC = 96;
-// CHECK: constexpr int VEC = 8;
-// CHECK: constexpr int CPW = 4;
-// CHECK: constexpr int SPLITS = 1;
-// CHECK: constexpr float EPS = 1e-06f;
-// CHECK: typedef __nv_bfloat16 x_t;
-// CHECK: typedef __nv_bfloat16 w_t;
-// CHECK: extern "C" __global__ void __launch_bounds__(THREADS)
-// CHECK-NEXT: [[NAME]](const x_t *__restrict__ x, const norm_t *__restrict__ norm_w, const w_t *__restrict__ w, out0_t *__restrict__ out0, out1_t *__restrict__ out1, out2_t *__restrict__ out2)
-// CHECK: inv[threadIdx.x] = 1.0f / sqrtf(s / K + EPS);
+// CHECK: #include "weft/gemv.cuh"
+// CHECK: static constexpr int T = 1, K = 64, NW = 96, NC = 96;
+// CHECK-NEXT: static constexpr int VEC = 8, THREADS = 256, WARPS = THREADS / 32;
+// CHECK-NEXT: static constexpr int CPW = 4, RPC = 1, CPB = WARPS * CPW;
+// CHECK-NEXT: static constexpr int SPLITS = 1,
+// CHECK-NEXT: static constexpr bool NORM = true, MMA = false, ARGMAX = false;
+// CHECK-NEXT: static constexpr float EPS = 1e-06f;
+// CHECK-NEXT: using x_t = __nv_bfloat16;
+// CHECK-NEXT: using w_t = __nv_bfloat16;
 // The split: columns [0, 64) -> out0, [64, 80) -> out1, [80, 96) -> out2.
 // CHECK: if (col < 64) {
 // CHECK-NEXT: out0[(size_t)t * 64 + (col - 0)] = wf_to<out0_t>(v[0]);
@@ -34,6 +29,9 @@
 // CHECK-NEXT: out1[(size_t)t * 16 + (col - 64)] = wf_to<out1_t>(v[0]);
 // CHECK: else {
 // CHECK-NEXT: out2[(size_t)t * 16 + (col - 80)] = wf_to<out2_t>(v[0]);
+// CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
+// CHECK-NEXT: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out0_t *__restrict__ out0, out1_t *__restrict__ out1, out2_t *__restrict__ out2) {
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, Epilogue{out0, out1, out2}, nullptr, nullptr);
 func.func @qkv(%x: tensor<1x64xbf16>, %wn: tensor<64xbf16>, %w: tensor<96x64xbf16>)
     -> (tensor<1x64xbf16>, tensor<1x16xbf16>, tensor<1x16xbf16>) {
   %r:3 = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {hidden = 64 : i64, k = 64 : i64, n = 96 : i64, tokens = 1 : i64}}

@@ -12,20 +12,18 @@
 // CHECK-NEXT: //   param 2 w: RegionInput 2
 // CHECK-NEXT: //   param 3 logits: RegionResult 0
 // CHECK-NEXT: //   param 4 candidates: Scratch 1 (16000 bytes)
-// CHECK: [[GEMV]](const x_t *__restrict__ x, const norm_t *__restrict__ norm_w, const w_t *__restrict__ w, float *__restrict__ logits, unsigned long long *__restrict__ candidates)
+// CHECK: static constexpr bool NORM = true, MMA = false, ARGMAX = true;
 // CHECK: logits[(size_t)t * NC + col] = v[0];
 // CHECK-NEXT: key = wf_key(v[0], col);
-// One atomic per warp: its 32 columns share a token.
-// CHECK: key = wf_warp_max(key);
-// CHECK: atomicMax(&s_best[(i0 + (threadIdx.x & ~31)) / CPB], key);
-// CHECK: candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
+// CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, float *__restrict__ logits, unsigned long long *__restrict__ candidates)
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, Epilogue{logits}, nullptr, candidates);
 // CHECK: // step 1: kernel [[PICK:weft_argmax_candidates_t2_b1000_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 candidates: Scratch 1 (16000 bytes)
 // CHECK-NEXT: //   param 1 ids: RegionResult 1
-// CHECK: constexpr int BLOCKS = 1000; // candidates per token
+// CHECK: static constexpr int T = 2, BLOCKS = 1000, THREADS = 256;
 // CHECK: [[PICK]](const unsigned long long *__restrict__ candidates, int *__restrict__ ids)
-// CHECK: ids[t] = wf_key_index(best);
+// CHECK: weft::kernels::argmaxCandidates<Config>(candidates, ids);
 func.func @decode(%x: tensor<2x256xbf16>, %wn: tensor<256xbf16>, %head: tensor<32000x256xbf16>)
     -> (tensor<2x32000xf32>, tensor<2xi32>) {
   %r:2 = weft.fusion "rms_norm_logits_argmax" (%x, %wn, %head) {dims = {hidden = 256 : i64, tokens = 2 : i64, vocab = 32000 : i64}}
