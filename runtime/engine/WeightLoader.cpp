@@ -1,5 +1,6 @@
-// Reading checkpoint weights (or random ones) onto the devices, through a
-// pinned staging buffer.
+// Reading checkpoint weights (or random ones) onto the devices, through
+// pinned staging buffers: while one goes up to the GPU, the next is filled
+// from the checkpoint by several threads.
 #include "runtime/engine/WeightLoader.h"
 
 #include "runtime/io/MappedFile.h"
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,96 @@ namespace fb = ::weft::plan::fb;
 namespace {
 
 constexpr size_t kStagingBytes = 64u << 20;
+constexpr int kStagingBuffers = 2;
+constexpr size_t kParallelCopyBytes = 8u << 20; // smaller pieces: one thread
+constexpr unsigned kCopyThreads = 4;
+
+// memcpy from the (memory-mapped) checkpoint into pinned memory, on several
+// threads for large pieces: one thread cannot fault in and copy page-cache
+// pages as fast as PCIe takes them.
+void copyIn(char *dst, const char *src, size_t n) {
+  unsigned threads = std::min(kCopyThreads, std::max(1u, std::thread::hardware_concurrency()));
+  if (n < kParallelCopyBytes || threads < 2) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  size_t part = (n + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads && i * part < n; ++i)
+    pool.emplace_back([=] { std::memcpy(dst + i * part, src + i * part, std::min(part, n - i * part)); });
+  std::memcpy(dst, src, std::min(part, n));
+  for (std::thread &t : pool)
+    t.join();
+}
+
+// Pinned buffers that take turns: the filled one is copied to the device
+// asynchronously while the next is filled; a buffer is refilled only once
+// its copy is done (an event on the device's stream).
+class StagingRing {
+public:
+  StagingRing() = default;
+  StagingRing(const StagingRing &) = delete;
+  StagingRing &operator=(const StagingRing &) = delete;
+  ~StagingRing() {
+    for (Slot &s : slots_) {
+      if (s.event) {
+        cudaEventSynchronize(s.event);
+        cudaEventDestroy(s.event);
+      }
+      if (s.host)
+        cudaFreeHost(s.host);
+    }
+  }
+
+  Status allocate() {
+    for (Slot &s : slots_)
+      WEFT_CUDA(cudaMallocHost(&s.host, kStagingBytes), "pinned staging buffer");
+    return Status::ok();
+  }
+
+  // The buffer being filled.
+  char *current() { return static_cast<char *>(slots_[next_].host); }
+
+  // Sends the current buffer's first `bytes` to `dst` on `dev`'s stream and
+  // moves to the next buffer, waiting until its previous copy is done.
+  Status send(Device &dev, void *dst, size_t bytes) {
+    Slot &s = slots_[next_];
+    if (s.event && s.gpu != dev.gpu) {
+      WEFT_CUDA(cudaEventSynchronize(s.event), "uploading weights");
+      WEFT_CUDA(cudaEventDestroy(s.event), "uploading weights");
+      s.event = nullptr;
+    }
+    WEFT_CUDA(cudaSetDevice(dev.gpu), "cudaSetDevice");
+    if (!s.event) {
+      WEFT_CUDA(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming), "uploading weights");
+      s.gpu = dev.gpu;
+    }
+    WEFT_CUDA(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, dev.stream),
+              "uploading weights");
+    WEFT_CUDA(cudaEventRecord(s.event, dev.stream), "uploading weights");
+    next_ = (next_ + 1) % kStagingBuffers;
+    if (slots_[next_].event)
+      WEFT_CUDA(cudaEventSynchronize(slots_[next_].event), "uploading weights");
+    return Status::ok();
+  }
+
+  // Waits for every copy in flight.
+  Status drain() {
+    for (Slot &s : slots_)
+      if (s.event)
+        WEFT_CUDA(cudaEventSynchronize(s.event), "uploading weights");
+    return Status::ok();
+  }
+
+private:
+  struct Slot {
+    void *host = nullptr;
+    cudaEvent_t event = nullptr;
+    int gpu = -1;
+  };
+  Slot slots_[kStagingBuffers];
+  int next_ = 0;
+};
 constexpr uint64_t kRandomPool = 32u << 20;   // bytes copied per piece
 constexpr uint64_t kRandomSlack = 1u << 20;   // room for rotating offsets
 
@@ -133,12 +225,9 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
                                 "checkpoint: use --random-weights");
   }
 
-  void *staging = nullptr;
-  WEFT_CUDA(cudaMallocHost(&staging, kStagingBytes), "pinned staging buffer");
-  struct FreeHost {
-    void *p;
-    ~FreeHost() { cudaFreeHost(p); }
-  } freeStaging{staging};
+  StagingRing staging;
+  if (!options.randomWeights)
+    WEFT_RETURN_IF_ERROR(staging.allocate());
   uint64_t copied = 0, state = 0x9e3779b97f4a7c15ull;
 
   for (uint32_t wi = 0; wi < count; ++wi) {
@@ -164,8 +253,7 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
       auto flush = [&]() -> Status {
         if (!filled)
           return Status::ok();
-        WEFT_CUDA(cudaMemcpy(static_cast<char *>(*dst) + offset, staging, filled,
-                             cudaMemcpyHostToDevice), "uploading weights");
+        WEFT_RETURN_IF_ERROR(staging.send(dev, static_cast<char *>(*dst) + offset, filled));
         offset += filled;
         copied += filled;
         filled = 0;
@@ -179,7 +267,7 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
                                       "': sources hold more than the plan's " +
                                       std::to_string(bytes) + " bytes");
           uint64_t chunk = std::min<uint64_t>(n, kStagingBytes - filled);
-          std::memcpy(static_cast<char *>(staging) + filled, src, chunk);
+          copyIn(staging.current() + filled, src, chunk);
           filled += chunk;
           src += chunk;
           n -= chunk;
@@ -252,6 +340,7 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
                                   std::to_string(bytes));
     }
   }
+  WEFT_RETURN_IF_ERROR(staging.drain());
   progress("loading weights", totalBytes, totalBytes);
   WEFT_RETURN_IF_ERROR(randomPools.release());
   return Status::ok();

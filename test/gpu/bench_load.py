@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Checkpoint load bandwidth, side by side in one run on the GPU machine.
+
+Saves Llama 3.1 8B in fp16 (random values, DIR/cfg/llama8b/config.json from
+make_plans.sh) as one safetensors file, then measures:
+  - file read: the checkpoint read to /dev/null (it was just written, so
+    this is the page cache: the fastest a file can be read here),
+  - host-to-device: pinned 1 GiB copies (torch),
+  - Weft: the "weights" phase of weft-run's load (weft-run prints its load
+    phases), in GB/s of weight bytes, and against the slower of the two.
+Then the same with --random-weights. Prints a table last.
+
+    python3 test/gpu/bench_load.py DIR
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import transformers
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def file_read(paths):
+    total = sum(os.path.getsize(p) for p in paths)
+    times = []
+    for _ in range(3):
+        t0 = time.time()
+        for p in paths:
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+        times.append(time.time() - t0)
+    return total / median(times)
+
+
+def h2d():
+    x = torch.empty(1 << 30, dtype=torch.uint8).pin_memory()
+    y = torch.empty_like(x, device="cuda")
+    y.copy_(x, non_blocking=True)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        t0 = time.time()
+        y.copy_(x, non_blocking=True)
+        torch.cuda.synchronize()
+        times.append(time.time() - t0)
+    return x.numel() / median(times)
+
+
+def weft_load(runner, plan, extra):
+    out = subprocess.run([runner, plan, "--prompt-ids", "1", "--max-tokens", "1", "--quiet",
+                          *extra], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit("weft-run failed: " + out.stderr)
+    phases = dict((k, float(v)) for k, v in
+                  re.findall(r"([\w-]+) ([0-9.]+) s", out.stdout.split("load phases:")[1].splitlines()[0]))
+    total = float(re.search(r"loaded in ([0-9.]+) s", out.stdout).group(1))
+    return phases, total
+
+
+buf = bytearray(64 << 20)
+
+
+def main():
+    d = sys.argv[1]
+    runner, plan = os.path.join(d, "weft-run"), os.path.join(d, "llama8b-fp16.weft")
+    cfg = transformers.AutoConfig.from_pretrained(os.path.join(d, "cfg", "llama8b"))
+    with tempfile.TemporaryDirectory(prefix="weft-load-") as ckpt:
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float16)
+        t0 = time.time()
+        model.save_pretrained(ckpt, max_shard_size="1000GB")
+        print(f"saved the checkpoint in {time.time() - t0:.1f} s", flush=True)
+        del model
+        torch.cuda.empty_cache()
+        files = [os.path.join(ckpt, f) for f in os.listdir(ckpt) if f.endswith(".safetensors")]
+        nbytes = sum(os.path.getsize(p) for p in files)
+        read = file_read(files)
+        copy = h2d()
+        torch.cuda.empty_cache()
+        phases, total = weft_load(runner, plan, ["--weights", ckpt, "--skip-header-checksums"])
+        rphases, rtotal = weft_load(runner, plan, ["--random-weights"])
+    floor = min(read, copy)
+    w = nbytes / phases["weights"]
+    print(f"checkpoint {nbytes / 1e9:.2f} GB in {len(files)} file(s)")
+    print(f"weft-run load phases (checkpoint): {phases}")
+    print(f"weft-run load phases (random): {rphases}")
+    print("| load, Llama 3.1 8B fp16 | GB/s | seconds | of the slower of read and H2D |")
+    print("|---|---|---|---|")
+    print(f"| file read (page cache) | {read / 1e9:.1f} | {nbytes / read:.2f} | |")
+    print(f"| host to device (pinned) | {copy / 1e9:.1f} | {nbytes / copy:.2f} | |")
+    print(f"| Weft, checkpoint weights | {w / 1e9:.1f} | {phases['weights']:.2f} | {w / floor * 100:.0f}% |")
+    print(f"| Weft, whole load (checkpoint) | | {total:.2f} | |")
+    print(f"| Weft, whole load (random weights) | | {rtotal:.2f} | |")
+
+
+if __name__ == "__main__":
+    main()
