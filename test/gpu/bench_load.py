@@ -8,7 +8,9 @@ make_plans.sh) as one safetensors file, then measures:
   - host-to-device: pinned 1 GiB copies (torch),
   - Weft: the "weights" phase of weft-run's load (weft-run prints its load
     phases), in GB/s of weight bytes, and against the slower of the two.
-Then the same with --random-weights. Prints a table last.
+Then the same with --random-weights. With WEFT_RUN_BASELINE=PATH, another
+weft-run (an earlier build) loads the same checkpoint for comparison.
+Prints a table last.
 
     python3 test/gpu/bench_load.py DIR
 """
@@ -89,6 +91,9 @@ def main():
         torch.cuda.empty_cache()
         phases, total = weft_load(runner, plan, ["--weights", ckpt, "--skip-header-checksums"])
         rphases, rtotal = weft_load(runner, plan, ["--random-weights"])
+        base = os.environ.get("WEFT_RUN_BASELINE")
+        bphases = weft_load(base, plan, ["--weights", ckpt, "--skip-header-checksums"])[0] \
+            if base else None
     floor = min(read, copy)
     w = nbytes / phases["weights"]
     print(f"checkpoint {nbytes / 1e9:.2f} GB in {len(files)} file(s)")
@@ -99,6 +104,10 @@ def main():
     print(f"| file read (page cache) | {read / 1e9:.1f} | {nbytes / read:.2f} | |")
     print(f"| host to device (pinned) | {copy / 1e9:.1f} | {nbytes / copy:.2f} | |")
     print(f"| Weft, checkpoint weights | {w / 1e9:.1f} | {phases['weights']:.2f} | {w / floor * 100:.0f}% |")
+    if bphases:
+        b = nbytes / bphases["weights"]
+        print(f"| baseline weft-run, checkpoint weights | {b / 1e9:.1f} | {bphases['weights']:.2f} | "
+              f"{b / floor * 100:.0f}% |")
     print(f"| Weft, whole load (checkpoint) | | {total:.2f} | |")
     print(f"| Weft, whole load (random weights) | | {rtotal:.2f} | |")
 
