@@ -19,3 +19,7 @@ config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, 
 # One kernel cache for the whole suite, so plans share compiled kernels.
 config.substitutions.append(("%kernel_cache", os.path.join(config.weft_obj_root, "test", "kernel-cache")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Machines without an NVIDIA driver (CI): tests of what a user sees there.
+if not os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("no-gpu")

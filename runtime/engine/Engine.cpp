@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <sys/stat.h>
+
 namespace weft::engine {
 
 void Engine::Impl::progress(const std::string &phase, uint64_t done, uint64_t total) {
@@ -277,12 +279,37 @@ Status Engine::setBlockTable(int slot, const std::vector<int32_t> &pages) {
 }
 const std::string &Engine::collectives() const { return impl_->collectives; }
 
-bool Engine::samples() const {
-  for (const plan::fb::Kernel *k : *impl_->p->kernels())
+bool planSamples(const plan::fb::Plan &plan) {
+  for (const plan::fb::Kernel *k : *plan.kernels())
     if (k->region_kind() && k->region_kind()->str().find("sample") != std::string::npos)
       return true;
   return false;
 }
+
+Status checkWeightsSource(const plan::fb::Plan &plan, const EngineOptions &options) {
+  if (options.randomWeights)
+    return Status::ok();
+  if (options.weightsDir.empty())
+    return invalidArgument("no weights: give a checkpoint directory (--weights DIR) or "
+                           "--random-weights");
+  const auto *files = plan.manifest()->files();
+  if (!files || files->size() == 0)
+    return failedPrecondition("the plan was compiled from a built-in model without a "
+                              "checkpoint: use --random-weights");
+  struct stat st {};
+  if (::stat(options.weightsDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return notFound(options.weightsDir + ": not a directory (the checkpoint the plan was "
+                                         "compiled from)");
+  for (const plan::fb::SourceFile *f : *files) {
+    std::string path = options.weightsDir + "/" + f->file()->str();
+    if (::stat(path.c_str(), &st) != 0)
+      return notFound(path + ": missing (the plan's weights are in " + f->file()->str() +
+                      ")");
+  }
+  return Status::ok();
+}
+
+bool Engine::samples() const { return planSamples(*impl_->p); }
 
 Status Engine::run(int bucket, const StepInputs &in, StepOutputs &out) {
   if (bucket < 0 || uint32_t(bucket) >= impl_->p->buckets()->size())

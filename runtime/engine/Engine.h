@@ -47,6 +47,16 @@ struct EngineOptions {
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 
+// Whether a plan's LM head samples (weft-compile --sampling) rather than
+// taking the argmax: what Engine::samples() answers, known before any GPU.
+bool planSamples(const plan::fb::Plan &plan);
+
+// What can be checked of a run before a GPU is touched: the checkpoint
+// directory holds every file the plan's manifest names (or the plan has
+// none and the weights are random), so a typo fails at once, not after the
+// GPUs start.
+Status checkWeightsSource(const plan::fb::Plan &plan, const EngineOptions &options);
+
 using serve::KvLayout;
 using serve::StepInputs;
 using serve::StepOutputs;

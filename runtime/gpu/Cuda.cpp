@@ -24,6 +24,19 @@ Status driverStatus(CUresult result, const std::string &what) {
 
 namespace {
 
+// Why there is no GPU to run on, in words a user acts on: no driver (or one
+// too old for this CUDA), or no device at all.
+Status noGpu(cudaError_t e) {
+  if (e == cudaErrorInsufficientDriver)
+    return failedPrecondition(std::string("no NVIDIA GPU found: the NVIDIA driver is missing "
+                                          "or older than this build's CUDA needs (") +
+                              cudaGetErrorName(e) + ")");
+  if (e == cudaErrorNoDevice)
+    return failedPrecondition(std::string("no NVIDIA GPU found (") + cudaGetErrorName(e) +
+                              "; check CUDA_VISIBLE_DEVICES)");
+  return cudaStatus(e, "no usable NVIDIA GPU or driver");
+}
+
 template <typename F>
 Status resolve(const char *symbol, F &out) {
   void *fn = nullptr;
@@ -46,7 +59,7 @@ StatusOr<const Driver *> driver() {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
-      return cudaStatus(e, "no usable NVIDIA GPU or driver");
+      return noGpu(e);
     for (Status s : {resolve("cuModuleLoadData", d.moduleLoadData),
                      resolve("cuModuleUnload", d.moduleUnload),
                      resolve("cuModuleGetFunction", d.moduleGetFunction),
@@ -68,7 +81,7 @@ StatusOr<int> deviceCount() {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess)
-    return cudaStatus(e, "no usable NVIDIA GPU or driver");
+    return noGpu(e);
   return count;
 }
 

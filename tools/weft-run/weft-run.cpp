@@ -413,6 +413,26 @@ int main(int argc, char **argv) {
   weft::StatusOr<weft::plan::PlanFile> plan = weft::plan::PlanFile::open(planPath, *sealPolicy);
   if (!plan.isOk())
     return fail(plan.status().message());
+  // What the plan alone can refuse, before any GPU is touched.
+  if (weft::Status s = weft::engine::checkWeightsSource(plan->plan(), options); !s.isOk())
+    return fail(s.message());
+  if (!sampling.greedy() && !weft::engine::planSamples(plan->plan()))
+    return fail("--temperature: the plan picks tokens by argmax (compiled with "
+                "--sampling=false): it cannot sample");
+  if (!benchBucket.empty()) {
+    std::stringstream list(benchBucket);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+      bool found = false;
+      std::string names;
+      for (const weft::plan::fb::Bucket *b : *plan->plan().buckets()) {
+        found |= b->name()->str() == name;
+        names += (names.empty() ? "" : ", ") + b->name()->str();
+      }
+      if (!found)
+        return fail("--bench: the plan has no bucket '" + name + "' (it has " + names + ")");
+    }
+  }
   // The tokenizer: --tokenizer, else the one the plan carries (the
   // checkpoint's tokenizer.json), if any.
   const auto *embedded = plan->plan().tokenizer_json();
