@@ -10,11 +10,13 @@
 #include "targets/CUDA/Nvrtc.h"
 #include "targets/Plan/PlanBuilder.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -58,8 +60,9 @@ cl::opt<bool> sampling("sampling",
                                 "it with weft.argmax (greedy only)"),
                        cl::init(true), cl::cat(category));
 cl::opt<int64_t> maxBatch("max-batch",
-                          cl::desc("Largest decode batch (decode buckets are the "
-                                   "powers of two up to it)"),
+                          cl::desc("Largest decode batch: decode buckets are the "
+                                   "powers of two below it and itself (default: "
+                                   "--batch, at least 64)"),
                           cl::init(64), cl::cat(category));
 cl::list<int64_t> decodeBuckets("decode-buckets",
                                 cl::desc("Explicit decode bucket sizes"),
@@ -97,7 +100,7 @@ cl::opt<std::string> stageSpec(
     cl::desc("Use this layout instead of the partitioner's search: '0+1' runs tensor "
              "parallel over devices 0 and 1, '1:9,0' puts 9 layers on device 1 and the "
              "rest on device 0"),
-    cl::value_desc("SPEC"));
+    cl::value_desc("SPEC"), cl::cat(category));
 cl::opt<int64_t> maxGemvTokens(
     "max-gemv-tokens", cl::Hidden, cl::init(4),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
@@ -142,7 +145,14 @@ int fail(const llvm::Twine &msg) {
 
 } // namespace
 
+#ifndef WEFT_VERSION
+#define WEFT_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv) {
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "weft-compile " << WEFT_VERSION << " (LLVM " << LLVM_VERSION_STRING << ")\n";
+  });
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
@@ -194,6 +204,12 @@ int main(int argc, char **argv) {
                         ? int64_t(contextLength)
                         : std::min<int64_t>(contextLength, source->config.maxPositionEmbeddings);
   bool writePlan = llvm::StringRef(outputFile).ends_with(".weft");
+  // A file named otherwise with --topology and no --emit was almost surely
+  // meant to be a plan; writing the text summary there would look like one.
+  if (!writePlan && !topologySpec.empty() && !emit.getNumOccurrences() &&
+      !report && outputFile != "-")
+    return fail("-o " + outputFile + ": plan files end in .weft (-o NAME.weft); for the " +
+                "text summary give --emit=summary");
   if (writePlan && topologySpec.empty())
     return fail("writing a plan (" + outputFile + ") needs --topology");
   if (emit == Emit::Plan && topologySpec.empty())
@@ -218,6 +234,14 @@ int main(int argc, char **argv) {
   if (emit == Emit::Fused || partitioned) {
     if (maxBatch < 1)
       return fail("--max-batch must be at least 1");
+    // Decode buckets reach the declared batch unless told otherwise.
+    int64_t largestBatch = maxBatch.getNumOccurrences()
+                               ? int64_t(maxBatch)
+                               : std::max<int64_t>(maxBatch, batch);
+    if (maxBatch.getNumOccurrences() && decodeBuckets.empty() && maxBatch < batch)
+      return fail(llvm::formatv("--max-batch {0} is below --batch {1}: the plan could not "
+                                "run the batch it is sized for in one step",
+                                int64_t(maxBatch), int64_t(batch)));
     for (int64_t n : decodeBuckets)
       if (n < 1)
         return fail("--decode-buckets: sizes must be positive");
@@ -227,7 +251,7 @@ int main(int argc, char **argv) {
     if (maxContext < 1)
       return fail("--context must be at least 1");
     weft::CompileOptions compile;
-    compile.maxBatch = maxBatch;
+    compile.maxBatch = largestBatch;
     compile.decodeBuckets.assign(decodeBuckets.begin(), decodeBuckets.end());
     compile.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
     mlir::PassManager fusion(&context);
@@ -377,6 +401,19 @@ int main(int argc, char **argv) {
         "{5} steps\n",
         outputFile, weft::formatBytes(double(plan->size())), stats.kernels, stats.binaries,
         stats.cachedBinaries, stats.steps);
+    {
+      // The buckets, so the batch sizes a plan serves are never a surprise.
+      std::vector<std::string> decode, prefill;
+      for (auto fn : module->getOps<mlir::func::FuncOp>()) {
+        llvm::StringRef name = fn.getSymName();
+        if (name.consume_front("decode_b"))
+          decode.push_back(name.str());
+        else if (name.consume_front("prefill_c"))
+          prefill.push_back(name.str());
+      }
+      llvm::outs() << "buckets      decode " << llvm::join(decode, ", ") << " (--max-batch); "
+                   << "prefill chunks " << llvm::join(prefill, ", ") << " (--prefill-chunks)\n";
+    }
     for (size_t d = 0; d < stats.peakArenaBytes.size(); ++d)
       llvm::outs() << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
                                     topology->devices[d].name,
