@@ -2,7 +2,8 @@
 # Sets everything up, then runs Weft's main job on its built-in default:
 # compile the default model (Llama 3.1 8B) for the default topology (RTX 3090
 # + RTX 3060 over PCIe, 32 concurrent streams) into a plan file and print the
-# plan report. (Running plans needs the runtime, which does not exist yet.)
+# plan report. Run the plan on the GPUs with weft-run or weft-serve
+# (docs/runtime.md, docs/serving.md).
 #
 #   scripts/run.sh [weft-compile options...]
 set -euo pipefail
