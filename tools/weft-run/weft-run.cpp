@@ -99,19 +99,51 @@ double percentile(std::vector<double> v, double q) {
 
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
-    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE)\n"
-    "                [--tokenizer tokenizer.json]\n"
-    "                [--max-tokens N] [--devices 0,1] [--skip-header-checksums]\n"
-    "                [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                [--dump-logits FILE] [--no-cuda-graphs] [--no-programmatic-launch]\n"
-    "                [--no-nccl] [--quiet]\n"
-    "                [--trusted-keys FILE] (only plans signed by one of these keys)\n"
-    "                [--micro-batches N] (pipeline plans: micro-batches in flight;\n"
-    "                default: the plan's choice)\n"
-    "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [--bench-steps N]\n"
-    "                [--bench-context N[,N...]] [--prompts FILE ...]\n"
-    "                (times buckets, e.g. decode_b32, at each context; then runs the\n"
-    "                --prompts, with the prompt flags above)\n";
+    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE) [options]\n"
+    "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [options]\n"
+    "       weft-run --help\n";
+
+const char *kHelp =
+    "weft-run: run a Weft plan on this machine's GPUs.\n"
+    "\n"
+    "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
+    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE) [options]\n"
+    "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [options]\n"
+    "\n"
+    "Weights (one of):\n"
+    "  --weights DIR            the checkpoint the plan was compiled from\n"
+    "  --random-weights         random values (benchmarks, plans of built-in models)\n"
+    "  --skip-header-checksums  accept a checkpoint whose safetensors headers differ,\n"
+    "                           if every tensor's name, dtype and shape match\n"
+    "Prompt (one of):\n"
+    "  --prompt-ids 1,2,3       token ids\n"
+    "  --prompt TEXT            text, encoded with the plan's tokenizer (or --tokenizer)\n"
+    "  --prompts FILE           one prompt of ids per line, run together (batched)\n"
+    "  --tokenizer FILE         a tokenizer.json instead of the plan's\n"
+    "Generation:\n"
+    "  --max-tokens N           new tokens per sequence (default 32)\n"
+    "  --temperature T          0 is greedy (default 0); needs a sampling plan\n"
+    "  --top-k K                keep the K most likely tokens (default 0: all)\n"
+    "  --top-p P                keep the smallest set with probability P (default 1)\n"
+    "  --seed S                 sampling seed (default 0)\n"
+    "  --dump-logits FILE       write the last prompt token's logits (f32) to FILE\n"
+    "Benchmark:\n"
+    "  --bench B1,B2            time these buckets (e.g. decode_b32) with synthetic inputs\n"
+    "  --bench-steps N          runs per bucket (default 20)\n"
+    "  --bench-context N,M      context positions per decode sequence (default 128)\n"
+    "Devices and runtime:\n"
+    "  --devices 0,1            physical GPU of each declared device (default: in order,\n"
+    "                           or all on GPU 0 when there is one)\n"
+    "  --micro-batches N        pipeline plans: micro-batches in flight (default: the\n"
+    "                           plan's choice)\n"
+    "  --no-cuda-graphs         launch each step instead of replaying bucket graphs\n"
+    "  --no-programmatic-launch no programmatic dependent launch (sm_90+)\n"
+    "  --no-nccl                tensor-parallel all-reduces without NCCL\n"
+    "  --trusted-keys FILE      accept only plans signed by one of these ed25519 keys\n"
+    "  --quiet                  no progress display\n"
+    "\n"
+    "Prints the generated ids (and text), the load phases, and the speed.\n"
+    "See docs/runtime.md.\n";
 
 // Times `steps` runs of one bucket with synthetic inputs: a decode bucket
 // as that many sequences, each at position `context` with its own pages; a
@@ -367,7 +399,7 @@ int main(int argc, char **argv) {
         return fail("--devices: expected comma-separated GPU indices");
       options.deviceMap.assign(map.begin(), map.end());
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << kHelp;
       return 0;
     } else if (!a.empty() && a[0] != '-' && planPath.empty()) {
       planPath = a;
@@ -417,8 +449,8 @@ int main(int argc, char **argv) {
   if (weft::Status s = weft::engine::checkWeightsSource(plan->plan(), options); !s.isOk())
     return fail(s.message());
   if (!sampling.greedy() && !weft::engine::planSamples(plan->plan()))
-    return fail("--temperature: the plan picks tokens by argmax (compiled with "
-                "--sampling=false): it cannot sample");
+    return fail("sampling (--temperature, --top-k, --top-p): the plan picks tokens by argmax "
+                "(compiled with --sampling=false): it cannot sample");
   if (!benchBucket.empty()) {
     std::stringstream list(benchBucket);
     std::string name;
