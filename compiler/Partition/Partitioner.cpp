@@ -18,7 +18,8 @@ using target::Topology;
 constexpr uint64_t kWorkspaceBytes = 64ull << 20; // cuBLASLt + attention scratch
 constexpr size_t kMaxStages = 4;
 
-double gb(uint64_t bytes) { return double(bytes) / 1e9; }
+// Memory in GiB, as nvidia-smi and weft-inspect show it.
+double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
 
 // Per-layer resident weight bytes (full tables, not per-step traffic).
 struct WeightTable {
@@ -399,12 +400,12 @@ std::string shortfallText(const Candidate &c, const Topology &t) {
   for (const DeviceMemory &m : c.memory) {
     if (m.total() <= m.capacity || m.total() == m.reserve)
       continue;
-    out += llvm::formatv("{0}{1} #{2} short by {3:f1} GB (needs {4:f1} GB: "
-                         "weights {5:f1}, KV cache {6:f1}, other {7:f1}; has {8:f1} GB)",
+    out += llvm::formatv("{0}{1} #{2} short by {3:f1} GiB (needs {4:f1} GiB: "
+                         "weights {5:f1}, KV cache {6:f1}, other {7:f1}; has {8:f1} GiB)",
                          out.empty() ? "" : "; ", t.devices[size_t(m.device)].name,
-                         m.device, gb(m.total() - m.capacity), gb(m.total()),
-                         gb(m.weights), gb(m.kvCache),
-                         gb(m.activations + m.workspace + m.reserve), gb(m.capacity));
+                         m.device, gib(m.total() - m.capacity), gib(m.total()),
+                         gib(m.weights), gib(m.kvCache),
+                         gib(m.activations + m.workspace + m.reserve), gib(m.capacity));
   }
   return out;
 }

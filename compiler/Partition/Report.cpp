@@ -9,7 +9,10 @@
 namespace weft::partition {
 namespace {
 
-std::string gbText(uint64_t bytes) { return llvm::formatv("{0:f2} GB", double(bytes) / 1e9); }
+// Memory in GiB, as nvidia-smi and weft-inspect show it.
+std::string gbText(uint64_t bytes) {
+  return llvm::formatv("{0:f2} GiB", double(bytes) / double(1ull << 30));
+}
 
 std::string layerRange(const Candidate &c, int device) {
   for (const Stage &s : c.stages)
@@ -64,13 +67,14 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
   }
 
   os << "\n";
+  // Each stage runs micro-batches of batch / microBatches sequences.
+  const int64_t perStep = best.microBatches > 1
+                              ? (o.batch + best.microBatches - 1) / best.microBatches
+                              : o.batch;
+  const std::string stepLabel = (best.microBatches > 1 ? "mb=" : "b=") + std::to_string(perStep);
   const char *srow = "{0,-6} {1,-24} {2,8} {3,14} {4,14} {5,14} {6,14}\n";
   os << llvm::formatv(srow, "stage", "devices", "layers", "ms/step b=1",
-                      llvm::formatv("ms/step b={0}", best.microBatches > 1
-                                                         ? (o.batch + best.microBatches - 1) /
-                                                               best.microBatches
-                                                         : o.batch).str(),
-                      "link ms b=1", "link ms b=N");
+                      "ms/step " + stepLabel, "link ms b=1", "link ms " + stepLabel);
   for (size_t i = 0; i < best.stages.size(); ++i) {
     const Stage &s = best.stages[i];
     std::string devs;
@@ -83,8 +87,9 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
                         llvm::formatv("{0:f4}", s.linkSecondsBatch * 1e3).str());
   }
   if (best.microBatches > 1)
-    os << llvm::formatv("schedule     {0} micro-batches in flight through the pipeline\n",
-                        best.microBatches);
+    os << llvm::formatv("schedule     {0} micro-batches in flight through the pipeline "
+                        "(mb={1}: the sequences of one micro-batch)\n",
+                        best.microBatches, perStep);
 
   if (!r.runnersUp.empty()) {
     os << "\nrunners-up\n";
