@@ -18,6 +18,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+#include <optional>
 #include <set>
 
 namespace cl = llvm::cl;
@@ -133,6 +135,7 @@ int main(int argc, char **argv) {
   llvm::raw_ostream &os = llvm::outs();
   bool failed = false;
   std::set<std::string> seen;
+  std::map<std::string, std::optional<weft::cuda::CompiledKernel>> compiledByName;
   module->walk([&](mlir::func::FuncOp fn) {
     if (!onlyFunction.empty() && fn.getName() != onlyFunction)
       return;
@@ -168,12 +171,23 @@ int main(int argc, char **argv) {
             continue;
           }
           if (!compileArch.empty()) {
-            auto compiled = weft::cuda::compileKernel(k, compileArch, nullptr);
-            if (!compiled) {
-              llvm::WithColor::error(llvm::errs(), "weft-emit-cuda")
-                  << llvm::toString(compiled.takeError()) << "\n";
-              failed = true;
-            } else {
+            // Each distinct kernel (the name carries its source's hash) is
+            // compiled once: a model uses the same few dozen in every layer.
+            auto known = compiledByName.find(k.name);
+            if (known == compiledByName.end()) {
+              auto result = weft::cuda::compileKernel(k, compileArch, nullptr);
+              std::optional<weft::cuda::CompiledKernel> value;
+              if (!result) {
+                llvm::WithColor::error(llvm::errs(), "weft-emit-cuda")
+                    << llvm::toString(result.takeError()) << "\n";
+                failed = true;
+              } else {
+                value = std::move(*result);
+              }
+              known = compiledByName.emplace(k.name, std::move(value)).first;
+            }
+            const std::optional<weft::cuda::CompiledKernel> &compiled = known->second;
+            if (compiled) {
               if (!cubinDir.empty()) {
                 std::error_code ec = llvm::sys::fs::create_directories(cubinDir);
                 llvm::SmallString<256> path(cubinDir);
