@@ -418,6 +418,10 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
                                     topology->devices[d].name,
                                     weft::formatBytes(double(stats.peakArenaBytes[d])));
+    if (!source->checkpoint)
+      llvm::outs() << "weights      none bound: " << spec
+                   << " has no checkpoint, so the plan runs with weft-run --random-weights "
+                      "(compile from a checkpoint directory to run real weights)\n";
     if (stats.tokenizer.empty())
       llvm::outs() << "tokenizer    none (the checkpoint has no tokenizer.json: run with "
                       "--prompt-ids)\n";
