@@ -388,11 +388,26 @@ public:
   mutable std::map<std::string, std::vector<double>> prefixCache;
 };
 
+// The smallest share of a device's memory left free: the headroom of the
+// tightest device.
+double tightestFree(const Candidate &c) {
+  double worst = 1.0;
+  for (const DeviceMemory &m : c.memory)
+    if (m.capacity > 0 && m.total() > m.reserve)
+      worst = std::min(worst, (double(m.capacity) - double(m.total())) / double(m.capacity));
+  return worst;
+}
+
+// Faster first; among equally fast ones, fewer stages, then the one that
+// leaves the tightest device the most free memory (room for longer
+// contexts, fragmentation, another process).
 bool better(const Candidate &a, const Candidate &b, Objective o) {
   double sa = a.score(o), sb = b.score(o);
   if (std::abs(sa - sb) > 1e-9 * std::max(sa, sb))
     return sa > sb;
-  return a.stages.size() < b.stages.size();
+  if (a.stages.size() != b.stages.size())
+    return a.stages.size() < b.stages.size();
+  return tightestFree(a) > tightestFree(b) + 1e-12;
 }
 
 std::string shortfallText(const Candidate &c, const Topology &t) {

@@ -4,6 +4,7 @@
 #include "compiler/Import/Importer.h"
 #include "compiler/Partition/Partitioner.h"
 #include "compiler/Transforms/Passes.h"
+#include "targets/Hardware/Topology.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -94,6 +95,23 @@ TEST_F(PartitionerTest, LatencyObjectivePrefersOneFastDevice) {
   ASSERT_TRUE(bool(r));
   ASSERT_EQ(r->best.stages.size(), 1u);
   EXPECT_EQ(r->best.stages[0].devices, std::vector<int>{0});
+}
+
+// Two equally fast choices (one card or the other of a pair): the one that
+// leaves more memory free wins, whichever device index it has.
+TEST_F(PartitionerTest, TiesGoToTheChoiceWithMoreFreeMemory) {
+  ModelProfile p = profileOf("llama-3.2-1b");
+  PartitionOptions o;
+  o.objective = Objective::Latency;
+  for (const char *caps : {"0=16GB", "1=16GB"}) {
+    target::Topology t = topology("2xrtx3090");
+    ASSERT_FALSE(bool(target::applyMemoryCaps(t, caps)));
+    llvm::Expected<PartitionResult> r = partitionModel(p, t, o);
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    ASSERT_EQ(r->best.stages.size(), 1u) << r->best.description;
+    int uncapped = caps[0] == '0' ? 1 : 0;
+    EXPECT_EQ(r->best.stages[0].devices, std::vector<int>{uncapped}) << caps;
+  }
 }
 
 TEST_F(PartitionerTest, NVLinkTensorParallelBeatsPipelineForLatency) {
