@@ -1,6 +1,7 @@
 // Text and SVG renderings of a partition.
 #include "compiler/Partition/Report.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -104,41 +105,61 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
                        const PartitionOptions &o, const ModelConfig &config,
                        llvm::raw_ostream &os) {
   const Candidate &best = r.best;
-  const char *palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
-                           "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"};
+  // Memory categories and stages never share a color: stages take hues the
+  // categories do not use.
   const char *categories[] = {"weights", "KV cache", "activations", "workspace", "reserve"};
   const char *catColors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#bab0ac", "#9c755f"};
-  const int width = 900, barH = 28, left = 190;
+  const char *stageColors[] = {"#7b4fa0", "#2a9d8f", "#c9a227", "#d1495b",
+                               "#5c6f7b", "#8ab17d", "#e76f51", "#3d5a80"};
+  const int width = 960, barH = 24, left = 190, labelRoom = 230;
+  const double barW = double(width - left - labelRoom);
+  const int64_t perStep = best.microBatches > 1
+                              ? (o.batch + best.microBatches - 1) / best.microBatches
+                              : o.batch;
+  const std::string stepLabel = (best.microBatches > 1 ? "mb=" : "b=") + std::to_string(perStep);
   size_t nDev = best.memory.size();
-  int memTop = 90, mapTop = memTop + int(nDev) * (barH + 12) + 60;
-  int stageTop = mapTop + 90;
-  int height = stageTop + int(best.stages.size()) * (barH + 12) + 50;
-  uint64_t maxBytes = 1;
-  for (const DeviceMemory &m : best.memory)
-    maxBytes = std::max({maxBytes, m.capacity, m.total()});
-  double scale = double(width - left - 40) / double(maxBytes);
+  std::vector<const Candidate *> compared = {&best};
+  if (r.memoryProportional && r.memoryProportional->fits)
+    compared.push_back(&*r.memoryProportional);
+  if (!r.runnersUp.empty())
+    compared.push_back(&r.runnersUp.front());
 
+  int memTop = 100;
+  int mapTop = memTop + int(nDev) * (barH + 14) + 60;
+  int stageTop = mapTop + barH + 24 + int(best.stages.size()) * 16 + 40;
+  int cmpTop = stageTop + int(best.stages.size()) * (2 * barH + 16) + 50;
+  int height = cmpTop + int(compared.size()) * (barH + 10) + 30;
+
+  auto text = [&](double x, double y, const std::string &s, const char *extra = "") {
+    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1:f1}\"{2}>{3}</text>\n", x, y, extra, s);
+  };
   os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" "
                       "height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n",
                       width, height);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  os << llvm::formatv("<text x=\"10\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
-                      "{0} on {1} ({2} weights, batch {3}, context {4})</text>\n",
-                      config.name, t.name, weightDTypeName(o.weights.dtype), o.batch,
-                      o.context);
-  os << llvm::formatv("<text x=\"10\" y=\"44\">{0}: {1:f1} tok/s at batch 1, "
-                      "{2:f1} tok/s at batch {3}</text>\n",
-                      best.description, best.tokensPerSecondBatch1,
-                      best.tokensPerSecond, o.batch);
+  text(10, 24,
+       llvm::formatv("{0} on {1} ({2} weights, batch {3}, context {4})", config.name, t.name,
+                     weightDTypeName(o.weights.dtype), o.batch, o.context),
+       " font-size=\"16\" font-weight=\"bold\"");
+  text(10, 44, "chosen: " + best.description);
+  text(10, 62, llvm::formatv("{0:f1} tok/s at batch 1, {1:f1} tok/s in total at batch {2} "
+                             "(objective: {3})",
+                             best.tokensPerSecondBatch1, best.tokensPerSecond, o.batch,
+                             o.objective == Objective::Latency ? "latency" : "throughput"));
 
   // Memory per device, stacked by category, against capacity.
-  os << llvm::formatv("<text x=\"10\" y=\"{0}\" font-weight=\"bold\">Memory per device</text>\n",
-                      memTop - 8);
+  uint64_t maxBytes = 1;
+  for (const DeviceMemory &m : best.memory)
+    maxBytes = std::max({maxBytes, m.capacity, m.total()});
+  double scale = barW / double(maxBytes);
+  text(10, memTop - 10, "Memory per device (GiB)", " font-weight=\"bold\"");
   for (size_t i = 0; i < nDev; ++i) {
     const DeviceMemory &m = best.memory[i];
-    int y = memTop + int(i) * (barH + 12);
-    os << llvm::formatv("<text x=\"10\" y=\"{0}\">#{1} {2}</text>\n", y + 18, i,
-                        t.devices[i].name);
+    int y = memTop + int(i) * (barH + 14);
+    text(10, y + 16, llvm::formatv("#{0} {1}", m.device, t.devices[size_t(m.device)].name));
+    bool used = false;
+    for (const Stage &st : best.stages)
+      used |= llvm::is_contained(st.devices, m.device);
     uint64_t parts[] = {m.weights, m.kvCache, m.activations, m.workspace, m.reserve};
     double x = left;
     for (int c = 0; c < 5; ++c) {
@@ -149,25 +170,26 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
       x += w;
     }
     double cap = left + double(m.capacity) * scale;
-    os << llvm::formatv("<line x1=\"{0:f1}\" x2=\"{0:f1}\" y1=\"{1}\" y2=\"{2}\" "
-                        "stroke=\"black\" stroke-width=\"2\"/>\n",
-                        cap, y - 3, y + barH + 3);
-    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1}\" font-size=\"10\">{2} / {3}</text>\n",
-                        std::min(cap + 4, double(width - 140)), y + barH + 10,
-                        gbText(m.total()), gbText(m.capacity));
+    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2:f1}\" height=\"{3}\" "
+                        "fill=\"none\" stroke=\"black\"/>\n",
+                        left, y, cap - left, barH);
+    text(left + barW + 10, y + 16,
+         used ? gbText(m.total()) + " of " + gbText(m.capacity)
+              : "idle: faster without it",
+         " font-size=\"11\"");
   }
-  int legendY = memTop + int(nDev) * (barH + 12) + 8;
+  int legendY = memTop + int(nDev) * (barH + 14) + 4;
   for (int c = 0; c < 5; ++c) {
-    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"{2}\"/>"
-                        "<text x=\"{3}\" y=\"{4}\">{5}</text>\n",
-                        left + c * 110, legendY, catColors[c], left + c * 110 + 14,
-                        legendY + 9, categories[c]);
+    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"{2}\"/>\n",
+                        left + c * 110, legendY, catColors[c]);
+    text(left + c * 110 + 14, legendY + 9, categories[c]);
   }
+  text(left + 5 * 110 + 14, legendY + 9, "(outline: capacity)", " font-size=\"11\"");
 
-  // Layer map: one cell per layer, colored by stage.
-  os << llvm::formatv("<text x=\"10\" y=\"{0}\" font-weight=\"bold\">Layer map</text>\n",
-                      mapTop - 8);
-  double cell = double(width - left - 40) / double(config.numLayers);
+  // Layer map: one cell per layer, colored by stage; one label line per
+  // stage, so narrow stages do not overlap.
+  text(10, mapTop - 10, "Layer map", " font-weight=\"bold\"");
+  double cell = barW / double(config.numLayers);
   for (size_t s = 0; s < best.stages.size(); ++s) {
     const Stage &st = best.stages[s];
     for (int64_t l = st.firstLayer; l < st.endLayer; ++l) {
@@ -175,41 +197,82 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
       os << llvm::formatv("<rect x=\"{0:f2}\" y=\"{1}\" width=\"{2:f2}\" height=\"{3}\" "
                           "fill=\"{4}\" stroke=\"white\" stroke-width=\"0.5\"{5}>"
                           "<title>layer {6}: stage {7}</title></rect>\n",
-                          left + double(l) * cell, mapTop, cell, barH,
-                          palette[s % 8], host ? " fill-opacity=\"0.4\"" : "", l, s);
+                          left + double(l) * cell, mapTop, cell, barH, stageColors[s % 8],
+                          host ? " fill-opacity=\"0.4\"" : "", l, s);
     }
     std::string devs;
     for (int d : st.devices)
-      devs += (devs.empty() ? "" : "+") + t.devices[size_t(d)].name;
-    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1}\">stage {2}: {3} ({4}-{5}{6})</text>\n",
-                        left + double(st.firstLayer) * cell, mapTop + barH + 16, s, devs,
-                        st.firstLayer, st.endLayer - 1,
-                        st.offloadedLayers ? ", pale: on host" : "");
+      devs += (devs.empty() ? "" : "+") + t.devices[size_t(d)].name + "#" + std::to_string(d);
+    int y = mapTop + barH + 16 + int(s) * 16;
+    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"{2}\"/>\n",
+                        left, y - 9, stageColors[s % 8]);
+    text(left + 14, y,
+         llvm::formatv("stage {0}: {1}, layers {2}-{3}{4}", s, devs, st.firstLayer,
+                       st.endLayer - 1, st.offloadedLayers ? " (pale: in host RAM)" : ""));
   }
-  os << llvm::formatv("<text x=\"10\" y=\"{0}\">layers 0-{1}</text>\n", mapTop + 18,
-                      config.numLayers - 1);
+  text(10, mapTop + 16, llvm::formatv("layers 0-{0}", config.numLayers - 1));
 
-  // Time per stage at batch 1 (with link time).
-  os << llvm::formatv("<text x=\"10\" y=\"{0}\" font-weight=\"bold\">Time per decode "
-                      "step, batch 1 (ms)</text>\n",
-                      stageTop - 8);
+  // Time per stage at batch 1 and at the plan's step size, with link time.
+  text(10, stageTop - 10,
+       perStep > 1 ? "Time per decode step and stage (ms), at batch 1 and at " + stepLabel +
+                         (best.microBatches > 1 ? " (one micro-batch)" : "")
+                   : std::string("Time per decode step and stage (ms), batch 1"),
+       " font-weight=\"bold\"");
   double maxT = 1e-9;
   for (const Stage &s : best.stages)
-    maxT = std::max(maxT, s.seconds1 + s.linkSeconds1);
-  double tScale = double(width - left - 230) / maxT;
+    maxT = std::max({maxT, s.seconds1 + s.linkSeconds1, s.secondsBatch + s.linkSecondsBatch});
+  double tScale = barW / maxT;
   for (size_t s = 0; s < best.stages.size(); ++s) {
     const Stage &st = best.stages[s];
-    int y = stageTop + int(s) * (barH + 12);
-    os << llvm::formatv("<text x=\"10\" y=\"{0}\">stage {1}</text>\n", y + 18, s);
+    int y = stageTop + int(s) * (2 * barH + 16);
+    text(10, y + 16, llvm::formatv("stage {0}, b=1", s));
+    if (perStep > 1)
+      text(10, y + barH + 16, llvm::formatv("stage {0}, {1}", s, stepLabel));
+    struct Row {
+      double compute, link;
+      int y;
+      const char *opacity;
+    } rows[] = {{st.seconds1, st.linkSeconds1, y, " fill-opacity=\"0.55\""},
+                {st.secondsBatch, st.linkSecondsBatch, y + barH, ""}};
+    for (const Row &row : llvm::ArrayRef<Row>(rows).take_front(perStep > 1 ? 2 : 1)) {
+      os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2:f1}\" height=\"{3}\" "
+                          "fill=\"{4}\"{5}/>\n",
+                          left, row.y, row.compute * tScale, barH - 2, stageColors[s % 8],
+                          row.opacity);
+      os << llvm::formatv("<rect x=\"{0:f1}\" y=\"{1}\" width=\"{2:f1}\" height=\"{3}\" "
+                          "fill=\"#333\"><title>link</title></rect>\n",
+                          left + row.compute * tScale, row.y, row.link * tScale, barH - 2);
+      text(left + barW + 10, row.y + 16,
+           llvm::formatv("{0:f2} ms + link {1:f3} ms", row.compute * 1e3, row.link * 1e3),
+           " font-size=\"11\"");
+    }
+  }
+
+  // The chosen plan against the split by memory and the best runner-up.
+  text(10, cmpTop - 10, llvm::formatv("Tokens/s in total at batch {0}", o.batch),
+       " font-weight=\"bold\"");
+  double maxTps = 1e-9;
+  for (const Candidate *c : compared)
+    maxTps = std::max(maxTps, c->tokensPerSecond);
+  for (size_t i = 0; i < compared.size(); ++i) {
+    const Candidate &c = *compared[i];
+    int y = cmpTop + int(i) * (barH + 10);
+    const char *label = i == 0 ? "chosen"
+                        : (r.memoryProportional && &c == &*r.memoryProportional)
+                            ? "split by memory"
+                            : "best runner-up";
+    text(10, y + 16, label);
     os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2:f1}\" height=\"{3}\" "
-                        "fill=\"{4}\"/>\n",
-                        left, y, st.seconds1 * tScale, barH, palette[s % 8]);
-    os << llvm::formatv("<rect x=\"{0:f1}\" y=\"{1}\" width=\"{2:f1}\" height=\"{3}\" "
-                        "fill=\"#555\"><title>link</title></rect>\n",
-                        left + st.seconds1 * tScale, y, st.linkSeconds1 * tScale, barH);
-    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1}\">{2:f2} ms + link {3:f3} ms</text>\n",
-                        left + (st.seconds1 + st.linkSeconds1) * tScale + 6, y + 18,
-                        st.seconds1 * 1e3, st.linkSeconds1 * 1e3);
+                        "fill=\"{4}\"><title>{5}</title></rect>\n",
+                        left, y, c.tokensPerSecond / maxTps * barW, barH,
+                        i == 0 ? "#3d5a80" : "#9aa5b1", c.description);
+    text(left + barW + 10, y + 16,
+         llvm::formatv("{0:f1} tok/s{1}", c.tokensPerSecond,
+                       i == 0 ? std::string()
+                              : llvm::formatv(" (chosen: {0:f2}x)",
+                                              best.tokensPerSecond / std::max(1e-9, c.tokensPerSecond))
+                                    .str()),
+         " font-size=\"11\"");
   }
   os << "</svg>\n";
 }
