@@ -83,6 +83,21 @@ __device__ __forceinline__ unsigned long long wf_warp_max(unsigned long long v) 
   return v;
 }
 
+// The largest key of a block of THREADS threads, in thread 0 (every thread
+// of the block calls it once).
+template <int THREADS>
+__device__ __forceinline__ unsigned long long wf_block_max_in_first(unsigned long long v) {
+  __shared__ unsigned long long red[THREADS / 32];
+  v = wf_warp_max(v);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int q = 1; q < THREADS / 32; ++q)
+      v = wf_max64(v, red[q]);
+  return v;
+}
+
 // Token order as one integer: a larger logit first, the lower index among
 // equal logits (as weft.argmax and weft.sample break ties); NaN last.
 __device__ __forceinline__ unsigned long long wf_key(float v, int index) {

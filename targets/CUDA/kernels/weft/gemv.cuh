@@ -377,20 +377,13 @@ __device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E
 template <class C, class... Ids>
 __device__ __forceinline__ void argmaxCandidates(
     const unsigned long long *__restrict__ candidates, Ids *__restrict__... ids) {
-  __shared__ unsigned long long red[C::THREADS / 32];
   const int t = blockIdx.x;
   unsigned long long best = 0ull;
   for (int i = threadIdx.x; i < C::BLOCKS; i += C::THREADS)
     best = wf_max64(best, candidates[(size_t)i * C::T + t]);
-  best = wf_warp_max(best);
-  if ((threadIdx.x & 31) == 0)
-    red[threadIdx.x >> 5] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int q = 1; q < C::THREADS / 32; ++q)
-      best = wf_max64(best, red[q]);
+  best = wf_block_max_in_first<C::THREADS>(best);
+  if (threadIdx.x == 0)
     ((ids[t] = wf_key_index(best)), ...);
-  }
 }
 
 } // namespace weft::kernels

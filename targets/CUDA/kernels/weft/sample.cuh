@@ -204,21 +204,14 @@ __device__ float wf_mass_from(wf_sample_shared<C> &sm, bool inShared, const floa
 template <class C, class... Ids>
 __device__ __forceinline__ void argmaxRows(const float *__restrict__ logits,
                                            Ids *__restrict__... ids) {
-  __shared__ unsigned long long red[C::THREADS / 32];
   const int t = blockIdx.x;
   const float *row = logits + (size_t)t * C::V;
   unsigned long long best = 0ull;
   for (int j = threadIdx.x; j < C::V; j += C::THREADS)
     best = wf_max64(best, wf_key(row[j], j));
-  best = wf_warp_max(best);
-  if ((threadIdx.x & 31) == 0)
-    red[threadIdx.x >> 5] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int q = 1; q < C::THREADS / 32; ++q)
-      best = wf_max64(best, red[q]);
+  best = wf_block_max_in_first<C::THREADS>(best);
+  if (threadIdx.x == 0)
     ((ids[t] = wf_key_index(best)), ...);
-  }
 }
 
 template <class C, class... Ids>
