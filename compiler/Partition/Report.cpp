@@ -29,6 +29,15 @@ std::string throughputText(const Candidate &c, const PartitionOptions &o) {
                        c.tokensPerSecond, c.tokensPerSecond / double(o.batch));
 }
 
+// The sequences one stage runs per step: a micro-batch of the batch, or
+// the whole batch; and its label ("mb=16" or "b=32").
+int64_t stepBatch(const Candidate &c, const PartitionOptions &o) {
+  return c.microBatches > 1 ? (o.batch + c.microBatches - 1) / c.microBatches : o.batch;
+}
+std::string stepBatchLabel(const Candidate &c, const PartitionOptions &o) {
+  return (c.microBatches > 1 ? "mb=" : "b=") + std::to_string(stepBatch(c, o));
+}
+
 } // namespace
 
 void printPartitionReport(const PartitionResult &r, const target::Topology &t,
@@ -68,11 +77,8 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
   }
 
   os << "\n";
-  // Each stage runs micro-batches of batch / microBatches sequences.
-  const int64_t perStep = best.microBatches > 1
-                              ? (o.batch + best.microBatches - 1) / best.microBatches
-                              : o.batch;
-  const std::string stepLabel = (best.microBatches > 1 ? "mb=" : "b=") + std::to_string(perStep);
+  const int64_t perStep = stepBatch(best, o);
+  const std::string stepLabel = stepBatchLabel(best, o);
   const char *srow = "{0,-6} {1,-24} {2,8} {3,14} {4,14} {5,14} {6,14}\n";
   os << llvm::formatv(srow, "stage", "devices", "layers", "ms/step b=1",
                       "ms/step " + stepLabel, "link ms b=1", "link ms " + stepLabel);
@@ -113,10 +119,8 @@ void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
                                "#5c6f7b", "#8ab17d", "#e76f51", "#3d5a80"};
   const int width = 960, barH = 24, left = 190, labelRoom = 230;
   const double barW = double(width - left - labelRoom);
-  const int64_t perStep = best.microBatches > 1
-                              ? (o.batch + best.microBatches - 1) / best.microBatches
-                              : o.batch;
-  const std::string stepLabel = (best.microBatches > 1 ? "mb=" : "b=") + std::to_string(perStep);
+  const int64_t perStep = stepBatch(best, o);
+  const std::string stepLabel = stepBatchLabel(best, o);
   size_t nDev = best.memory.size();
   std::vector<const Candidate *> compared = {&best};
   if (r.memoryProportional && r.memoryProportional->fits)

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include <sys/stat.h>
 
 namespace weft::engine {
 
@@ -284,29 +283,6 @@ bool planSamples(const plan::fb::Plan &plan) {
     if (k->region_kind() && k->region_kind()->str().find("sample") != std::string::npos)
       return true;
   return false;
-}
-
-Status checkWeightsSource(const plan::fb::Plan &plan, const EngineOptions &options) {
-  if (options.randomWeights)
-    return Status::ok();
-  if (options.weightsDir.empty())
-    return invalidArgument("no weights: give a checkpoint directory (--weights DIR) or "
-                           "--random-weights");
-  const auto *files = plan.manifest()->files();
-  if (!files || files->size() == 0)
-    return failedPrecondition("the plan was compiled from a built-in model without a "
-                              "checkpoint: use --random-weights");
-  struct stat st {};
-  if (::stat(options.weightsDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return notFound(options.weightsDir + ": not a directory (the checkpoint the plan was "
-                                         "compiled from)");
-  for (const plan::fb::SourceFile *f : *files) {
-    std::string path = options.weightsDir + "/" + f->file()->str();
-    if (::stat(path.c_str(), &st) != 0)
-      return notFound(path + ": missing (the plan's weights are in " + f->file()->str() +
-                      ")");
-  }
-  return Status::ok();
 }
 
 bool Engine::samples() const { return planSamples(*impl_->p); }

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/stat.h>
+
 namespace weft::engine {
 
 namespace fb = ::weft::plan::fb;
@@ -183,6 +185,29 @@ private:
 
 } // namespace
 
+Status checkWeightsSource(const fb::Plan &plan, const EngineOptions &options) {
+  if (options.randomWeights)
+    return Status::ok();
+  if (options.weightsDir.empty())
+    return invalidArgument("no weights: give a checkpoint directory (--weights DIR) or "
+                           "--random-weights");
+  const auto *files = plan.manifest()->files();
+  if (!files || files->size() == 0)
+    return failedPrecondition("the plan was compiled from a built-in model without a "
+                              "checkpoint: use --random-weights");
+  struct stat st {};
+  if (::stat(options.weightsDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return notFound(options.weightsDir + ": not a directory (the checkpoint the plan was "
+                                         "compiled from)");
+  for (const fb::SourceFile *f : *files) {
+    std::string path = options.weightsDir + "/" + f->file()->str();
+    if (::stat(path.c_str(), &st) != 0)
+      return notFound(path + ": missing (the plan's weights are in " + f->file()->str() +
+                      ")");
+  }
+  return Status::ok();
+}
+
 Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet &devices,
                    const Progress &progress) {
   RandomPools randomPools(devices);
@@ -199,9 +224,8 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
   // Source files, checked against the headers the plan was compiled for.
   std::vector<io::SafetensorsHeader> headers;
   std::vector<io::MappedFile> maps;
+  WEFT_RETURN_IF_ERROR(checkWeightsSource(plan, options));
   if (!options.randomWeights) {
-    if (options.weightsDir.empty())
-      return invalidArgument("no weights: give a checkpoint directory or --random-weights");
     for (const fb::SourceFile *f : *m->files()) {
       std::string path = options.weightsDir + "/" + f->file()->str();
       StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(path);
@@ -220,9 +244,6 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
       headers.push_back(std::move(h.value()));
       maps.push_back(std::move(map.value()));
     }
-    if (m->files()->size() == 0)
-      return failedPrecondition("the plan was compiled from a built-in model without a "
-                                "checkpoint: use --random-weights");
   }
 
   StagingRing staging;
