@@ -1,6 +1,6 @@
 # ctest install-runtime: the runtime component installs into an empty prefix
-# and runs from there (weft-run --help, weft-inspect on a plan), holds no
-# compiler, and packs into weft-runtime_<version>_<arch>.deb.
+# and runs from there (weft-run and weft-detect --help, weft-inspect on a
+# plan), holds no compiler, and packs into weft-runtime_<version>_<arch>.deb.
 #   cmake -DBUILD=dir -DPREFIX=dir -DPLAN=file.weft -P TestRuntimeInstall.cmake
 file(REMOVE_RECURSE "${PREFIX}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --component runtime
@@ -9,7 +9,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --component runtim
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install --component runtime failed (${rc})")
 endif()
-foreach(f bin/weft-run bin/weft-serve bin/weft-inspect include/weft/weft.h
+foreach(f bin/weft-run bin/weft-serve bin/weft-detect bin/weft-inspect include/weft/weft.h
           lib/pkgconfig/weft.pc lib/cmake/Weft/WeftConfig.cmake)
   if(NOT EXISTS "${PREFIX}/${f}")
     message(FATAL_ERROR "the runtime install lacks ${f}")
@@ -22,6 +22,11 @@ execute_process(COMMAND "${PREFIX}/bin/weft-run" --help
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "usage: weft-run PLAN")
   message(FATAL_ERROR "installed weft-run --help failed (${rc}): ${out}")
+endif()
+execute_process(COMMAND "${PREFIX}/bin/weft-detect" --help
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "usage: weft-detect")
+  message(FATAL_ERROR "installed weft-detect --help failed (${rc}): ${out}")
 endif()
 execute_process(COMMAND "${PREFIX}/bin/weft-inspect" "${PLAN}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out)

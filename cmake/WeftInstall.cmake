@@ -1,6 +1,6 @@
 # Installation and packaging. Two components:
 #   runtime   what an edge box needs to run plans: weft-run, weft-serve,
-#             weft-inspect, weft-bench, weft-tokenize, weft-chat-template,
+#             weft-detect, weft-inspect, weft-bench, weft-tokenize, weft-chat-template,
 #             libweft.so, its C header, a pkg-config file and a CMake package
 #   compiler  weft-compile, weft-opt, weft-emit-cuda (needs LLVM/MLIR 19)
 #   cmake --install build --component runtime --prefix /opt/weft
@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 # Installed binaries find libweft and each other's libraries beside them.
 set(CMAKE_INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 
-set(_weft_runtime_tools weft-run weft-serve weft-inspect weft-bench weft-tokenize
+set(_weft_runtime_tools weft-run weft-serve weft-detect weft-inspect weft-bench weft-tokenize
     weft-chat-template)
 foreach(tool IN LISTS _weft_runtime_tools)
   if(TARGET ${tool})

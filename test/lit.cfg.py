@@ -8,7 +8,7 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.weft_obj_root, "test")
-config.excludes = ["fixtures", "unit", "fuzz", "gpu", "Inputs",
+config.excludes = ["fixtures", "unit", "fuzz", "gpu", "Inputs", "detect",
                    "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 
 # Weft's tools first, then LLVM's FileCheck, not and count.
@@ -19,6 +19,9 @@ config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, 
 # One kernel cache for the whole suite, so plans share compiled kernels.
 config.substitutions.append(("%kernel_cache", os.path.join(config.weft_obj_root, "test", "kernel-cache")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# weft-detect against a fake NVML and the machines it describes.
+config.substitutions.append(("%fake_nvml", config.fake_nvml))
+config.substitutions.append(("%nvml_boxes", os.path.join(config.test_source_root, "detect", "boxes")))
 
 # Machines without an NVIDIA driver (CI): tests of what a user sees there.
 if not os.path.exists("/dev/nvidiactl"):

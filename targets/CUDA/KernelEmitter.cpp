@@ -832,7 +832,7 @@ EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
         "logits).\n"
      << "#include \"weft/sample.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << p.tokens << ", V = " << p.nw << ", THREADS = 256;\n"
+     << "  static constexpr int V = " << p.nw << ", THREADS = 256;\n"
      << "};\n";
   std::vector<ParamBinding> params = {logitsBinding(p)};
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
@@ -841,7 +841,7 @@ EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
   os << ") {\n  weft::kernels::argmaxRows<Config>(logits, " << idArgs(p) << ");\n}\n";
   os.flush();
   return kernelStep(finishKernel(region,
-                                 "weft_argmax_rows_t" + std::to_string(p.tokens) + "_v" +
+                                 "weft_argmax_rows_v" +
                                      std::to_string(p.nw),
                                  std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
                                  std::move(params)));
@@ -855,7 +855,7 @@ EmittedStep emitSample(FusionOp region, const Projection &p) {
         "per token.\n"
      << "#include \"weft/sample.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << p.tokens << ", V = " << p.nw << ";\n"
+     << "  static constexpr int V = " << p.nw << ";\n"
      << "  static constexpr int THREADS = 1024, WARPS = THREADS / 32;\n"
      << "  static constexpr int CAP = 2048;     // candidates kept in shared memory\n"
      << "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address atomics)\n"
@@ -877,7 +877,7 @@ EmittedStep emitSample(FusionOp region, const Projection &p) {
      << idArgs(p) << ");\n}\n";
   os.flush();
   return kernelStep(finishKernel(region,
-                                 "weft_sample_t" + std::to_string(p.tokens) + "_v" +
+                                 "weft_sample_v" +
                                      std::to_string(p.nw),
                                  std::move(src), {int(p.tokens), 1, 1}, {1024, 1, 1},
                                  std::move(params)));
@@ -896,7 +896,7 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
   os << "// RMSNorm of each token row (one block per token), rounded as Hugging Face does.\n"
      << "#include \"weft/rms_norm.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << p.tokens << ", K = " << p.k << ", VEC = " << vec
+     << "  static constexpr int K = " << p.k << ", VEC = " << vec
      << ", THREADS = 256;\n"
      << "  static constexpr float EPS = " << floatLiteral(p.eps) << ";\n"
      << "  using x_t = " << cudaType(p.xType) << ";\n"
@@ -914,7 +914,7 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
         "}\n";
   os.flush();
   return kernelStep(finishKernel(region,
-                                 "weft_rms_norm_t" + std::to_string(p.tokens) + "_k" +
+                                 "weft_rms_norm_k" +
                                      std::to_string(p.k),
                                  std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
                                  std::move(params)));
@@ -998,7 +998,7 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
   os << "// silu(gate) * up over a projection's output.\n"
      << "#include \"weft/swiglu.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << p.tokens << ", NW = " << p.nw << ", I = " << p.width
+     << "  static constexpr int NW = " << p.nw << ", I = " << p.width
      << ", GATE = " << p.gateOffset << ", UP = " << p.upOffset << ", VEC = " << vec
      << ", THREADS = " << threads << ";\n"
      << "  using lin_t = " << cudaType(p.linType) << ";\n"
@@ -1017,7 +1017,7 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
   os << ") {\n  weft::kernels::swigluRows<Config>(y, " << llvm::join(outs, ", ") << ");\n}\n";
   os.flush();
   return kernelStep(finishKernel(region,
-                                 "weft_swiglu_t" + std::to_string(p.tokens) + "_i" +
+                                 "weft_swiglu_i" +
                                      std::to_string(p.width),
                                  std::move(src),
                                  {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
@@ -1131,7 +1131,7 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
         "give zeros).\n"
      << "#include \"weft/embedding.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << tokens << ", H = " << hidden << ", V = " << vocab
+     << "  static constexpr int H = " << hidden << ", V = " << vocab
      << ", VEC = " << vec << ", THREADS = " << threads << ";\n"
      << "  using table_t = " << cudaType(*tableType) << ";\n"
      << "  using out_t = " << cudaType(*outType) << ";\n"
@@ -1153,7 +1153,7 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
   os.flush();
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(finishKernel(
-      region, "weft_embedding_t" + std::to_string(tokens) + "_h" + std::to_string(hidden),
+      region, "weft_embedding_h" + std::to_string(hidden),
       std::move(src), {int(ceilDiv(perRow, threads)), int(tokens), 1}, {threads, 1, 1},
       std::move(params))));
   return steps;
@@ -1351,7 +1351,7 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
         "the paged KV cache.\n"
      << "#include \"weft/rope_kv_write.cuh\"\n\n"
      << "struct Config {\n"
-     << "  static constexpr int T = " << tokens << ", D = " << headDim
+     << "  static constexpr int D = " << headDim
      << ", HALF = D / 2, HEADS_PER_BLOCK = " << headsPerBlock << ", HEADS = " << totalHeads
      << ";\n"
      << "  static constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
@@ -1452,7 +1452,7 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(finishKernel(
       region,
-      "weft_rope_kv_write_t" + std::to_string(tokens) + "_h" + std::to_string(totalHeads) +
+      "weft_rope_kv_write_h" + std::to_string(totalHeads) +
           "_d" + std::to_string(headDim),
       std::move(src), {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1},
       {int(threads), 1, 1}, std::move(params))));

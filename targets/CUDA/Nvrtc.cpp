@@ -15,10 +15,12 @@
 
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #ifndef WEFT_CUDA_INCLUDE_DIR
@@ -337,7 +339,8 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
 
 llvm::Expected<std::vector<CompiledKernel>>
 compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
-               KernelCache *cache, unsigned threads) {
+               KernelCache *cache, unsigned threads, const CompileProgress &progress,
+               size_t *distinct) {
   // One compilation per distinct source.
   std::vector<size_t> uniqueOf(kernels.size());
   std::vector<size_t> unique; // indices into `kernels`
@@ -351,16 +354,34 @@ compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
     uniqueOf[i] = it->second;
   }
 
+  if (distinct)
+    *distinct = unique.size();
+  // Longest first: source length is a fair proxy for compile time (the
+  // attention kernels and the sampler are the long ones).
+  std::vector<size_t> order(unique.size());
+  for (size_t u = 0; u < order.size(); ++u)
+    order[u] = u;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return kernels[unique[x]].source.size() > kernels[unique[y]].source.size();
+  });
+
   std::vector<std::optional<CompiledKernel>> results(unique.size());
   std::vector<std::string> errors(unique.size());
   std::atomic<size_t> next{0};
+  std::mutex progressMutex;
+  size_t finished = 0;
   auto work = [&] {
-    for (size_t u = next++; u < unique.size(); u = next++) {
+    for (size_t n = next++; n < order.size(); n = next++) {
+      size_t u = order[n];
       llvm::Expected<CompiledKernel> k = compileKernel(kernels[unique[u]], arch, cache);
       if (k)
         results[u] = std::move(*k);
       else
         errors[u] = llvm::toString(k.takeError());
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progressMutex);
+        progress(++finished, order.size());
+      }
     }
   };
   if (threads == 0)

@@ -9,6 +9,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,13 +70,21 @@ uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch);
 llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::StringRef arch,
                                              KernelCache *cache);
 
+// Called after each distinct source is compiled (or found in the cache),
+// from the compiling thread, one call at a time: done of total distinct
+// sources.
+using CompileProgress = std::function<void(size_t done, size_t total)>;
+
 // Compiles a list: kernels with identical sources are compiled once, the
 // rest in parallel on up to `threads` threads (0: the hardware's
-// concurrency). Results are in input order; on failure, the error of the
-// first failing kernel in that order.
+// concurrency), longest sources first so that no long compile is left to
+// run alone at the end. Results are in input order; on failure, the error
+// of the first failing kernel in that order. `distinct`, when given,
+// receives the number of distinct sources.
 llvm::Expected<std::vector<CompiledKernel>>
 compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
-               KernelCache *cache, unsigned threads = 0);
+               KernelCache *cache, unsigned threads = 0, const CompileProgress &progress = {},
+               size_t *distinct = nullptr);
 
 } // namespace weft::cuda
 

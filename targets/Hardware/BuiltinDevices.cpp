@@ -157,15 +157,158 @@ DeviceProfile makeH200() {
   return d;
 }
 
+// The parts below are described by one call each; the sources say where
+// every figure comes from. Rates are dense, tensor rates with FP32
+// accumulation (GeForce parts run that at half their FP16-accumulate rate).
+// Memory is the nominal size in MiB; weft-detect replaces it with what the
+// driver reports on the box (ECC, carve-outs).
+//   [GA102] / [AD102] as above (their appendix tables list each GeForce
+//           part); [GA104] NVIDIA RTX A4000 datasheet; [A5000] / [A6000]
+//           their datasheets; [L4] / [L40S] their datasheets; [H100P] the
+//           H100 datasheet's PCIe column; [ORIN] Jetson AGX Orin series
+//           datasheet (64GB module).
+// "derived" = SMs x the chip family's per-SM rate x boost clock, for rates a
+// datasheet does not state.
+struct Figures {
+  const char *name, *description;
+  int cc;
+  uint64_t memoryMiB;
+  double bandwidthGBps, fp16T, fp8T, int8T, fp32T;
+  int sms;
+  uint64_t l2MiB;
+  double nvlinkGBps = 0; // per direction, to the one bridged peer
+  int nvlinkGroup = 0;
+  uint64_t reserveMiB = 0; // 0: the default context reserve
+};
+
+DeviceProfile fromFigures(const Figures &f) {
+  DeviceProfile d;
+  d.name = f.name;
+  d.description = f.description;
+  d.computeCapability = f.cc;
+  d.memoryBytes = f.memoryMiB * MiB;
+  d.memoryBandwidth = f.bandwidthGBps * 1e9;
+  d.fp16TensorFlops = f.fp16T * 1e12;
+  d.bf16TensorFlops = f.fp16T * 1e12; // the same path on Ampere, Ada and Hopper
+  d.fp8TensorFlops = f.fp8T * 1e12;
+  d.int8TensorOps = f.int8T * 1e12;
+  d.fp32Flops = f.fp32T * 1e12;
+  d.smCount = f.sms;
+  d.l2Bytes = f.l2MiB * MiB;
+  d.contextReserveBytes = f.reserveMiB ? f.reserveMiB * MiB : kDefaultContextReserve;
+  d.nvlinkBandwidth = f.nvlinkGBps * 1e9;
+  d.nvlinkGroupSize = f.nvlinkGroup;
+  return d;
+}
+
+// GeForce RTX 3080 10GB (GA102, 68 SMs): [GA102] 760 GB/s, 59.5 T FP16, 238
+// T INT8, 29.8 T FP32, 5 MB L2. The 12 GB variant is another part.
+DeviceProfile makeRtx3080() {
+  return fromFigures({"rtx3080", "NVIDIA GeForce RTX 3080 10GB (GA102)", 86, 10240, 760, 59.5,
+                      0, 238, 29.8, 68, 5});
+}
+// GeForce RTX 3080 Ti (GA102, 80 SMs, 1.665 GHz boost): 19 Gbps x 384 bit =
+// 912 GB/s, 34.1 T FP32 [GA102 family spec]; tensor rates derived.
+DeviceProfile makeRtx3080Ti() {
+  return fromFigures({"rtx3080ti", "NVIDIA GeForce RTX 3080 Ti (GA102)", 86, 12288, 912, 68.2,
+                      0, 272.8, 34.1, 80, 6});
+}
+// GeForce RTX 4060 Ti 16GB (AD106, 34 SMs, 2.535 GHz): 18 Gbps x 128 bit =
+// 288 GB/s, 22.1 T FP32, 32 MB L2; tensor rates derived from [AD102]'s per-SM
+// rates.
+DeviceProfile makeRtx4060Ti16() {
+  return fromFigures({"rtx4060ti-16g", "NVIDIA GeForce RTX 4060 Ti 16GB (AD106)", 89, 16384, 288,
+                      44.1, 88.3, 176.5, 22.1, 34, 32});
+}
+// GeForce RTX 4070 Ti SUPER (AD103, 66 SMs, 2.61 GHz): 21 Gbps x 256 bit =
+// 672 GB/s, 44.1 T FP32, 48 MB L2; tensor rates derived.
+DeviceProfile makeRtx4070TiSuper() {
+  return fromFigures({"rtx4070ti-super", "NVIDIA GeForce RTX 4070 Ti SUPER (AD103)", 89, 16384,
+                      672, 88.2, 176.4, 352.8, 44.1, 66, 48});
+}
+// GeForce RTX 4080 (AD103, 76 SMs): [AD102] appendix: 716.8 GB/s, 97.5 T
+// FP16, 194.9 T FP8, 389.9 T INT8, 48.7 T FP32, 64 MB L2.
+DeviceProfile makeRtx4080() {
+  return fromFigures({"rtx4080", "NVIDIA GeForce RTX 4080 (AD103)", 89, 16384, 716.8, 97.5,
+                      194.9, 389.9, 48.7, 76, 64});
+}
+// RTX A4000 (GA104, 48 SMs): [GA104] 448 GB/s, 153.4 T tensor with sparsity
+// (76.7 dense), 19.2 T FP32, 4 MB L2; INT8 derived (twice FP16). No NVLink.
+DeviceProfile makeRtxA4000() {
+  return fromFigures({"rtx-a4000", "NVIDIA RTX A4000 (GA104)", 86, 16384, 448, 76.7, 0, 153.4,
+                      19.2, 48, 4});
+}
+// RTX A5000 (GA102, 64 SMs): [A5000] 768 GB/s, 222.2 T tensor with sparsity
+// (111.1 dense), 27.8 T FP32; NVLink bridge 112.5 GB/s both ways.
+DeviceProfile makeRtxA5000() {
+  return fromFigures({"rtx-a5000", "NVIDIA RTX A5000 (GA102)", 86, 24576, 768, 111.1, 0, 222.2,
+                      27.8, 64, 6, 56.25, 2});
+}
+// RTX A6000 (GA102, 84 SMs): [A6000] 768 GB/s, 309.7 T tensor with sparsity
+// (154.8 dense), 38.7 T FP32; NVLink bridge 112.5 GB/s both ways.
+DeviceProfile makeRtxA6000() {
+  return fromFigures({"rtx-a6000", "NVIDIA RTX A6000 (GA102)", 86, 49152, 768, 154.8, 0, 309.7,
+                      38.7, 84, 6, 56.25, 2});
+}
+// L4 (AD104, 58 SMs): [L4] 300 GB/s, FP16 242 / FP8 485 / INT8 485 with
+// sparsity (half dense), 30.3 T FP32, 48 MB L2.
+DeviceProfile makeL4() {
+  return fromFigures({"l4", "NVIDIA L4 (AD104)", 89, 24576, 300, 121, 242.5, 242.5, 30.3, 58,
+                      48});
+}
+// L40S (AD102, 142 SMs): [L40S] 864 GB/s, FP16 362.05 / FP8 733 / INT8 733
+// dense, 91.6 T FP32, 96 MB L2. No NVLink.
+DeviceProfile makeL40S() {
+  return fromFigures({"l40s", "NVIDIA L40S (AD102)", 89, 49152, 864, 362.05, 733, 733, 91.6,
+                      142, 96});
+}
+// A100 40GB SXM4 (GA100): [GA100] 1,555 GB/s, otherwise the 80 GB part's
+// figures; HGX boards of 8 through NVSwitch.
+DeviceProfile makeA100_40() {
+  return fromFigures({"a100-40g", "NVIDIA A100 40GB SXM4 (GA100)", 80, 40960, 1555, 312, 0, 624,
+                      19.5, 108, 40, 300, 8});
+}
+// H100 PCIe (GH100, 114 SMs): [H100P] 2 TB/s, FP16 756.5 / FP8 1,513 / INT8
+// 1,513 dense, 51.2 T FP32, 50 MB L2; NVLink bridge 600 GB/s both ways.
+DeviceProfile makeH100Pcie() {
+  return fromFigures({"h100-pcie", "NVIDIA H100 80GB PCIe (GH100)", 90, 81920, 2000, 756.5,
+                      1513, 1513, 51.2, 114, 50, 300, 2});
+}
+// Jetson AGX Orin 64GB (GA10B, 16 SMs at 1.3 GHz): [ORIN] 204.8 GB/s
+// LPDDR5, 170 sparse INT8 TOPS (85 dense), 5.3 T FP32; FP16 tensor derived
+// (half INT8), 4 MB L2. Unified memory: the GPU shares the 64 GB with the
+// CPU and the OS, so the reserve keeps 8 GiB for them (an estimate; raise it
+// with context_reserve when the box runs more).
+DeviceProfile makeJetsonAgxOrin() {
+  return fromFigures({"jetson-agx-orin-64g", "NVIDIA Jetson AGX Orin 64GB (GA10B, unified memory)",
+                      87, 65536, 204.8, 42.5, 0, 85, 5.3, 16, 4, 0, 0, 8192});
+}
+
 struct Entry {
   const char *name;
   DeviceProfile (*make)();
 };
 
 const Entry kBuiltins[] = {
-    {"rtx3060-12g", makeRtx3060}, {"rtx3090", makeRtx3090},
-    {"rtx4090", makeRtx4090},     {"a100-80g", makeA100},
-    {"h100-sxm", makeH100},       {"h200", makeH200},
+    {"rtx3060-12g", makeRtx3060},
+    {"rtx3080", makeRtx3080},
+    {"rtx3080ti", makeRtx3080Ti},
+    {"rtx3090", makeRtx3090},
+    {"rtx4060ti-16g", makeRtx4060Ti16},
+    {"rtx4070ti-super", makeRtx4070TiSuper},
+    {"rtx4080", makeRtx4080},
+    {"rtx4090", makeRtx4090},
+    {"rtx-a4000", makeRtxA4000},
+    {"rtx-a5000", makeRtxA5000},
+    {"rtx-a6000", makeRtxA6000},
+    {"l4", makeL4},
+    {"l40s", makeL40S},
+    {"a100-40g", makeA100_40},
+    {"a100-80g", makeA100},
+    {"h100-pcie", makeH100Pcie},
+    {"h100-sxm", makeH100},
+    {"h200", makeH200},
+    {"jetson-agx-orin-64g", makeJetsonAgxOrin},
 };
 
 struct Alias {

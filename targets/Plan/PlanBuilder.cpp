@@ -25,6 +25,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <array>
 #include <map>
 
 using namespace mlir;
@@ -656,15 +657,20 @@ public:
     }
   }
 
+  // One plan kernel per (name, launch geometry). A kernel whose code does
+  // not depend on the token count (one block per token row) has the same
+  // source, name and binary in every bucket but its own grid there, so each
+  // bucket gets an entry with its geometry and the binary is compiled once.
   int kernelIndex(cuda::EmittedKernel kernel, int device) {
     std::string arch = archOf(device);
-    auto it = kernelByName.find(kernel.name);
-    if (it != kernelByName.end()) {
+    KernelKey key{kernel.name, kernel.grid, kernel.block, kernel.sharedBytes};
+    auto it = kernelByKey.find(key);
+    if (it != kernelByKey.end()) {
       kernelArchs[size_t(it->second)].insert(arch);
       return it->second;
     }
     int index = int(kernels.size());
-    kernelByName[kernel.name] = index;
+    kernelByKey[key] = index;
     kernels.push_back(std::move(kernel));
     kernelArchs.push_back({arch});
     return index;
@@ -750,7 +756,8 @@ public:
   std::vector<cuda::EmittedKernel> kernels;
   std::vector<std::optional<std::vector<KernelParamRec>>> kernelParams; // per kernel
   std::vector<std::set<std::string>> kernelArchs;
-  std::map<std::string, int> kernelByName;
+  using KernelKey = std::tuple<std::string, std::array<int, 3>, std::array<int, 3>, int>;
+  std::map<KernelKey, int> kernelByKey;
   std::vector<WeightRec> weights;
   std::map<std::string, int> weightByKey;
 };
@@ -1009,26 +1016,27 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   for (size_t k = 0; k < lowering.kernels.size(); ++k)
     for (const std::string &arch : lowering.kernelArchs[k])
       byArch[arch].push_back(k);
-  size_t total = 0, done = 0, cached = 0;
+  size_t total = 0, cached = 0, distinctSources = 0;
   for (const auto &[arch, ids] : byArch)
     total += ids.size();
   for (const auto &[arch, ids] : byArch) {
-    if (options.progress)
-      options.progress("compiling kernels for " + arch, done, total);
     std::vector<cuda::EmittedKernel> batch;
     for (size_t k : ids)
       batch.push_back(lowering.kernels[k]);
+    std::string phase = "compiling kernels for " + arch;
+    cuda::CompileProgress progress;
+    if (options.progress)
+      progress = [&](size_t done, size_t of) { options.progress(phase, done, of); };
+    size_t distinct = 0;
     llvm::Expected<std::vector<cuda::CompiledKernel>> compiled =
-        cuda::compileKernels(batch, arch, options.kernelCache);
+        cuda::compileKernels(batch, arch, options.kernelCache, 0, progress, &distinct);
     if (!compiled)
       return compiled.takeError();
+    distinctSources += distinct;
     for (size_t i = 0; i < ids.size(); ++i) {
       cached += (*compiled)[i].fromCache;
       binaries[ids[i]].push_back(std::move((*compiled)[i]));
     }
-    done += ids.size();
-    if (options.progress)
-      options.progress("compiling kernels for " + arch, done, total);
   }
 
   llvm::Expected<SourceFiles> sources = describeSources(source);
@@ -1263,6 +1271,7 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     stats->kernels = lowering.kernels.size();
     stats->binaries = total;
     stats->cachedBinaries = cached;
+    stats->compiledSources = distinctSources;
     stats->steps = stepCount;
     stats->peakArenaBytes = peak;
   }

@@ -40,9 +40,10 @@ struct PlanBuildOptions {
 
 // Summary figures of a built plan, for reports and tests.
 struct PlanStats {
-  size_t kernels = 0;        // unique kernels
+  size_t kernels = 0;        // plan kernels (a binary and its launch geometry)
   size_t binaries = 0;       // kernels x architectures
   size_t cachedBinaries = 0; // served by the kernel cache
+  size_t compiledSources = 0; // distinct (source, architecture) pairs compiled or cached
   size_t steps = 0;
   std::vector<uint64_t> peakArenaBytes; // per device, over all buckets
   // The checkpoint's tokenizer.json, as the runtime will read it: "" (none),

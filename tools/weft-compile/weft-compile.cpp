@@ -9,6 +9,7 @@
 #include "compiler/Transforms/Passes.h"
 #include "targets/CUDA/Nvrtc.h"
 #include "targets/Plan/PlanBuilder.h"
+#include "runtime/base/Progress.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -358,17 +359,9 @@ int main(int argc, char **argv) {
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");
     planOptions.maxGemvTokens = maxGemvTokens;
-    bool tty = llvm::errs().is_displayed();
-    std::string lastPhase;
+    weft::Progress progress = weft::Progress::forStderr("weft-compile: ");
     planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
-      if (tty) {
-        llvm::errs() << "\r" << phase << " [" << done << "/" << total << "]   ";
-        if (done == total)
-          llvm::errs() << "\n";
-      } else if (phase != lastPhase) {
-        llvm::errs() << "weft-compile: " << phase << " (" << total << ")\n";
-        lastPhase = phase.str();
-      }
+      progress.update(phase.str(), done, total);
     };
     weft::plan::PlanStats stats;
     mlir::OwningOpRef<mlir::ModuleOp> planIR;
@@ -397,10 +390,10 @@ int main(int argc, char **argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     llvm::outs() << importSummary;
     llvm::outs() << llvm::formatv(
-        "plan         {0}: {1}, {2} kernels, {3} binaries ({4} from the kernel cache), "
-        "{5} steps\n",
+        "plan         {0}: {1}, {2} kernels, {3} binaries from {4} distinct sources ({5} "
+        "from the kernel cache), {6} steps\n",
         outputFile, weft::formatBytes(double(plan->size())), stats.kernels, stats.binaries,
-        stats.cachedBinaries, stats.steps);
+        stats.compiledSources, stats.cachedBinaries, stats.steps);
     {
       // The buckets, so the batch sizes a plan serves are never a surprise.
       std::vector<std::string> decode, prefill;

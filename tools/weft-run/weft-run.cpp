@@ -1,6 +1,7 @@
 // weft-run: loads a plan and its weights and generates tokens (greedily, or
 // sampled) for one prompt or a file of prompts run together through the
 // scheduler, printing the tokens and the speed.
+#include "runtime/base/Progress.h"
 #include "runtime/base/Text.h"
 #include "runtime/io/ReadFile.h"
 #include "runtime/engine/Generate.h"
@@ -432,10 +433,10 @@ int main(int argc, char **argv) {
   }
   if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
     return fail(s.message());
+  weft::Progress progress = weft::Progress::forStderr("weft-run: ");
   if (!quiet)
-    options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
-      int pct = total ? int(100 * done / total) : 100;
-      std::fprintf(stderr, "\r%s %3d%%%s", phase.c_str(), pct, done == total ? "\n" : "");
+    options.progress = [&](const std::string &phase, uint64_t done, uint64_t total) {
+      progress.update(phase, done, total);
     };
 
   // Only plans signed by a trusted key, when keys are given.

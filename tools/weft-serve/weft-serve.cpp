@@ -1,8 +1,9 @@
 // weft-serve: loads a plan and its weights and serves them over an
 // OpenAI-compatible HTTP API (see runtime/server), until SIGTERM or SIGINT,
 // which drain the requests in flight before exiting 0.
-#include "runtime/io/ReadFile.h"
+#include "runtime/base/Progress.h"
 #include "runtime/base/Text.h"
+#include "runtime/io/ReadFile.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/server/Server.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -358,10 +359,10 @@ int main(int argc, char **argv) {
       server.chatTemplate = &*chatTemplate;
     }
   }
+  weft::Progress progress = weft::Progress::forStderr("weft-serve: ");
   if (!quiet)
-    options.progress = [](const std::string &phase, uint64_t done, uint64_t total) {
-      int pct = total ? int(100 * done / total) : 100;
-      std::fprintf(stderr, "\r%s %3d%%%s", phase.c_str(), pct, done == total ? "\n" : "");
+    options.progress = [&](const std::string &phase, uint64_t done, uint64_t total) {
+      progress.update(phase, done, total);
     };
   weft::StatusOr<std::unique_ptr<weft::engine::Engine>> engine =
       weft::engine::Engine::create(std::move(plan.value()), options);

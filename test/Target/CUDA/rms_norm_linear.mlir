@@ -71,7 +71,7 @@ func.func @qkv_bias_f16(%x: tensor<2x64xf16>, %wn: tensor<64xf16>, %w: tensor<96
 }
 
 // PREFILL-LABEL: // @prefill region 0 "rms_norm_linear": 3 steps
-// PREFILL-NEXT: // step 0: kernel weft_rms_norm_t32_k64_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 0: kernel weft_rms_norm_k64_{{[0-9a-f]+}}
 // PREFILL-NEXT: //   grid (32, 1, 1) block (256, 1, 1) shared 0
 // PREFILL-NEXT: //   param 0 x: RegionInput 0
 // PREFILL-NEXT: //   param 1 norm_w: RegionInput 1

@@ -63,12 +63,12 @@ func.func @decode8(%x: tensor<8x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512
 }
 
 // PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 3 steps
-// PREFILL-NEXT: // step 0: kernel weft_rms_norm_t17_k128_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 0: kernel weft_rms_norm_k128_{{[0-9a-f]+}}
 // PREFILL: // step 1: gemm m 17 n 512 k 128 (bf16 x bf16 -> bf16)
 // PREFILL-NEXT: //   a normalized: Scratch 0 (4352 bytes)
 // PREFILL-NEXT: //   b w: RegionInput 2
 // PREFILL-NEXT: //   c projection: Scratch 1 (17408 bytes)
-// PREFILL-NEXT: // step 2: kernel weft_swiglu_t17_i256_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 2: kernel weft_swiglu_i256_{{[0-9a-f]+}}
 // PREFILL-NEXT: //   grid (1, 17, 1) block (32, 1, 1) shared 0
 // PREFILL-NEXT: //   param 0 projection: Scratch 1 (17408 bytes)
 // PREFILL-NEXT: //   param 1 out: RegionResult 0

@@ -38,12 +38,12 @@ func.func @decode(%x: tensor<2x256xbf16>, %wn: tensor<256xbf16>, %head: tensor<3
 }
 
 // PREFILL-LABEL: // @prefill region 0 "rms_norm_logits_argmax": 3 steps
-// PREFILL-NEXT: // step 0: kernel weft_rms_norm_t20_k256_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 0: kernel weft_rms_norm_k256_{{[0-9a-f]+}}
 // PREFILL: // step 1: gemm m 20 n 32000 k 256 (bf16 x bf16 -> f32)
 // PREFILL-NEXT: //   a normalized: Scratch 0 (10240 bytes)
 // PREFILL-NEXT: //   b w: RegionInput 2
 // PREFILL-NEXT: //   c logits: RegionResult 0
-// PREFILL-NEXT: // step 2: kernel weft_argmax_rows_t20_v32000_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 2: kernel weft_argmax_rows_v32000_{{[0-9a-f]+}}
 // PREFILL-NEXT: //   grid (20, 1, 1) block (256, 1, 1) shared 0
 // PREFILL-NEXT: //   param 0 logits: RegionResult 0
 // PREFILL-NEXT: //   param 1 ids: RegionResult 1

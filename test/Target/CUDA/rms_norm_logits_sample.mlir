@@ -8,7 +8,7 @@
 // CHECK-NEXT: //   grid (4752, 1, 1) block (256, 1, 1) shared 0
 // CHECK: //   param 3 logits: RegionResult 0
 // CHECK-NOT: candidates
-// CHECK: // step 1: kernel [[NAME:weft_sample_t1_v152064_[0-9a-f]+]]
+// CHECK: // step 1: kernel [[NAME:weft_sample_v152064_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (1, 1, 1) block (1024, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 logits: RegionResult 0
 // CHECK-NEXT: //   param 1 temperature: RegionInput 3
@@ -17,7 +17,7 @@
 // CHECK-NEXT: //   param 4 uniform: RegionInput 6
 // CHECK-NEXT: //   param 5 ids: RegionResult 1
 // CHECK: #include "weft/sample.cuh"
-// CHECK: static constexpr int T = 1, V = 152064;
+// CHECK: static constexpr int V = 152064;
 // CHECK: static constexpr int CAP = 2048;
 // CHECK: [[NAME]](const float *__restrict__ logits, const float *__restrict__ temperature, const int *__restrict__ top_k, const float *__restrict__ top_p, const float *__restrict__ uniform, int *__restrict__ ids) {
 // CHECK-NEXT: wf_grid_dependency_control();

@@ -3,7 +3,7 @@
 // RUN: weft-emit-cuda --block-tokens=32 --max-blocks-per-sequence=100 %s | FileCheck %s
 
 // CHECK-LABEL: // @rope region 0 "rope_kv_write": 1 step
-// CHECK-NEXT: // step 0: kernel [[NAME:weft_rope_kv_write_t2_h8_d16_[0-9a-f]+]]
+// CHECK-NEXT: // step 0: kernel [[NAME:weft_rope_kv_write_h8_d16_[0-9a-f]+]]
 // 8 heads (4 Q, 2 K, 2 V) of 8 rotation pairs, 16 heads a block.
 // CHECK-NEXT: //   grid (1, 2, 1) block (128, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 x0: RegionInput 0
@@ -16,7 +16,7 @@
 // CHECK-NEXT: //   param 7 block_tables: BlockTables
 // CHECK-NEXT: //   param 8 out0: RegionResult 0
 // CHECK: #include "weft/rope_kv_write.cuh"
-// CHECK: static constexpr int T = 2, D = 16, HALF = D / 2, HEADS_PER_BLOCK = 16, HEADS = 8;
+// CHECK: static constexpr int D = 16, HALF = D / 2, HEADS_PER_BLOCK = 16, HEADS = 8;
 // CHECK: static constexpr int KV_HEADS = 2, BLOCK_TOKENS = 32, MAX_BLOCKS = 100,
 // CHECK: __constant__ double wf_inv_freq0[Config::HALF] = {
 // CHECK-NEXT: 1.0, 0.19392274474868576, 0.037606030930863933, 0.0072926647372171093,

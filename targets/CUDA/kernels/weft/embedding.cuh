@@ -3,10 +3,12 @@
 // id outside the vocabulary gives a row of zeros.
 //
 // Config (every value a compile-time constant):
-//   T        tokens                  H        hidden size (row length)
-//   V        vocabulary (table rows) VEC      elements per vector access
+//   H        hidden size (row length) V        vocabulary (table rows)
+//   VEC      elements per vector access
 //   THREADS  threads per block       table_t, out_t  storage types
-// Grid: (ceil(H / VEC / THREADS), T); block: THREADS.
+// Grid: (ceil(H / VEC / THREADS), tokens); block: THREADS.
+// The token count is the grid's, not the Config's, so one binary serves
+// every bucket.
 #pragma once
 
 #include "weft/common.cuh"

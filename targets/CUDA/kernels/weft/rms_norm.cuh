@@ -1,9 +1,11 @@
 // RMSNorm of each token row, one block per token, rounded as Hugging Face
 // does: y = norm_w * round_x(x / rms(x)), with rms over the f32 squares.
 //
-// Config: T tokens, K row length, VEC elements per vector access, THREADS
+// Config: K row length, VEC elements per vector access, THREADS
 // per block, EPS; x_t, norm_t, y_t storage types.
-// Grid: (T); block: THREADS.
+// Grid: (tokens); block: THREADS.
+// The token count is the grid's, not the Config's, so one binary serves
+// every bucket.
 #pragma once
 
 #include "weft/common.cuh"

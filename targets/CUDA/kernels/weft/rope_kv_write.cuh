@@ -7,10 +7,12 @@
 // its group with these helpers; the rope frequencies are the compiler's,
 // in double, as a __constant__ table per distinct rope.
 //
-// Config: T tokens, D head_dim, HALF = D / 2, HEADS_PER_BLOCK, HEADS of all
+// Config: D head_dim, HALF = D / 2, HEADS_PER_BLOCK, HEADS of all
 // groups, THREADS = HEADS_PER_BLOCK * HALF; with a cache also KV_HEADS,
 // BLOCK_TOKENS, MAX_BLOCKS (block-table row length), MAX_SEQUENCES, cache_t.
-// Grid: (ceil(HEADS / HEADS_PER_BLOCK), T); block: THREADS.
+// Grid: (ceil(HEADS / HEADS_PER_BLOCK), tokens); block: THREADS.
+// The token count is the grid's, not the Config's, so one binary serves
+// every bucket.
 #pragma once
 
 #include "weft/common.cuh"

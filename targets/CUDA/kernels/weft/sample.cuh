@@ -12,8 +12,10 @@
 // histograms of counts or probability mass, REPLICAS copies to spread the
 // atomics.
 //
-// Config: T tokens, V vocabulary (row length), THREADS per block, WARPS;
-// sampling also CAP, REPLICAS, CUT. Grid: (T); block: THREADS.
+// Config: V vocabulary (row length), THREADS per block, WARPS;
+// sampling also CAP, REPLICAS, CUT. Grid: (tokens); block: THREADS.
+// The token count is the grid's, not the Config's, so one binary serves
+// every bucket.
 #pragma once
 
 #include "weft/common.cuh"
@@ -81,7 +83,7 @@ enum { WF_RANK = 0, WF_MASS_REACHES = 1, WF_MASS_EXCEEDS = 2 };
 // `target`; for WF_MASS_EXCEEDS the first whose cumulative mass is >
 // `target`. If rounding leaves the target beyond the total, the last one.
 template <class C>
-__device__ unsigned long long wf_select(wf_sample_shared<C> &sm, bool inShared, const float *row,
+__device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bool inShared, const float *row,
                                         float top, float invT, unsigned long long lower,
                                         int mode, unsigned rank, float target) {
   unsigned long long prefix = 0ull, mask = 0ull;
@@ -191,7 +193,7 @@ __device__ unsigned long long wf_select(wf_sample_shared<C> &sm, bool inShared, 
 }
 
 template <class C>
-__device__ float wf_mass_from(wf_sample_shared<C> &sm, bool inShared, const float *row, float top,
+__device__ __noinline__ float wf_mass_from(wf_sample_shared<C> &sm, bool inShared, const float *row, float top,
                               float invT, unsigned long long lower) {
   float s = 0.0f;
   wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {

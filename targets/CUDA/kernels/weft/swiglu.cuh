@@ -2,9 +2,11 @@
 // gate at GATE and up at UP, I wide each (prefill, after the GEMM). The
 // activation is rounded to lin_t where the model's op boundary is.
 //
-// Config: T tokens, NW output row length, I width, GATE and UP column
+// Config: NW output row length, I width, GATE and UP column
 // offsets, VEC elements per vector access, THREADS per block; lin_t, out_t.
-// Grid: (ceil(I / VEC / THREADS), T); block: THREADS.
+// Grid: (ceil(I / VEC / THREADS), tokens); block: THREADS.
+// The token count is the grid's, not the Config's, so one binary serves
+// every bucket.
 #pragma once
 
 #include "weft/common.cuh"

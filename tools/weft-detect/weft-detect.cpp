@@ -1,0 +1,134 @@
+// weft-detect: reads the GPUs of this machine through NVML and writes the
+// topology JSON weft-compile --topology takes (docs/topology.md), so a plan
+// can be compiled for exactly this box. Needs the NVIDIA driver, not a GPU
+// context: it runs next to a server that holds the GPUs.
+#include "runtime/detect/Detect.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+constexpr const char *kUsage =
+    "usage: weft-detect [-o FILE] [--name NAME] [--no-display-reserve] [--nvml LIBRARY]\n"
+    "\n"
+    "Reads this machine's NVIDIA GPUs through NVML (name, memory, compute capability,\n"
+    "PCIe generation and width, NVLink links, peer-to-peer access, displays) and\n"
+    "writes the topology JSON for weft-compile --topology FILE. Parts in Weft's\n"
+    "database start from their built-in profile; others are described from NVML.\n"
+    "\n"
+    "  -o FILE               write the JSON to FILE (default: stdout)\n"
+    "  --name NAME           the topology's name in reports (default: this host's name)\n"
+    "  --no-display-reserve  do not keep the memory a display uses free (default: a GPU\n"
+    "                        that drives a display keeps what is in use now, plus the\n"
+    "                        usual 512 MiB context reserve)\n"
+    "  --nvml LIBRARY        the NVML library to load (default: libnvidia-ml.so.1; also\n"
+    "                        $WEFT_NVML_LIBRARY)\n"
+    "  -q, --quiet           no summary on stderr\n"
+    "  --version             print the version and exit\n"
+    "\n"
+    "Devices are numbered in PCI bus order; run plans with CUDA_DEVICE_ORDER=PCI_BUS_ID\n"
+    "(or weft-run --devices) so that CUDA numbers them the same way.\n";
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "weft-detect: error: %s\n", message.c_str());
+  return 1;
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || !buf[0])
+    return "detected";
+  return buf;
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32] = {};
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm))
+    return buf;
+  return "";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string output, library, name;
+  bool quiet = false;
+  weft::detect::WriteOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("weft-detect %s\n", WEFT_VERSION);
+      return 0;
+    } else if (arg == "-o") {
+      if (!value(output) || output.empty())
+        return fail("-o needs a file name");
+    } else if (arg == "--name") {
+      if (!value(name) || name.empty())
+        return fail("--name needs a value");
+    } else if (arg == "--nvml") {
+      if (!value(library) || library.empty())
+        return fail("--nvml needs a library path");
+    } else if (arg == "--no-display-reserve") {
+      options.displayReserve = false;
+    } else if (arg == "-q" || arg == "--quiet") {
+      quiet = true;
+    } else {
+      return fail("unknown argument '" + arg + "' (see --help)");
+    }
+  }
+  if (library.empty())
+    if (const char *env = std::getenv("WEFT_NVML_LIBRARY"); env && *env)
+      library = env;
+  options.name = name.empty() ? hostName() : name;
+  std::string date = today();
+  if (!date.empty())
+    options.comment = "Detected on " + date + ".";
+
+  auto nvml = weft::detect::Nvml::load(library);
+  if (!nvml.isOk())
+    return fail(nvml.status().message());
+  auto detection = weft::detect::detect(**nvml, weft::detect::readHostRamBytes());
+  if (!detection.isOk())
+    return fail(detection.status().message());
+  auto json = weft::detect::topologyJson(*detection, options);
+  if (!json.isOk())
+    return fail(json.status().message());
+
+  if (output.empty()) {
+    std::fputs(json->c_str(), stdout);
+    if (std::fflush(stdout) != 0)
+      return fail("could not write to stdout");
+  } else {
+    std::ofstream out(output, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return fail(output + ": cannot open for writing: " + std::strerror(errno));
+    out << *json;
+    out.close();
+    if (!out)
+      return fail(output + ": write failed");
+  }
+  if (!quiet) {
+    std::fprintf(stderr, "weft-detect: %s", weft::detect::summary(*detection, options).c_str());
+    if (!output.empty())
+      std::fprintf(stderr, "weft-detect: wrote %s; compile with weft-compile --topology %s\n",
+                   output.c_str(), output.c_str());
+  }
+  return 0;
+}
