@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles everything the GPU checks run, into DIR (default .gpu/): plans,
 # the config.json of every model they were compiled from, checks.jsonl
-# (what check_plans.py runs), the weft-run, weft-serve and weft-bench
+# (what check_plans.py runs), the weft-run, weft-serve, weft-bench and weft-detect
 # binaries and a chat template for bench_serve.sh.
 #   test/gpu/make_plans.sh [DIR]        (here: needs the full build)
 #   test/gpu/run_all.sh DIR             (there: checks, then benchmarks)
@@ -184,7 +184,7 @@ check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 
 rm -rf "$out/ckpt"
 
 rm -rf "$out/pyfb" "$out"/*.whl
-for tool in weft-run weft-serve weft-bench; do
+for tool in weft-run weft-serve weft-bench weft-detect; do
   if [[ -x "$build/tools/$tool/$tool" ]]; then
     cp "$build/tools/$tool/$tool" "$out/"
   fi

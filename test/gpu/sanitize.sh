@@ -4,7 +4,7 @@
 # devices on GPU 0, and on GPUs 0 and 1 where there are two), each at
 # decode buckets 1, 2, 4, 8 and 64 and with a
 # step that mixes prefill chunks of several sequences with decode tokens;
-# then the pipeline with two micro-batches in flight.
+# then the pipeline with two micro-batches in flight, and sampling.
 #   test/gpu/sanitize.sh DIR
 # Prints one line per run and exits non-zero on any reported error.
 set -uo pipefail
@@ -56,5 +56,12 @@ for map in 0,0 $([[ $gpus -ge 2 ]] && echo 0,1); do
   memcheck "llama8b-2l-pipeline-mb64 on GPUs $map, 2 micro-batches, prompts" \
     "$dir/llama8b-2l-pipeline-mb64.weft" --devices $map --micro-batches 2 --prompts "$prompts" --max-tokens 4
 done
+# Sampling (weft/sample.cuh): candidates in shared memory (temperature 1,
+# top-k, top-p) and a flat row with more candidates than fit, re-read from
+# global memory (temperature 50).
+memcheck "llama8b-2l-mb64 prompts, sampling T 1 top-k 40 top-p 0.9" "$dir/llama8b-2l-mb64.weft" \
+  --prompts "$prompts" --max-tokens 4 --temperature 1 --top-k 40 --top-p 0.9 --seed 3
+memcheck "llama8b-2l-mb64 prompts, sampling T 50" "$dir/llama8b-2l-mb64.weft" \
+  --prompts "$prompts" --max-tokens 4 --temperature 50 --seed 4
 rm -f "$prompts"
 exit $rc
