@@ -27,6 +27,10 @@ std::string Progress::bar(const std::string &phase, uint64_t done, uint64_t tota
 
 void Progress::update(const std::string &phase, uint64_t done, uint64_t total) {
   auto now = std::chrono::steady_clock::now();
+  bool finished = done >= total;
+  // A phase reported finished again (a caller's closing call) shows once.
+  if (finished && phase_.empty() && phase == finished_)
+    return;
   bool newPhase = phase != phase_;
   if (newPhase) {
     if (open_)
@@ -36,7 +40,6 @@ void Progress::update(const std::string &phase, uint64_t done, uint64_t total) {
     start_ = now;
   }
   double seconds = std::chrono::duration<double>(now - start_).count();
-  bool finished = done >= total;
   if (interactive_) {
     std::fprintf(out_, "\r%s\033[K", bar(phase, done, total, seconds).c_str());
     open_ = !finished;
@@ -49,8 +52,12 @@ void Progress::update(const std::string &phase, uint64_t done, uint64_t total) {
     std::fprintf(out_, "%s%s: %llu/%llu in %.1f s\n", prefix_.c_str(), phase.c_str(),
                  (unsigned long long)done, (unsigned long long)total, seconds);
   }
-  if (finished)
+  if (finished) {
+    finished_ = phase;
     phase_.clear();
+  } else {
+    finished_.clear();
+  }
   std::fflush(out_);
 }
 

@@ -31,7 +31,8 @@ private:
   std::FILE *out_;
   bool interactive_;
   std::string prefix_;
-  std::string phase_;
+  std::string phase_;    // the phase in progress, "" between phases
+  std::string finished_; // the phase last reported finished
   bool open_ = false; // a bar is drawn and not yet ended with a newline
   std::chrono::steady_clock::time_point start_;
 };

@@ -15,7 +15,8 @@ Status checkSampling(const Engine &engine, const SamplingOptions &s) {
 
 StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt,
                               int maxTokens, const std::vector<int32_t> &stopTokens,
-                              const SamplingOptions &sampling) {
+                              const SamplingOptions &sampling,
+                              const std::function<void(int32_t)> &onToken) {
   WEFT_RETURN_IF_ERROR(checkSampling(engine, sampling));
   serve::Scheduler scheduler(engine);
   Generation g;
@@ -36,6 +37,8 @@ StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt
     g.tokens.push_back(e.token);
     if (e.promptLogits)
       g.promptLogits = *e.promptLogits;
+    if (onToken)
+      onToken(e.token);
   };
   StatusOr<uint64_t> id = scheduler.submit(std::move(r));
   if (!id.isOk())

@@ -7,6 +7,8 @@
 #include "runtime/engine/Engine.h"
 #include "runtime/serve/Scheduler.h"
 
+#include <functional>
+
 namespace weft::engine {
 
 struct Generation {
@@ -23,9 +25,12 @@ using serve::checkSampling;
 // The values, and that the plan can sample when the options ask for it.
 Status checkSampling(const Engine &engine, const SamplingOptions &sampling);
 
+// `onToken`, when given, hears each generated token as soon as its step
+// ends (to stream it).
 StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt,
                               int maxTokens, const std::vector<int32_t> &stopTokens,
-                              const SamplingOptions &sampling);
+                              const SamplingOptions &sampling,
+                              const std::function<void(int32_t)> &onToken = {});
 
 inline StatusOr<Generation> generateGreedy(Engine &engine, const std::vector<int32_t> &prompt,
                                            int maxTokens,

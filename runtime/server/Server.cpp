@@ -3,6 +3,7 @@
 #include "runtime/server/Server.h"
 
 #include "runtime/server/Metrics.h"
+#include "runtime/tokenizer/TextStream.h"
 
 #include <httplib.h>
 #include <netinet/in.h>
@@ -23,6 +24,8 @@ namespace weft::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tokenizer::TextState;
+using tokenizer::updateText;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -30,19 +33,6 @@ int64_t unixTime() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Bytes at the end of `s` that start a UTF-8 character not yet complete.
-size_t incompleteTail(const std::string &s) {
-  size_t n = s.size();
-  for (size_t back = 1; back <= 3 && back <= n; ++back) {
-    unsigned char c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80)
-      continue; // a continuation byte: look further back
-    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
 }
 
 // What the engine thread tells one request's HTTP handler.
@@ -55,72 +45,6 @@ struct Channel {
   bool ended = false;
   Clock::time_point submitted, last;
 };
-
-// One request's text so far, decoded incrementally: each update decodes
-// only the tokens since the last update and a few before them (a
-// tokenizer may spell a token differently at the start of a text), so a
-// long answer costs linear time. `text` is cut at the first stop string;
-// `ready` is how much of it can be sent (complete characters, and not what
-// might be the start of a stop string while the request runs).
-struct TextState {
-  std::vector<int32_t> tokens; // every token heard
-  size_t prefix = 0, read = 0; // decoded: tokens[0, read); context from prefix
-  std::string text;
-  size_t searched = 0;         // text before this has no stop string start
-  bool cut = false;
-  size_t sent = 0, ready = 0;
-};
-
-std::string decodeRange(const tokenizer::Tokenizer &tok, const std::vector<int32_t> &tokens,
-                        size_t from, size_t to) {
-  return tok.decode(std::vector<int32_t>(tokens.begin() + long(from), tokens.begin() + long(to)),
-                    /*skipSpecial=*/true);
-}
-
-void updateText(const tokenizer::Tokenizer *tok, const std::vector<std::string> &stops,
-                bool ended, TextState &t) {
-  if (!tok || t.cut)
-    return;
-  if (t.read < t.tokens.size()) {
-    std::string before = decodeRange(*tok, t.tokens, t.prefix, t.read);
-    std::string after = decodeRange(*tok, t.tokens, t.prefix, t.tokens.size());
-    if (after.compare(0, before.size(), before) != 0) {
-      // The new tokens respelled the old ones: decode everything again.
-      t.text = tok->decode(t.tokens, true);
-      t.prefix = t.read = t.tokens.size();
-      t.searched = 0;
-    } else {
-      std::string added = after.substr(before.size());
-      // A character split across tokens waits for its last byte.
-      if (ended || incompleteTail(added) == 0) {
-        t.text += added;
-        t.prefix = t.read;
-        t.read = t.tokens.size();
-      }
-    }
-  }
-  size_t longest = 0;
-  size_t cut = std::string::npos;
-  for (const std::string &stop : stops) {
-    longest = std::max(longest, stop.size());
-    size_t at = t.text.find(stop, t.searched);
-    if (at != std::string::npos)
-      cut = std::min(cut, at);
-  }
-  if (cut != std::string::npos) {
-    t.text.resize(cut);
-    t.ready = cut;
-    t.cut = true;
-    return;
-  }
-  size_t ready = t.text.size();
-  if (!ended) {
-    ready -= incompleteTail(t.text);
-    ready = longest > 1 && ready >= longest - 1 ? ready - (longest - 1) : (longest > 1 ? 0 : ready);
-  }
-  t.searched = longest > 1 && t.text.size() >= longest - 1 ? t.text.size() - (longest - 1) : 0;
-  t.ready = std::max(ready, t.sent);
-}
 
 } // namespace
 

@@ -5,8 +5,8 @@
 # Prints batch-1 decode end to end, batched decode step times next to their
 # bandwidth floor and the scheduler against decode_b100 (bench_batches.py),
 # memcheck of the batched plans (sanitize.sh), the correctness table
-# (check_plans.py), the sampler token by token (check_sampling.py), and a
-# summary last. WEFT_FULL=1 adds the batch-1
+# (check_plans.py), the sampler token by token (check_sampling.py), weft-run
+# streaming and --chat (check_interactive.sh), and a summary last. WEFT_FULL=1 adds the batch-1
 # comparison with transformers, the GEMV switch sweep and two-device decode.
 # OUT (default DIR/results) keeps every output.
 set -uo pipefail
@@ -61,14 +61,18 @@ check_rc=${PIPESTATUS[0]}
 python3 "$here/check_sampling.py" "$dir" 2>&1 | tee "$out/sampling.txt"
 sampling_rc=${PIPESTATUS[0]}
 
+bash "$here/check_interactive.sh" "$dir" 2>&1 | tee "$out/interactive.txt"
+interactive_rc=${PIPESTATUS[0]}
+
 
 echo
 echo "== summary =="
 tail -1 "$out/check.txt"
 tail -1 "$out/sampling.txt"
+tail -1 "$out/interactive.txt"
 cat "$out/e2e.txt"
 grep -E "^(\||copy)" "$out/batches-table.txt"
 sed 's/^/  /' "$out/sanitize.txt" | grep memcheck
 [[ -f "$out/gemv.txt" ]] && sed 's/^/  /' "$out/gemv.txt"
 [[ -f "$out/tp.txt" ]] && sed 's/^/  /' "$out/tp.txt"
-[[ $check_rc == 0 && $san_rc == 0 && $sampling_rc == 0 ]]
+[[ $check_rc == 0 && $san_rc == 0 && $sampling_rc == 0 && $interactive_rc == 0 ]]

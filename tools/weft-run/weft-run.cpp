@@ -3,9 +3,11 @@
 // scheduler, printing the tokens and the speed.
 #include "runtime/base/Progress.h"
 #include "runtime/base/Text.h"
-#include "runtime/io/ReadFile.h"
+#include "runtime/chat/ChatTemplateSource.h"
 #include "runtime/engine/Generate.h"
+#include "runtime/io/ReadFile.h"
 #include "runtime/serve/Scheduler.h"
+#include "runtime/tokenizer/TextStream.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <algorithm>
@@ -13,12 +15,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -100,7 +106,7 @@ double percentile(std::vector<double> v, double q) {
 
 const char *kUsage =
     "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
-    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE) [options]\n"
+    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE | --chat) [options]\n"
     "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [options]\n"
     "       weft-run --help\n";
 
@@ -108,7 +114,7 @@ const char *kHelp =
     "weft-run: run a Weft plan on this machine's GPUs.\n"
     "\n"
     "usage: weft-run PLAN (--weights DIR | --random-weights)\n"
-    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE) [options]\n"
+    "                (--prompt-ids 1,2,3 | --prompt TEXT | --prompts FILE | --chat) [options]\n"
     "       weft-run PLAN --random-weights --bench BUCKET[,BUCKET...] [options]\n"
     "\n"
     "Weights (one of):\n"
@@ -121,8 +127,20 @@ const char *kHelp =
     "  --prompt TEXT            text, encoded with the plan's tokenizer (or --tokenizer)\n"
     "  --prompts FILE           one prompt of ids per line, run together (batched)\n"
     "  --tokenizer FILE         a tokenizer.json instead of the plan's\n"
+    "  --chat                   a conversation in the terminal: each line read from stdin\n"
+    "                           is a user turn, rendered with the chat template; the\n"
+    "                           answer streams back (/reset starts over, /exit or EOF ends)\n"
+    "  --system TEXT            with --chat: the system message\n"
+    "  --chat-template FILE     with --chat: a .jinja template or tokenizer_config.json\n"
+    "                           instead of the plan's\n"
+    "Output:\n"
+    "  --stream, --no-stream    print each token as it is produced (the text, or ids\n"
+    "                           without a tokenizer; the speed goes to stderr) or all at\n"
+    "                           the end as 'tokens:' and 'text:' lines (default: stream\n"
+    "                           when stdout is a terminal)\n"
     "Generation:\n"
-    "  --max-tokens N           new tokens per sequence (default 32)\n"
+    "  --max-tokens N           new tokens per sequence (default 32; with --chat, up to\n"
+    "                           the end of the plan's context)\n"
     "  --temperature T          0 is greedy (default 0); needs a sampling plan\n"
     "  --top-k K                keep the K most likely tokens (default 0: all)\n"
     "  --top-p P                keep the smallest set with probability P (default 1)\n"
@@ -311,6 +329,121 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
   return 0;
 }
 
+// Writes a generation's text to stdout as its tokens arrive (or the ids,
+// without a tokenizer), complete characters only.
+class TokenPrinter {
+public:
+  explicit TokenPrinter(const weft::tokenizer::Tokenizer *tok) : tok_(tok) {}
+  void add(int32_t token) {
+    if (!tok_) {
+      std::printf("%s%d", count_++ ? " " : "", token);
+      std::fflush(stdout);
+      return;
+    }
+    text_.tokens.push_back(token);
+    flush(false);
+  }
+  // No more tokens: what was held back (a character's first bytes) goes out.
+  const std::string &finish() {
+    if (tok_)
+      flush(true);
+    return text_.text;
+  }
+
+private:
+  void flush(bool ended) {
+    weft::tokenizer::updateText(tok_, {}, ended, text_);
+    if (text_.ready > text_.sent) {
+      std::fwrite(text_.text.data() + text_.sent, 1, text_.ready - text_.sent, stdout);
+      std::fflush(stdout);
+      text_.sent = text_.ready;
+    }
+  }
+  const weft::tokenizer::Tokenizer *tok_;
+  weft::tokenizer::TextState text_;
+  size_t count_ = 0;
+};
+
+void printSpeed(std::FILE *to, double loadSeconds, size_t promptTokens,
+                const weft::engine::Generation &g) {
+  std::fprintf(to, "loaded in %.2f s; prefill %zu tokens in %.2f ms; decode %d steps in %.2f ms "
+                   "(%.1f tok/s, %.3f ms/token)\n",
+               loadSeconds, promptTokens, g.prefillSeconds * 1e3, g.decodeSteps,
+               g.decodeSeconds * 1e3, g.decodeSteps ? g.decodeSteps / g.decodeSeconds : 0.0,
+               g.decodeSteps ? g.decodeSeconds * 1e3 / g.decodeSteps : 0.0);
+}
+
+// --chat: a conversation on stdin/stdout. Each turn renders the whole
+// conversation with the chat template and generates the answer, streamed.
+int runChat(weft::engine::Engine &engine, const weft::tokenizer::Tokenizer &tok,
+            const weft::chat::LoadedChatTemplate &chatTemplate, const std::string &system,
+            int maxTokens, const std::vector<int32_t> &stopTokens,
+            const weft::engine::SamplingOptions &sampling, bool quiet) {
+  bool interactive = isatty(fileno(stdin)) != 0;
+  int context = engine.kvLayout().maxContext();
+  std::vector<weft::chat::ChatTurn> conversation;
+  auto reset = [&] {
+    conversation.clear();
+    if (!system.empty())
+      conversation.push_back({"system", system});
+  };
+  reset();
+  if (interactive && !quiet)
+    std::fprintf(stderr, "weft-run: chat (context %d tokens); /reset starts over, /exit ends\n",
+                 context);
+  std::string line;
+  for (uint64_t turn = 0;; ++turn) {
+    if (interactive)
+      std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line))
+      break;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line == "/exit" || line == "/quit")
+      break;
+    if (line == "/reset") {
+      reset();
+      continue;
+    }
+    if (line.empty())
+      continue;
+    conversation.push_back({"user", line});
+    weft::StatusOr<std::string> text = weft::chat::renderConversation(chatTemplate, conversation);
+    weft::StatusOr<std::vector<int32_t>> ids =
+        text.isOk() ? tok.encode(*text, /*addSpecial=*/false)
+                    : weft::StatusOr<std::vector<int32_t>>(text.status());
+    if (!ids.isOk() || ids->empty() || int(ids->size()) >= context) {
+      std::string why = !text.isOk()  ? "the chat template refused the conversation: " +
+                                            text.status().message()
+                        : !ids.isOk() ? ids.status().message()
+                        : ids->empty() ? std::string("the conversation renders to no tokens")
+                                       : "the conversation (" + std::to_string(ids->size()) +
+                                             " tokens) no longer fits the plan's context of " +
+                                             std::to_string(context) + ": /reset starts over";
+      std::fprintf(stderr, "weft-run: error: %s\n", why.c_str());
+      conversation.pop_back();
+      continue;
+    }
+    int budget = context - int(ids->size()) + 1;
+    weft::engine::SamplingOptions turnSampling = sampling;
+    turnSampling.seed = sampling.seed + turn; // a new draw each turn, reproducible
+    TokenPrinter printer(&tok);
+    weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
+        engine, *ids, maxTokens > 0 ? std::min(maxTokens, budget) : budget, stopTokens,
+        turnSampling, [&](int32_t t) { printer.add(t); });
+    if (!gen.isOk())
+      return fail(gen.status().message());
+    std::string answer = printer.finish();
+    std::printf("\n");
+    std::fflush(stdout);
+    if (!quiet)
+      std::fprintf(stderr, "(%zu tokens, %.1f tok/s)\n", gen->tokens.size(),
+                   gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0);
+    conversation.push_back({"assistant", answer});
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -325,6 +458,9 @@ int main(int argc, char **argv) {
   int benchSteps = 20;
   std::vector<int32_t> benchContexts = {128};
   std::string promptsPath;
+  bool chat = false, maxTokensGiven = false;
+  std::string system, chatTemplatePath, chatFlag;
+  std::optional<bool> stream;
   // The last flag given that only prompts use, and the last that only
   // --bench uses, to refuse them where they would be ignored.
   std::string promptFlag, benchFlag;
@@ -379,6 +515,7 @@ int main(int argc, char **argv) {
       if (!parseInts(value(a.c_str()), v) || v.size() != 1 || v[0] < 1)
         return fail(a + ": expected a positive integer");
       (a == "--max-tokens" ? maxTokens : benchSteps) = v[0];
+      maxTokensGiven |= a == "--max-tokens";
     } else if (a == "--bench-context") {
       benchContexts.clear();
       if (!parseInts(value("--bench-context"), benchContexts))
@@ -388,6 +525,11 @@ int main(int argc, char **argv) {
           return fail("--bench-context: expected comma-separated positive integers");
     }
     else if (a == "--prompt") promptText = value("--prompt"), havePromptText = true;
+    else if (a == "--chat") chat = true;
+    else if (a == "--system") system = value("--system"), chatFlag = a;
+    else if (a == "--chat-template") chatTemplatePath = value("--chat-template"), chatFlag = a;
+    else if (a == "--stream") stream = true;
+    else if (a == "--no-stream") stream = false;
     else if (a == "--prompts") promptsPath = value("--prompts");
     else if (a == "--tokenizer") tokenizerPath = value("--tokenizer");
     else if (a == "--trusted-keys") trustedKeysPath = value("--trusted-keys");
@@ -414,8 +556,18 @@ int main(int argc, char **argv) {
     return fail("--prompt and --prompt-ids both given: expected one of them");
   if (int(!prompt.empty()) + int(havePromptText) + int(!promptsPath.empty()) > 1)
     return fail("--prompt-ids, --prompt and --prompts: expected one of them");
-  if (prompt.empty() && !havePromptText && promptsPath.empty() && benchBucket.empty())
-    return fail("no prompt given (--prompt-ids, --prompt or --prompts)");
+  if (chat && (!prompt.empty() || havePromptText || !promptsPath.empty() || !benchBucket.empty()))
+    return fail("--chat reads the conversation from stdin: no --prompt-ids, --prompt, "
+                "--prompts or --bench with it");
+  if (chat && !dumpLogits.empty())
+    return fail("--dump-logits goes with one prompt, not --chat");
+  if (!chat && !chatFlag.empty())
+    return fail(chatFlag + " goes with --chat");
+  if (stream && (!promptsPath.empty() || (!benchBucket.empty() && prompt.empty())))
+    return fail(std::string(*stream ? "--stream" : "--no-stream") +
+                " goes with one prompt (--prompt-ids, --prompt) or --chat");
+  if (prompt.empty() && !havePromptText && promptsPath.empty() && benchBucket.empty() && !chat)
+    return fail("no prompt given (--prompt-ids, --prompt, --prompts or --chat)");
   if (options.randomWeights && !options.weightsDir.empty())
     return fail("--weights and --random-weights: expected one of them");
   if (benchBucket.empty() && !benchFlag.empty())
@@ -491,6 +643,23 @@ int main(int argc, char **argv) {
     return fail(std::string(havePromptText ? "--prompt" : "--prompts") +
                 ": the plan carries no tokenizer (its checkpoint had no tokenizer.json): "
                 "give --tokenizer FILE or token ids");
+  // --chat: the template (--chat-template, else the plan's) and a tokenizer.
+  weft::chat::LoadedChatTemplate chatTemplate;
+  if (chat) {
+    if (!tokenizer)
+      return fail("--chat: the plan carries no tokenizer (its checkpoint had no "
+                  "tokenizer.json): give --tokenizer FILE");
+    auto str = [](const flatbuffers::String *t) { return t ? t->str() : std::string(); };
+    weft::StatusOr<weft::chat::LoadedChatTemplate> loadedTemplate = weft::chat::loadChatTemplate(
+        chatTemplatePath, str(plan->plan().chat_template()), planPath + " (chat_template)",
+        str(plan->plan().bos_token()), str(plan->plan().eos_token()));
+    if (!loadedTemplate.isOk())
+      return fail("--chat-template: " + loadedTemplate.status().message());
+    if (!loadedTemplate->chatTemplate)
+      return fail("--chat: the plan carries no chat template (its checkpoint's "
+                  "tokenizer_config.json had none): give --chat-template FILE");
+    chatTemplate = std::move(loadedTemplate.value());
+  }
   int vocab = plan->plan().model()->vocab_size();
   for (size_t i = 0; i < prompts.size(); ++i) {
     PromptLine &p = prompts[i];
@@ -527,6 +696,11 @@ int main(int argc, char **argv) {
   std::vector<int32_t> eos;
   if (const auto *e = plan->plan().model()->eos_token_ids())
     eos.assign(e->begin(), e->end());
+  // Streamed output (a terminal, --stream, --chat) keeps stdout for the
+  // generated text; what the run reports goes to stderr then.
+  bool streaming =
+      chat || (promptsPath.empty() && (stream ? *stream : isatty(fileno(stdout)) != 0));
+  std::FILE *info = streaming ? stderr : stdout;
   auto start = std::chrono::steady_clock::now();
   weft::StatusOr<std::unique_ptr<weft::engine::Engine>> engine =
       weft::engine::Engine::create(std::move(plan.value()), options);
@@ -539,12 +713,12 @@ int main(int argc, char **argv) {
     std::string phases;
     for (const auto &[name, seconds] : (*engine)->loadPhases())
       phases += (phases.empty() ? "" : ", ") + name + " " + fmtSeconds(seconds);
-    std::printf("load phases: %s\n", phases.c_str());
+    std::fprintf(info, "load phases: %s\n", phases.c_str());
   }
   if ((*engine)->collectives() != "none")
-    std::printf("all-reduce: %s\n", (*engine)->collectives().c_str());
+    std::fprintf(info, "all-reduce: %s\n", (*engine)->collectives().c_str());
   if ((*engine)->microBatches() > 1)
-    std::printf("pipeline: %d micro-batches in flight\n", (*engine)->microBatches());
+    std::fprintf(info, "pipeline: %d micro-batches in flight\n", (*engine)->microBatches());
   if (!benchBucket.empty()) {
     // Every bucket at every context, in one process (one load).
     std::stringstream list(benchBucket);
@@ -560,23 +734,33 @@ int main(int argc, char **argv) {
     return runPrompts(**engine, prompts, maxTokens,
                       options.randomWeights ? std::vector<int32_t>{} : eos, sampling,
                       tokenizer ? &*tokenizer : nullptr, dumpLogits, loadSeconds);
-  weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
-      **engine, prompt, maxTokens, options.randomWeights ? std::vector<int32_t>{} : eos,
-      sampling);
+  std::vector<int32_t> stops = options.randomWeights ? std::vector<int32_t>{} : eos;
+  if (chat)
+    return runChat(**engine, *tokenizer, chatTemplate, system, maxTokensGiven ? maxTokens : 0,
+                   stops, sampling, quiet);
+  TokenPrinter printer(tokenizer ? &*tokenizer : nullptr);
+  std::function<void(int32_t)> onToken;
+  if (streaming)
+    onToken = [&](int32_t t) { printer.add(t); };
+  weft::StatusOr<weft::engine::Generation> gen =
+      weft::engine::generate(**engine, prompt, maxTokens, stops, sampling, onToken);
   if (!gen.isOk())
     return fail(gen.status().message());
-  std::cout << "tokens:";
-  for (int32_t t : gen->tokens)
-    std::cout << " " << t;
-  std::cout << "\n";
-  if (tokenizer)
-    std::cout << "text: " << tokenizer->decode(gen->tokens, /*skipSpecial=*/true) << "\n";
-  std::printf("loaded in %.2f s; prefill %zu tokens in %.2f ms; decode %d steps in %.2f ms "
-              "(%.1f tok/s, %.3f ms/token)\n",
-              loadSeconds, prompt.size(), gen->prefillSeconds * 1e3, gen->decodeSteps,
-              gen->decodeSeconds * 1e3,
-              gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0,
-              gen->decodeSteps ? gen->decodeSeconds * 1e3 / gen->decodeSteps : 0.0);
+  if (streaming) {
+    printer.finish();
+    std::printf("\n");
+    std::fflush(stdout);
+    printSpeed(stderr, loadSeconds, prompt.size(), *gen);
+  } else {
+    std::cout << "tokens:";
+    for (int32_t t : gen->tokens)
+      std::cout << " " << t;
+    std::cout << "\n";
+    if (tokenizer)
+      std::cout << "text: " << tokenizer->decode(gen->tokens, /*skipSpecial=*/true) << "\n";
+    std::cout.flush();
+    printSpeed(stdout, loadSeconds, prompt.size(), *gen);
+  }
   if (!dumpLogits.empty()) {
     std::ofstream f(dumpLogits, std::ios::binary);
     f.write(reinterpret_cast<const char *>(gen->promptLogits.data()),

@@ -4,6 +4,7 @@
 #include "runtime/base/Progress.h"
 #include "runtime/base/Text.h"
 #include "runtime/io/ReadFile.h"
+#include "runtime/chat/ChatTemplateSource.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/server/Server.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -308,56 +309,16 @@ int main(int argc, char **argv) {
   if (const auto *e = plan->plan().model()->eos_token_ids())
     server.stopTokens.assign(e->begin(), e->end());
   // The chat template: --chat-template, else the one the plan carries.
-  std::optional<weft::chat::ChatTemplate> chatTemplate;
-  {
-    std::string source, where;
-    if (!chatTemplatePath.empty()) {
-      weft::StatusOr<std::string> text =
-          weft::io::readRegularFile(chatTemplatePath, 16u << 20, "the chat template");
-      if (!text.isOk())
-        return fail(text.status().message());
-      source = std::move(text.value());
-      where = chatTemplatePath;
-      if (chatTemplatePath.size() > 5 &&
-          chatTemplatePath.compare(chatTemplatePath.size() - 5, 5, ".json") == 0) {
-        if (weft::Status deep = weft::io::checkJsonNesting(source, weft::io::kMaxJsonDepth,
-                                                          chatTemplatePath);
-            !deep.isOk())
-          return fail(deep.message());
-        nlohmann::json config = nlohmann::json::parse(source, nullptr, false);
-        if (config.is_discarded() || !config.is_object() || !config.contains("chat_template") ||
-            !config["chat_template"].is_string())
-          return fail(chatTemplatePath + ": no chat_template string in it");
-        source = config["chat_template"].get<std::string>();
-        auto token = [&](const char *key) -> std::string {
-          if (!config.contains(key))
-            return "";
-          const nlohmann::json &t = config[key];
-          if (t.is_string())
-            return t.get<std::string>();
-          if (t.is_object() && t.contains("content") && t["content"].is_string())
-            return t["content"].get<std::string>();
-          return "";
-        };
-        server.bosToken = token("bos_token");
-        server.eosToken = token("eos_token");
-      }
-    } else if (const auto *t = plan->plan().chat_template(); t && t->size()) {
-      source = t->str();
-      where = planPath + " (chat_template)";
-      if (const auto *b = plan->plan().bos_token())
-        server.bosToken = b->str();
-      if (const auto *e = plan->plan().eos_token())
-        server.eosToken = e->str();
-    }
-    if (!source.empty()) {
-      weft::StatusOr<weft::chat::ChatTemplate> parsed =
-          weft::chat::ChatTemplate::parse(source, where);
-      if (!parsed.isOk())
-        return fail(parsed.status().message());
-      chatTemplate.emplace(std::move(parsed.value()));
-      server.chatTemplate = &*chatTemplate;
-    }
+  auto str = [](const flatbuffers::String *s) { return s ? s->str() : std::string(); };
+  weft::StatusOr<weft::chat::LoadedChatTemplate> chatTemplate = weft::chat::loadChatTemplate(
+      chatTemplatePath, str(plan->plan().chat_template()), planPath + " (chat_template)",
+      str(plan->plan().bos_token()), str(plan->plan().eos_token()));
+  if (!chatTemplate.isOk())
+    return fail(chatTemplate.status().message());
+  if (chatTemplate->chatTemplate) {
+    server.chatTemplate = &*chatTemplate->chatTemplate;
+    server.bosToken = chatTemplate->bosToken;
+    server.eosToken = chatTemplate->eosToken;
   }
   weft::Progress progress = weft::Progress::forStderr("weft-serve: ");
   if (!quiet)
