@@ -11,18 +11,42 @@ Progress Progress::forStderr(std::string prefix) {
   return Progress(stderr, isatty(fileno(stderr)) != 0, std::move(prefix));
 }
 
+namespace {
+
+// "37/79", or "3.21/16.06 GB" for bytes.
+std::string counts(uint64_t done, uint64_t total, bool bytes) {
+  char buf[64];
+  if (bytes)
+    std::snprintf(buf, sizeof buf, "%.2f/%.2f GB", double(done) / 1e9, double(total) / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%llu/%llu", (unsigned long long)done,
+                  (unsigned long long)total);
+  return buf;
+}
+
+// "79", or "16.06 GB" for bytes.
+std::string amount(uint64_t total, bool bytes) {
+  char buf[32];
+  if (bytes)
+    std::snprintf(buf, sizeof buf, "%.2f GB", double(total) / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%llu", (unsigned long long)total);
+  return buf;
+}
+
+} // namespace
+
 std::string Progress::bar(const std::string &phase, uint64_t done, uint64_t total,
-                          double seconds, int width) {
+                          double seconds, int width, bool bytes) {
   if (done > total)
     done = total;
   int filled = total ? int(uint64_t(width) * done / total) : width;
   std::string s = phase + " [";
   s.append(size_t(filled), '#');
   s.append(size_t(width - filled), '-');
-  char tail[64];
-  std::snprintf(tail, sizeof tail, "] %llu/%llu  %.1f s", (unsigned long long)done,
-                (unsigned long long)total, seconds);
-  return s + tail;
+  char time[32];
+  std::snprintf(time, sizeof time, "  %.1f s", seconds);
+  return s + "] " + counts(done, total, bytes) + time;
 }
 
 void Progress::update(const std::string &phase, uint64_t done, uint64_t total) {
@@ -40,17 +64,18 @@ void Progress::update(const std::string &phase, uint64_t done, uint64_t total) {
     start_ = now;
   }
   double seconds = std::chrono::duration<double>(now - start_).count();
+  bool bytes = bytePhases_.count(phase) != 0;
   if (interactive_) {
-    std::fprintf(out_, "\r%s\033[K", bar(phase, done, total, seconds).c_str());
+    std::fprintf(out_, "\r%s\033[K", bar(phase, done, total, seconds, 30, bytes).c_str());
     open_ = !finished;
     if (finished)
       std::fputc('\n', out_);
   } else if (newPhase && !finished) {
-    std::fprintf(out_, "%s%s (%llu)...\n", prefix_.c_str(), phase.c_str(),
-                 (unsigned long long)total);
+    std::fprintf(out_, "%s%s (%s)...\n", prefix_.c_str(), phase.c_str(),
+                 amount(total, bytes).c_str());
   } else if (finished) {
-    std::fprintf(out_, "%s%s: %llu/%llu in %.1f s\n", prefix_.c_str(), phase.c_str(),
-                 (unsigned long long)done, (unsigned long long)total, seconds);
+    std::fprintf(out_, "%s%s: %s in %.1f s\n", prefix_.c_str(), phase.c_str(),
+                 counts(done, total, bytes).c_str(), seconds);
   }
   if (finished) {
     finished_ = phase;

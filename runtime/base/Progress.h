@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 
 namespace weft {
@@ -23,9 +24,12 @@ public:
   // phase starts a new line; done == total ends it (with the elapsed time).
   void update(const std::string &phase, uint64_t done, uint64_t total);
 
+  // Shows the counts of `phase` as bytes ("3.21/16.06 GB") instead of units.
+  void countBytes(const std::string &phase) { bytePhases_.insert(phase); }
+
   // The bar as drawn: "phase [#####---------]  37/79  1.2 s" (width cells).
   static std::string bar(const std::string &phase, uint64_t done, uint64_t total,
-                         double seconds, int width = 30);
+                         double seconds, int width = 30, bool bytes = false);
 
 private:
   std::FILE *out_;
@@ -33,6 +37,7 @@ private:
   std::string prefix_;
   std::string phase_;    // the phase in progress, "" between phases
   std::string finished_; // the phase last reported finished
+  std::set<std::string> bytePhases_;
   bool open_ = false; // a bar is drawn and not yet ended with a newline
   std::chrono::steady_clock::time_point start_;
 };

@@ -44,6 +44,8 @@ struct EngineOptions {
   // partition.chosen.micro_batches). More than one needs a pipeline plan
   // without tensor parallelism, and at most one per stage.
   int microBatches = 0;
+  // Called as loading advances: "loading kernels" (kernels), "loading
+  // weights" (bytes), "warming up buckets" (buckets).
   std::function<void(const std::string &phase, uint64_t done, uint64_t total)> progress;
 };
 

@@ -59,3 +59,18 @@ TEST(Progress, TerminalRedrawsInPlace) {
   EXPECT_EQ(out.back(), '\n'); // the finished bar stays, on its own line
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
 }
+
+TEST(Progress, BytePhasesShowGigabytes) {
+  EXPECT_EQ(weft::Progress::bar("loading weights", 3210000000ull, 16060000000ull, 0.5, 4, true),
+            "loading weights [----] 3.21/16.06 GB  0.5 s");
+  std::FILE *f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  weft::Progress p(f, /*interactive=*/false);
+  p.countBytes("loading weights");
+  p.update("loading weights", 0, 16060522496ull);
+  p.update("loading weights", 16060522496ull, 16060522496ull);
+  std::string out = contents(f);
+  std::fclose(f);
+  EXPECT_NE(out.find("loading weights (16.06 GB)...\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("loading weights: 16.06/16.06 GB in "), std::string::npos) << out;
+}

@@ -586,6 +586,7 @@ int main(int argc, char **argv) {
   if (weft::Status s = weft::engine::checkSampling(sampling); !s.isOk())
     return fail(s.message());
   weft::Progress progress = weft::Progress::forStderr("weft-run: ");
+  progress.countBytes("loading weights");
   if (!quiet)
     options.progress = [&](const std::string &phase, uint64_t done, uint64_t total) {
       progress.update(phase, done, total);

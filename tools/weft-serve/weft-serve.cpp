@@ -321,6 +321,7 @@ int main(int argc, char **argv) {
     server.eosToken = chatTemplate->eosToken;
   }
   weft::Progress progress = weft::Progress::forStderr("weft-serve: ");
+  progress.countBytes("loading weights");
   if (!quiet)
     options.progress = [&](const std::string &phase, uint64_t done, uint64_t total) {
       progress.update(phase, done, total);
