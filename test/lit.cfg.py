@@ -8,7 +8,7 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.weft_obj_root, "test")
-config.excludes = ["fixtures", "unit", "fuzz", "gpu", "Inputs", "detect",
+config.excludes = ["fixtures", "unit", "fuzz", "gpu", "Inputs", "detect", "docs",
                    "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 
 # Weft's tools first, then LLVM's FileCheck, not and count.
