@@ -129,25 +129,58 @@ uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
   return bytes / uint64_t(std::max(1, tpDegree));
 }
 
+StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens, bool prefill) {
+  StepScale out;
+  if (!device.calibration)
+    return out;
+  const std::vector<target::StepScale> &steps =
+      prefill ? device.calibration->prefillSteps : device.calibration->steps;
+  if (steps.empty())
+    return out;
+  if (tokens <= steps.front().tokens)
+    return {steps.front().weights, steps.front().attention};
+  if (tokens >= steps.back().tokens)
+    return {steps.back().weights, steps.back().attention};
+  // Linear in log2(tokens) between the measured counts around it.
+  for (size_t i = 1; i < steps.size(); ++i)
+    if (tokens <= steps[i].tokens) {
+      const target::StepScale &a = steps[i - 1], &b = steps[i];
+      double f = (std::log2(double(tokens)) - std::log2(double(a.tokens))) /
+                 (std::log2(double(b.tokens)) - std::log2(double(a.tokens)));
+      return {a.weights + f * (b.weights - a.weights),
+              a.attention + f * (b.attention - a.attention)};
+    }
+  return out;
+}
+
 double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
                       const target::DeviceProfile &device,
                       const WeightFormat &format, int64_t tokens,
-                      int64_t context, int tpDegree) {
-  double peak = format.usesFp8Math() && device.hasFp8() ? device.fp8TensorFlops
-                                                       : device.fp16TensorFlops;
+                      int64_t context, int tpDegree, StepSplit *split, bool prefill) {
+  const std::optional<target::DeviceCalibration> &cal = device.calibration;
+  bool fp8 = format.usesFp8Math() && device.hasFp8();
+  double peak = fp8 ? device.fp8TensorFlops
+                    : (cal && cal->gemmFlops > 0 ? cal->gemmFlops : device.fp16TensorFlops);
+  double bandwidth = device.effectiveBandwidth();
+  StepScale scale = stepScaleAt(device, tokens, prefill);
   double tp = double(std::max(1, tpDegree));
   double seconds = 0;
   for (const RegionTerms &r : regions) {
     const Efficiency &eff = efficiencyFor(r.kind);
+    double launch = cal && cal->launchSeconds > 0 ? cal->launchSeconds : eff.launchSeconds;
+    bool attention = llvm::StringRef(r.kind).contains("attention");
     double ctx = double(r.slidingWindow ? std::min(context, r.slidingWindow) : context);
     double T = double(tokens);
     double bytes =
         double(format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes) / tp +
         T * double(r.actBytesPerToken) + T * ctx * double(r.kvBytesPerTokenPosition) / tp;
     double flops = T * (r.flopsPerToken + ctx * r.attnFlopsPerTokenPosition) / tp;
-    double memory = bytes / (device.memoryBandwidth * eff.bandwidth);
+    double memory = bytes / (bandwidth * eff.bandwidth);
     double compute = flops / (peak * eff.compute);
-    seconds += std::max(memory, compute) + eff.launchSeconds;
+    double t = (std::max(memory, compute) + launch) * (attention ? scale.attention : scale.weights);
+    seconds += t;
+    if (split)
+      (attention ? split->attention : split->other) += t;
   }
   return seconds;
 }

@@ -69,12 +69,34 @@ struct ModelProfile {
 llvm::Expected<ModelProfile> profileModel(mlir::ModuleOp fused,
                                           const ModelConfig &config);
 
+// A step's seconds by part: attention regions and everything else (what a
+// calibration's step scales correct apart).
+struct StepSplit {
+  double other = 0;
+  double attention = 0;
+  double total() const { return other + attention; }
+};
+
+// The measured-over-predicted scales of a calibrated device at `tokens`
+// (linear in log2(tokens) between measured counts, the nearest outside);
+// 1 and 1 without a calibration.
+struct StepScale {
+  double weights = 1, attention = 1;
+};
+// `prefill`: the scales measured on prefill chunks (from position 0).
+StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens,
+                      bool prefill = false);
+
 // Seconds for `regions` on `device` at `tokens` tokens per step with
 // `context` cached positions, weights in `format`, sharded `tpDegree` ways.
+// A calibrated device's measured bandwidth, GEMM rate, launch time and step
+// scales replace the datasheet figures (the prefill scales for `prefill`).
+// `split`, when given, accumulates the seconds by part.
 double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
                       const target::DeviceProfile &device,
                       const WeightFormat &format, int64_t tokens,
-                      int64_t context, int tpDegree = 1);
+                      int64_t context, int tpDegree = 1, StepSplit *split = nullptr,
+                      bool prefill = false);
 
 // Weight bytes of `regions` in `format`, divided over `tpDegree` shards.
 uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,

@@ -118,6 +118,17 @@ Candidate evaluateCandidate(const ModelProfile &profile,
                             const PartitionOptions &options,
                             std::vector<Stage> stages);
 
+// The predicted time of one step of `tokens` tokens through every stage in
+// turn, as weft-run --bench runs a bucket: decode with every sequence at
+// `context` cached positions, or (`prefill`) one chunk from position 0,
+// whose tokens attend to half the chunk on average. Split by part, with the
+// calibrated step scales applied (`raw`, when given, receives the same
+// without them, which is what a new calibration is measured against).
+StepSplit predictStepSeconds(const ModelProfile &profile, const target::Topology &topology,
+                             const PartitionOptions &options, const std::vector<Stage> &stages,
+                             int64_t tokens, int64_t context, bool prefill,
+                             StepSplit *raw = nullptr);
+
 } // namespace weft::partition
 
 #endif // WEFT_COMPILER_PARTITION_PARTITIONER_H_

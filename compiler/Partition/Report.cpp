@@ -1,6 +1,8 @@
 // Text and SVG renderings of a partition.
 #include "compiler/Partition/Report.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -58,6 +60,37 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
     if (m.fits && m.score(o.objective) > 0)
       os << llvm::formatv("             chosen / memory split: {0:f3}x\n",
                           best.score(o.objective) / m.score(o.objective));
+  }
+  // Which figures the predictions rest on: measured on the device, or the
+  // datasheet's (docs/cost-model.md).
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const target::DeviceProfile &d = t.devices[i];
+    std::string label = i == 0 ? "figures      " : "             ";
+    if (!d.calibration) {
+      os << llvm::formatv("{0}{1}#{2}: datasheet (not calibrated)\n", label, d.name, i);
+      continue;
+    }
+    const target::DeviceCalibration &c = *d.calibration;
+    std::vector<std::string> parts;
+    parts.push_back(c.copyBandwidth > 0
+                        ? llvm::formatv("bandwidth {0:f0} GB/s measured", c.copyBandwidth / 1e9)
+                              .str()
+                        : std::string("bandwidth from the datasheet"));
+    parts.push_back(c.gemmFlops > 0
+                        ? llvm::formatv("GEMM {0:f1} TFLOPS measured", c.gemmFlops / 1e12).str()
+                        : std::string("GEMM rate from the datasheet"));
+    if (c.launchSeconds > 0)
+      parts.push_back(llvm::formatv("launch {0:f1} us", c.launchSeconds * 1e6).str());
+    if (!c.steps.empty())
+      parts.push_back(llvm::formatv("decode step scales at {0}-{1} tokens",
+                                    c.steps.front().tokens, c.steps.back().tokens)
+                          .str());
+    if (!c.prefillSteps.empty())
+      parts.push_back(llvm::formatv("prefill scales at {0}-{1} tokens",
+                                    c.prefillSteps.front().tokens, c.prefillSteps.back().tokens)
+                          .str());
+    os << llvm::formatv("{0}{1}#{2}: calibrated on {3}{4}: {5}\n", label, d.name, i, c.gpu,
+                        c.date.empty() ? "" : " " + c.date, llvm::join(parts, ", "));
   }
 
   os << "\n";

@@ -316,6 +316,15 @@ Json deviceBuffersJson(const fb::DeviceBuffers &d) {
   return j;
 }
 
+Json stepPredictionJson(const fb::StepPrediction &p) {
+  Json j;
+  j["context"] = p.context();
+  j["seconds"] = p.seconds();
+  j["raw_other_seconds"] = p.raw_other_seconds();
+  j["raw_attention_seconds"] = p.raw_attention_seconds();
+  return j;
+}
+
 Json bucketJson(const fb::Bucket &b) {
   Json j;
   j["name"] = text(b.name());
@@ -323,6 +332,7 @@ Json bucketJson(const fb::Bucket &b) {
   j["tokens"] = b.tokens();
   j["devices"] = tables(b.devices(), deviceBuffersJson);
   j["steps"] = tables(b.steps(), stepJson);
+  j["predictions"] = tables(b.predictions(), stepPredictionJson);
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <cmath>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -756,6 +757,29 @@ private:
         Scope st(path_, "steps", i);
         WEFT_RETURN_IF_ERROR(checkStep(*bucket->steps()->Get(i)));
       }
+      WEFT_RETURN_IF_ERROR(checkPredictions(*bucket));
+    }
+    return Status::ok();
+  }
+
+  // The cost model's step times: finite and non-negative, contexts ascending
+  // (weft-run interpolates between them).
+  Status checkPredictions(const fb::Bucket &bucket) {
+    if (!bucket.predictions())
+      return Status::ok();
+    int64_t last = -1;
+    for (uint32_t i = 0; i < bucket.predictions()->size(); ++i) {
+      Scope p(path_, "predictions", i);
+      const fb::StepPrediction *sp = bucket.predictions()->Get(i);
+      if (sp->context() < 0 || sp->context() <= last)
+        return badField("context", "expected contexts >= 0 in ascending order, got " +
+                                       std::to_string(sp->context()));
+      last = sp->context();
+      for (auto [name, v] : {std::pair<const char *, double>{"seconds", sp->seconds()},
+                             {"raw_other_seconds", sp->raw_other_seconds()},
+                             {"raw_attention_seconds", sp->raw_attention_seconds()}})
+        if (!std::isfinite(v) || v < 0 || v > 3600)
+          return badField(name, "expected seconds from 0 to 3600, got " + std::to_string(v));
     }
     return Status::ok();
   }

@@ -99,6 +99,17 @@ bool Topology::allPairsNVLink() const {
   return true;
 }
 
+bool operator==(const StepScale &x, const StepScale &y) {
+  return x.tokens == y.tokens && x.weights == y.weights && x.attention == y.attention;
+}
+
+bool operator==(const DeviceCalibration &x, const DeviceCalibration &y) {
+  return x.gpu == y.gpu && x.driver == y.driver && x.date == y.date &&
+         x.seconds == y.seconds && x.copyBandwidth == y.copyBandwidth &&
+         x.gemmFlops == y.gemmFlops && x.launchSeconds == y.launchSeconds &&
+         x.steps == y.steps && x.prefillSteps == y.prefillSteps;
+}
+
 bool operator==(const DeviceProfile &x, const DeviceProfile &y) {
   return x.name == y.name && x.description == y.description &&
          x.computeCapability == y.computeCapability &&
@@ -110,7 +121,7 @@ bool operator==(const DeviceProfile &x, const DeviceProfile &y) {
          x.l2Bytes == y.l2Bytes && x.contextReserveBytes == y.contextReserveBytes &&
          x.memoryCapBytes == y.memoryCapBytes &&
          x.nvlinkBandwidth == y.nvlinkBandwidth &&
-         x.nvlinkGroupSize == y.nvlinkGroupSize;
+         x.nvlinkGroupSize == y.nvlinkGroupSize && x.calibration == y.calibration;
 }
 
 bool operator==(const LinkProfile &x, const LinkProfile &y) {

@@ -14,6 +14,31 @@
 namespace weft {
 namespace target {
 
+// Measured step time over the cost model's prediction, at a token count
+// (weft-run --bench --write-calibration): the weight-streaming regions and
+// the attention regions scale apart, so contexts other than the measured
+// ones are predicted too.
+struct StepScale {
+  int64_t tokens = 1;
+  double weights = 1;   // every region but attention
+  double attention = 1; // attention regions
+};
+
+// What was measured on the device itself (weft-detect --calibrate; the step
+// scales from weft-run --bench). Each figure measured replaces the
+// datasheet's in the cost model; 0 or empty means not measured.
+struct DeviceCalibration {
+  std::string gpu;          // the GPU measured, as NVML names it
+  std::string driver;       // its driver version
+  std::string date;         // "2026-12-01"
+  double seconds = 0;       // how long the calibration took
+  double copyBandwidth = 0; // bytes/s: a device-to-device copy, read + written
+  double gemmFlops = 0;     // FP16 tensor FLOP/s through cuBLASLt at prefill shapes
+  double launchSeconds = 0; // per kernel replayed in a CUDA graph
+  std::vector<StepScale> steps;        // decode steps, ascending tokens
+  std::vector<StepScale> prefillSteps; // prefill chunks from position 0
+};
+
 // One GPU. Rates are dense peak figures (no 2:4 sparsity); docs/topology.md
 // lists the built-in values and where each comes from.
 struct DeviceProfile {
@@ -36,6 +61,13 @@ struct DeviceProfile {
   // HGX board), so a description cannot promise links the part cannot have.
   double nvlinkBandwidth = 0;
   int nvlinkGroupSize = 0;
+  std::optional<DeviceCalibration> calibration;
+
+  // The figures the cost model uses: measured where calibrated.
+  double effectiveBandwidth() const {
+    return calibration && calibration->copyBandwidth > 0 ? calibration->copyBandwidth
+                                                         : memoryBandwidth;
+  }
 
   // min(memory, cap) - reserve, saturating at 0.
   uint64_t usableBytes() const;
@@ -81,6 +113,8 @@ struct Topology {
   bool allPairsNVLink() const;
 };
 
+bool operator==(const StepScale &x, const StepScale &y);
+bool operator==(const DeviceCalibration &x, const DeviceCalibration &y);
 bool operator==(const DeviceProfile &x, const DeviceProfile &y);
 bool operator==(const LinkProfile &x, const LinkProfile &y);
 bool operator==(const HostProfile &x, const HostProfile &y);

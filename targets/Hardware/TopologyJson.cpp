@@ -4,6 +4,7 @@
 
 #include "compiler/Support/JsonFields.h"
 #include "runtime/base/Text.h"
+#include "runtime/detect/Detect.h"
 #include "runtime/io/ReadFile.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -49,6 +50,11 @@ constexpr Quantity kLinkBandwidth{"bandwidth_gbps", "bandwidth_bytes_per_s", 9};
 constexpr Quantity kLinkLatency{"latency_us", "latency_s", -6};
 constexpr Quantity kPCIeBandwidth{"pcie_bandwidth_gbps", "pcie_bandwidth_bytes_per_s", 9};
 constexpr Quantity kPCIeLatency{"pcie_latency_us", "pcie_latency_s", -6};
+constexpr Quantity kCopyBandwidth{"copy_bandwidth_gbps", "copy_bandwidth_bytes_per_s", 9};
+constexpr Quantity kGemm{"gemm_tflops", "gemm_flops", 12};
+constexpr Quantity kLaunch{"launch_us", "launch_s", -6};
+// A measurement above the datasheet by more than this is not of this part.
+constexpr double kCalibrationMargin = 1.2;
 
 // The shortest "%.*e" text that reads back as `y`.
 std::string shortestScientific(double y) {
@@ -296,7 +302,119 @@ Error checkFreeText(const ObjectReader &r, StringRef field, StringRef s) {
 }
 
 const StringRef kDeviceFields[] = {"builtin",  "name",     "description", "compute_capability",
-                                   "sm_count", "nvlink_group_size", "comment"};
+                                   "sm_count", "nvlink_group_size", "comment", "calibration"};
+
+// A device's "calibration" block (docs/topology.md), checked against the
+// figures of the device it is written in: a measurement from another part,
+// or beyond what the part can do, is refused.
+Expected<DeviceCalibration> parseCalibration(const json::Value &value, const std::string &entry,
+                                             StringRef file, const DeviceProfile &d) {
+  std::string where = entry + ".calibration";
+  const json::Object *obj = value.getAsObject();
+  if (!obj)
+    return makeError(llvm::Twine(file) + ": field '" + where + "': expected an object, got " +
+                     describe(value));
+  ObjectReader r(*obj, file, where + ".");
+  if (Error e = r.rejectUnknown({"gpu", "driver", "date", "seconds", "steps", "prefill_steps",
+                                 "comment"},
+                                {},
+                                {kCopyBandwidth, kGemm, kLaunch}))
+    return std::move(e);
+  DeviceCalibration c;
+  WEFT_ASSIGN_OR_RETURN(gpu, r.optString("gpu"));
+  if (!gpu || gpu->empty())
+    return r.error("gpu", "missing (the GPU measured, as NVML names it)");
+  if (Error e = checkFreeText(r, "gpu", *gpu))
+    return std::move(e);
+  c.gpu = *gpu;
+  // A device of the database must be calibrated on that part.
+  if (getBuiltinDevice(d.name)) {
+    std::string part = detect::builtinDeviceFor(c.gpu, d.memoryBytes);
+    if (part != d.name)
+      return r.error("gpu", "'" + printableForMessage(c.gpu, 96) + "' is " +
+                                (part.empty() ? std::string("not a ") + d.name
+                                              : "a " + part + ", not a " + d.name) +
+                                ": calibrate on the device this entry describes");
+  } else {
+    llvm::consumeError(getBuiltinDevice(d.name).takeError());
+  }
+  for (const char *field : {"driver", "date"}) {
+    WEFT_ASSIGN_OR_RETURN(text, r.optString(field));
+    if (text) {
+      if (Error e = checkFreeText(r, field, *text))
+        return std::move(e);
+      (StringRef(field) == "driver" ? c.driver : c.date) = *text;
+    }
+  }
+  if (r.get("seconds")) {
+    WEFT_ASSIGN_OR_RETURN(seconds, r.optPositive("seconds"));
+    c.seconds = *seconds;
+  }
+  auto measured = [&](const Quantity &q, double datasheet, const char *what,
+                      double &out) -> Error {
+    Expected<std::optional<double>> v = r.optQuantity(q, false);
+    if (!v)
+      return v.takeError();
+    if (!*v)
+      return Error::success();
+    if (datasheet > 0 && **v > datasheet * kCalibrationMargin)
+      return r.error(q.unitKey,
+                     llvm::formatv("{0} is more than {1}% above the {2} of {3} ({4}): "
+                                   "measured on another GPU?",
+                                   describe(r.get(q.unitKey) ? *r.get(q.unitKey)
+                                                             : *r.get(q.siKey)),
+                                   int((kCalibrationMargin - 1) * 100 + 0.5), what, d.name,
+                                   datasheet));
+    out = **v;
+    return Error::success();
+  };
+  if (Error e = measured(kCopyBandwidth, d.memoryBandwidth, "memory bandwidth (bytes/s)",
+                         c.copyBandwidth))
+    return std::move(e);
+  if (Error e = measured(kGemm, d.fp16TensorFlops, "FP16 tensor rate (FLOP/s)", c.gemmFlops))
+    return std::move(e);
+  if (Error e = measured(kLaunch, 1e-3, "plausible launch time (s)", c.launchSeconds))
+    return std::move(e);
+
+  for (const char *key : {"steps", "prefill_steps"}) {
+    const json::Value *steps = r.get(key);
+    if (!steps)
+      continue;
+    std::vector<StepScale> &out = StringRef(key) == "steps" ? c.steps : c.prefillSteps;
+    const json::Array *list = steps->getAsArray();
+    if (!list)
+      return r.error(key, "expected a list, got " + describe(*steps));
+    for (size_t i = 0; i < list->size(); ++i) {
+      std::string item = where + "." + key + "[" + std::to_string(i) + "]";
+      const json::Object *o = (*list)[i].getAsObject();
+      if (!o)
+        return makeError(llvm::Twine(file) + ": field '" + item + "': expected an object, got " +
+                         describe((*list)[i]));
+      ObjectReader s(*o, file, item + ".");
+      if (Error e = s.rejectUnknown({"tokens", "weights_scale", "attention_scale", "comment"}, {}))
+        return std::move(e);
+      StepScale step;
+      WEFT_ASSIGN_OR_RETURN(tokens, s.reqInt("tokens", 1, 1 << 20));
+      step.tokens = tokens;
+      if (!out.empty() && out.back().tokens >= tokens)
+        return s.error("tokens", llvm::formatv("expected more than the previous entry's {0} "
+                                               "(steps ascend by tokens)",
+                                               out.back().tokens));
+      for (const char *field : {"weights_scale", "attention_scale"}) {
+        WEFT_ASSIGN_OR_RETURN(scale, s.optPositive(field));
+        if (!scale)
+          return s.error(field, "missing (measured over predicted time)");
+        if (*scale < 0.2 || *scale > 5)
+          return s.error(field, llvm::formatv("expected 0.2 to 5 (measured over predicted), "
+                                              "got {0}",
+                                              *scale));
+        (StringRef(field) == "weights_scale" ? step.weights : step.attention) = *scale;
+      }
+      out.push_back(step);
+    }
+  }
+  return c;
+}
 const StringRef kDeviceSizes[] = {"memory", "l2", "context_reserve", "memory_cap"};
 const Quantity kDeviceQuantities[] = {kMemoryBandwidth, kFp16, kFp32, kBf16, kFp8,
                                       kInt8, kNVLinkBandwidth};
@@ -424,6 +542,11 @@ Expected<DeviceProfile> parseDevice(const json::Value &value, size_t index,
     d.nvlinkGroupSize = int(*group);
   } else if (d.nvlinkGroupSize < 2) {
     d.nvlinkGroupSize = 2; // one bridge joins two devices
+  }
+
+  if (const json::Value *calibration = r.get("calibration")) {
+    WEFT_ASSIGN_OR_RETURN(c, parseCalibration(*calibration, entry, file, d));
+    d.calibration = std::move(c);
   }
 
   // Checks across fields, once every override is in.
@@ -676,6 +799,41 @@ std::string topologyToJson(const Topology &t) {
             bytes("memory_cap_bytes", *d.memoryCapBytes);
           number(kNVLinkBandwidth, d.nvlinkBandwidth);
           j.attribute("nvlink_group_size", int64_t(d.nvlinkGroupSize));
+          if (const std::optional<DeviceCalibration> &c = d.calibration)
+            j.attributeObject("calibration", [&] {
+              j.attribute("gpu", c->gpu);
+              if (!c->driver.empty())
+                j.attribute("driver", c->driver);
+              if (!c->date.empty())
+                j.attribute("date", c->date);
+              if (c->seconds > 0) {
+                j.attributeBegin("seconds");
+                j.rawValue(siText(c->seconds));
+                j.attributeEnd();
+              }
+              if (c->copyBandwidth > 0)
+                number(kCopyBandwidth, c->copyBandwidth);
+              if (c->gemmFlops > 0)
+                number(kGemm, c->gemmFlops);
+              if (c->launchSeconds > 0)
+                number(kLaunch, c->launchSeconds);
+              for (const auto &[key, list] :
+                   {std::pair<const char *, const std::vector<StepScale> *>{"steps", &c->steps},
+                    {"prefill_steps", &c->prefillSteps}})
+                if (!list->empty())
+                j.attributeArray(key, [&] {
+                  for (const StepScale &st : *list)
+                    j.object([&] {
+                      j.attribute("tokens", st.tokens);
+                      j.attributeBegin("weights_scale");
+                      j.rawValue(siText(st.weights));
+                      j.attributeEnd();
+                      j.attributeBegin("attention_scale");
+                      j.rawValue(siText(st.attention));
+                      j.attributeEnd();
+                    });
+                });
+            });
         });
     });
     j.attributeArray("links", [&] {

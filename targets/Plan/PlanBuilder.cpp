@@ -1224,9 +1224,19 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
           fb::CreateDeviceBuffers(b, device, arena[device], b.CreateVector(list)));
       peak[size_t(device)] = std::max(peak[size_t(device)], arena[device]);
     }
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::StepPrediction>>> predicted;
+    if (options.predict) {
+      std::vector<flatbuffers::Offset<fb::StepPrediction>> list;
+      for (const PlanBuildOptions::Prediction &p :
+           options.predict(bucket.getPrefill(), int64_t(bucket.getTokens())))
+        list.push_back(fb::CreateStepPrediction(b, int32_t(p.context), p.seconds, p.rawOther,
+                                                p.rawAttention));
+      predicted = b.CreateVector(list);
+    }
     buckets.push_back(fb::CreateBucket(b, str(bucket.getSymName()), bucket.getPrefill(),
                                        int32_t(bucket.getTokens()),
-                                       b.CreateVector(deviceBuffers), b.CreateVector(steps)));
+                                       b.CreateVector(deviceBuffers), b.CreateVector(steps),
+                                       predicted));
   }
   if (planIR)
     *planIR = std::move(ir);

@@ -32,6 +32,13 @@ struct PlanBuildOptions {
   // takes 4.97 and 5.29 ms through cuBLASLt against 8.00 and 14.94 ms
   // through the tensor-core GEMV (docs/benchmarks.md).
   int64_t maxGemvTokens = 4;
+  // The cost model's step time of a bucket (prefill, tokens) at the given
+  // contexts (see StepPrediction in plan.fbs); unset: plans hold none.
+  struct Prediction {
+    int64_t context = 0;
+    double seconds = 0, rawOther = 0, rawAttention = 0;
+  };
+  std::function<std::vector<Prediction>(bool prefill, int64_t tokens)> predict;
   // Called as work progresses: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
   // Signs the plan's seal (weft-compile --sign); null: sealed unsigned.

@@ -52,6 +52,18 @@ bool unsupported(const json &g, const char *what) {
   return false;
 }
 
+// Answers a query about one GPU: not supported when its description lists
+// `what` as unsupported, else `fill` sets the result from the description.
+template <typename F> int answer(void *handle, const char *what, F fill) {
+  const json *g = gpu(handle);
+  if (!g)
+    return kInvalidArgument;
+  if (unsupported(*g, what))
+    return kNotSupported;
+  fill(*g);
+  return kSuccess;
+}
+
 int copyString(const std::string &s, char *out, unsigned length) {
   if (!out || length <= s.size())
     return 7; // NVML_ERROR_INSUFFICIENT_SIZE
@@ -144,51 +156,24 @@ int nvmlDeviceGetPciInfo_v3(void *d, PciInfo *pci) {
   return g ? fillPci(g->value("bus_id", ""), pci) : kInvalidArgument;
 }
 int nvmlDeviceGetMaxPcieLinkGeneration(void *d, unsigned *v) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "pcie"))
-    return g ? kNotSupported : kInvalidArgument;
-  *v = (*g)["pcie"][0];
-  return kSuccess;
+  return answer(d, "pcie", [&](const json &g) { *v = g["pcie"][0]; });
 }
 int nvmlDeviceGetMaxPcieLinkWidth(void *d, unsigned *v) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "pcie"))
-    return g ? kNotSupported : kInvalidArgument;
-  *v = (*g)["pcie"][1];
-  return kSuccess;
+  return answer(d, "pcie", [&](const json &g) { *v = g["pcie"][1]; });
 }
 int nvmlDeviceGetMaxClockInfo(void *d, unsigned type, unsigned *mhz) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "clocks"))
-    return g ? kNotSupported : kInvalidArgument;
-  if (type == 1) // NVML_CLOCK_SM
-    *mhz = (*g)["clocks_mhz"][0];
-  else if (type == 2) // NVML_CLOCK_MEM
-    *mhz = (*g)["clocks_mhz"][1];
-  else
+  if (type != 1 && type != 2) // NVML_CLOCK_SM, NVML_CLOCK_MEM
     return kInvalidArgument;
-  return kSuccess;
+  return answer(d, "clocks", [&](const json &g) { *mhz = g["clocks_mhz"][type == 1 ? 0 : 1]; });
 }
 int nvmlDeviceGetMemoryBusWidth(void *d, unsigned *bits) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "bus_width"))
-    return g ? kNotSupported : kInvalidArgument;
-  *bits = (*g)["bus_width"];
-  return kSuccess;
+  return answer(d, "bus_width", [&](const json &g) { *bits = g["bus_width"]; });
 }
 int nvmlDeviceGetNumGpuCores(void *d, unsigned *cores) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "cores"))
-    return g ? kNotSupported : kInvalidArgument;
-  *cores = (*g)["cores"];
-  return kSuccess;
+  return answer(d, "cores", [&](const json &g) { *cores = g["cores"]; });
 }
 int nvmlDeviceGetDisplayActive(void *d, int *active) {
-  const json *g = gpu(d);
-  if (!g || unsupported(*g, "display"))
-    return g ? kNotSupported : kInvalidArgument;
-  *active = g->value("display", false) ? 1 : 0;
-  return kSuccess;
+  return answer(d, "display", [&](const json &g) { *active = g.value("display", false) ? 1 : 0; });
 }
 int nvmlDeviceGetNvLinkState(void *d, unsigned link, int *active) {
   const json *g = gpu(d);

@@ -232,6 +232,7 @@ int main(int argc, char **argv) {
   std::optional<weft::target::Topology> topology;
   std::optional<weft::partition::PartitionOptions> partitionOptions;
   std::optional<weft::partition::PartitionResult> partition;
+  std::optional<weft::partition::ModelProfile> modelProfile;
   if (emit == Emit::Fused || partitioned) {
     if (maxBatch < 1)
       return fail("--max-batch must be at least 1");
@@ -308,6 +309,7 @@ int main(int argc, char **argv) {
       if (!result)
         return fail(llvm::toString(result.takeError()));
       partition = std::move(*result);
+      modelProfile = std::move(*profile);
       if (mlir::failed(weft::partition::annotatePartition(*module, *partition,
                                                           *topology, *partitionOptions)))
         return fail("internal error: annotating the partition failed");
@@ -359,6 +361,27 @@ int main(int argc, char **argv) {
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");
     planOptions.maxGemvTokens = maxGemvTokens;
+    // Each bucket's predicted step time, for weft-run --bench to set beside
+    // the measured one: decode at contexts 64, 128, ... up to the plan's.
+    planOptions.predict = [&](bool prefill, int64_t tokens) {
+      std::vector<weft::plan::PlanBuildOptions::Prediction> out;
+      std::vector<int64_t> contexts;
+      if (prefill) {
+        contexts.push_back(0);
+      } else {
+        for (int64_t c = 64; c < partitionOptions->context; c *= 2)
+          contexts.push_back(c);
+        contexts.push_back(partitionOptions->context);
+      }
+      for (int64_t c : contexts) {
+        weft::partition::StepSplit raw;
+        weft::partition::StepSplit at = weft::partition::predictStepSeconds(
+            *modelProfile, *topology, *partitionOptions, partition->best.stages, tokens, c,
+            prefill, &raw);
+        out.push_back({c, at.total(), raw.other, raw.attention});
+      }
+      return out;
+    };
     weft::Progress progress = weft::Progress::forStderr("weft-compile: ");
     planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
       progress.update(phase.str(), done, total);

@@ -4,11 +4,15 @@
 #include "runtime/base/Progress.h"
 #include "runtime/base/Text.h"
 #include "runtime/chat/ChatTemplateSource.h"
+#include "runtime/detect/Nvml.h"
 #include "runtime/engine/Generate.h"
 #include "runtime/io/ReadFile.h"
 #include "runtime/serve/Scheduler.h"
 #include "runtime/tokenizer/TextStream.h"
 #include "runtime/tokenizer/Tokenizer.h"
+#include "tools/weft-run/BenchCalibration.h"
+
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
@@ -150,6 +154,10 @@ const char *kHelp =
     "  --bench B1,B2            time these buckets (e.g. decode_b32) with synthetic inputs\n"
     "  --bench-steps N          runs per bucket (default 20)\n"
     "  --bench-context N,M      context positions per decode sequence (default 128)\n"
+    "  --write-calibration FILE write measured/predicted step scales into the topology\n"
+    "                           JSON FILE the plan was compiled for (its devices'\n"
+    "                           \"calibration\" blocks); measure two contexts per decode\n"
+    "                           bucket so weight streaming and attention scale apart\n"
     "Devices and runtime:\n"
     "  --devices 0,1            physical GPU of each declared device (default: in order,\n"
     "                           or all on GPU 0 when there is one)\n"
@@ -168,7 +176,8 @@ const char *kHelp =
 // as that many sequences, each at position `context` with its own pages; a
 // prefill bucket as one sequence's chunk. Only sequences and pages the
 // plan's cache has are used: a shape that does not fit is an error.
-int bench(weft::engine::Engine &engine, const std::string &name, int steps, int context) {
+int bench(weft::engine::Engine &engine, const std::string &name, int steps, int context,
+          std::vector<weft::benchcal::Measurement> &measured) {
   int bucket = engine.bucketIndex(name);
   if (bucket < 0)
     return fail("--bench: the plan has no bucket '" + name + "'");
@@ -215,9 +224,19 @@ int bench(weft::engine::Engine &engine, const std::string &name, int steps, int 
     if (weft::Status s = engine.run(bucket, in, out); !s.isOk())
       return fail(s.message());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("bucket %s: %d tokens, %.3f ms/step, %.1f tokens/s (%d steps, context %d)\n",
-              name.c_str(), tokens, seconds * 1e3 / steps, tokens * steps / seconds, steps,
+  double perStep = seconds / steps;
+  std::printf("bucket %s: %d tokens, %.3f ms/step, %.1f tokens/s (%d steps, context %d)",
+              name.c_str(), tokens, perStep * 1e3, tokens / perStep, steps,
               prefill ? tokens : context);
+  // Beside the cost model's prediction, when the plan holds one.
+  const weft::plan::fb::Bucket *b = engine.plan().buckets()->Get(uint32_t(bucket));
+  if (std::optional<weft::benchcal::Predicted> p =
+          weft::benchcal::predictionFor(*b, prefill ? 0 : context)) {
+    std::printf("; predicted %.3f ms, measured/predicted %.3f", p->seconds * 1e3,
+                p->seconds > 0 ? perStep / p->seconds : 0.0);
+    measured.push_back({prefill, tokens, prefill ? 0 : context, perStep, *p});
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -461,6 +480,7 @@ int main(int argc, char **argv) {
   bool chat = false, maxTokensGiven = false;
   std::string system, chatTemplatePath, chatFlag;
   std::optional<bool> stream;
+  std::string calibrationPath;
   // The last flag given that only prompts use, and the last that only
   // --bench uses, to refuse them where they would be ignored.
   std::string promptFlag, benchFlag;
@@ -469,7 +489,7 @@ int main(int argc, char **argv) {
     if (a == "--max-tokens" || a == "--dump-logits" || a == "--temperature" || a == "--top-k" ||
         a == "--top-p" || a == "--seed" || a == "--tokenizer")
       promptFlag = a;
-    if (a == "--bench-steps" || a == "--bench-context")
+    if (a == "--bench-steps" || a == "--bench-context" || a == "--write-calibration")
       benchFlag = a;
     auto value = [&](const char *flag) -> const char * {
       if (i + 1 >= argc) {
@@ -528,6 +548,7 @@ int main(int argc, char **argv) {
     else if (a == "--chat") chat = true;
     else if (a == "--system") system = value("--system"), chatFlag = a;
     else if (a == "--chat-template") chatTemplatePath = value("--chat-template"), chatFlag = a;
+    else if (a == "--write-calibration") calibrationPath = value("--write-calibration");
     else if (a == "--stream") stream = true;
     else if (a == "--no-stream") stream = false;
     else if (a == "--prompts") promptsPath = value("--prompts");
@@ -724,10 +745,36 @@ int main(int argc, char **argv) {
     // Every bucket at every context, in one process (one load).
     std::stringstream list(benchBucket);
     std::string name;
+    std::vector<weft::benchcal::Measurement> measured;
     while (std::getline(list, name, ','))
       for (int32_t context : benchContexts)
-        if (int rc = bench(**engine, name, benchSteps, context); rc != 0)
+        if (int rc = bench(**engine, name, benchSteps, context, measured); rc != 0)
           return rc;
+    if (!calibrationPath.empty()) {
+      std::vector<weft::benchcal::Scale> decode = weft::benchcal::fitScales(measured, false);
+      std::vector<weft::benchcal::Scale> prefill = weft::benchcal::fitScales(measured, true);
+      int gpu = options.deviceMap.empty() ? 0 : options.deviceMap[0];
+      cudaDeviceProp prop{};
+      std::string gpuName = cudaGetDeviceProperties(&prop, gpu) == cudaSuccess
+                                ? std::string(prop.name)
+                                : std::string("unknown");
+      std::string driver = "unknown";
+      if (auto nvml = weft::detect::Nvml::load(); nvml.isOk())
+        (*nvml)->driverVersion(driver);
+      if (weft::Status st = weft::benchcal::writeCalibration(
+              calibrationPath, int(engine->get()->plan().topology()->devices()->size()),
+              gpuName, driver, decode, prefill);
+          !st.isOk())
+        return fail("--write-calibration: " + st.message());
+      for (const weft::benchcal::Scale &sc : decode)
+        std::printf("calibration: decode %lld tokens: weights x%.3f, attention x%.3f\n",
+                    (long long)sc.tokens, sc.weights, sc.attention);
+      for (const weft::benchcal::Scale &sc : prefill)
+        std::printf("calibration: prefill %lld tokens: x%.3f\n", (long long)sc.tokens,
+                    sc.weights);
+      std::printf("calibration: wrote the step scales into %s (weft-compile --topology %s)\n",
+                  calibrationPath.c_str(), calibrationPath.c_str());
+    }
     if (prompts.empty())
       return 0;
   }
