@@ -131,7 +131,7 @@ std::string builtinDeviceFor(const std::string &nvmlName, uint64_t memoryBytes) 
   std::string n = partName(nvmlName);
   double memGiB = double(memoryBytes) / double(GiB);
   for (const KnownPart &p : kKnownParts)
-    if (n == p.name && memGiB >= p.minGiB && memGiB <= p.maxGiB)
+    if (n == p.name && (memoryBytes == 0 || (memGiB >= p.minGiB && memGiB <= p.maxGiB)))
       return p.builtin;
   return "";
 }

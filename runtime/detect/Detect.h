@@ -58,7 +58,8 @@ uint64_t readHostRamBytes();
 
 // Weft's database key for a part as NVML names it ("NVIDIA GeForce RTX
 // 3090" -> "rtx3090"), or "" when the database has no such part. Memory
-// tells variants of one name apart (RTX 3060 8 GB / 12 GB).
+// tells variants of one name apart (RTX 3060 8 GB / 12 GB); 0 takes the
+// first part of that name.
 std::string builtinDeviceFor(const std::string &nvmlName, uint64_t memoryBytes);
 // Every key builtinDeviceFor can return (the tests check each is in the
 // compiler's database).

@@ -330,6 +330,8 @@ Expected<DeviceCalibration> parseCalibration(const json::Value &value, const std
   // A device of the database must be calibrated on that part.
   if (getBuiltinDevice(d.name)) {
     std::string part = detect::builtinDeviceFor(c.gpu, d.memoryBytes);
+    if (part.empty())
+      part = detect::builtinDeviceFor(c.gpu, 0); // the same name, another memory size
     if (part != d.name)
       return r.error("gpu", "'" + printableForMessage(c.gpu, 96) + "' is " +
                                 (part.empty() ? std::string("not a ") + d.name

@@ -51,6 +51,61 @@ TEST(WeightFormatTest, BytesPerFormat) {
   llvm::consumeError(parseWeightDType("int3").takeError());
 }
 
+TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
+  target::DeviceProfile d;
+  EXPECT_EQ(stepScaleAt(d, 8).weights, 1.0); // uncalibrated
+  target::DeviceCalibration c;
+  c.gpu = "NVIDIA H200";
+  c.steps = {{1, 1.0, 2.0}, {4, 1.2, 1.0}};
+  c.prefillSteps = {{512, 0.6, 0.6}};
+  d.calibration = c;
+  EXPECT_DOUBLE_EQ(stepScaleAt(d, 1).weights, 1.0);
+  EXPECT_DOUBLE_EQ(stepScaleAt(d, 2).weights, 1.1); // halfway in log2
+  EXPECT_DOUBLE_EQ(stepScaleAt(d, 2).attention, 1.5);
+  EXPECT_DOUBLE_EQ(stepScaleAt(d, 64).weights, 1.2); // the nearest outside
+  EXPECT_DOUBLE_EQ(stepScaleAt(d, 128, /*prefill=*/true).weights, 0.6);
+}
+
+TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  target::Topology t = topology("h200");
+  llvm::Expected<PartitionOptions> o = makePartitionOptions(*p.config, "throughput", 1, 4096, "");
+  ASSERT_TRUE(bool(o));
+  llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
+  ASSERT_TRUE(bool(r));
+  StepSplit plain = predictStepSeconds(p, t, *o, r->best.stages, 8, 2048, false);
+  EXPECT_GT(plain.attention, 0);
+  EXPECT_GT(plain.other, plain.attention);
+  // Measured bandwidth 10% below the datasheet's: the weight-streaming part
+  // slows by about that; step scales then multiply each part.
+  target::DeviceCalibration c;
+  c.gpu = "NVIDIA H200";
+  c.copyBandwidth = t.devices[0].memoryBandwidth * 0.9;
+  c.steps = {{8, 1.25, 2.0}};
+  t.devices[0].calibration = c;
+  StepSplit raw;
+  StepSplit cal = predictStepSeconds(p, t, *o, r->best.stages, 8, 2048, false, &raw);
+  EXPECT_GT(raw.other, plain.other * 1.05);
+  EXPECT_NEAR(cal.other, raw.other * 1.25, 1e-9);
+  EXPECT_NEAR(cal.attention, raw.attention * 2.0, 1e-9);
+  // Prefill chunks take the prefill scales (none here), not the decode ones.
+  StepSplit chunkRaw;
+  StepSplit chunk = predictStepSeconds(p, t, *o, r->best.stages, 512, 0, true, &chunkRaw);
+  EXPECT_NEAR(chunk.total(), chunkRaw.total(), 1e-12);
+}
+
+TEST_F(PartitionerTest, PrefillChunkAttendsToHalfItself) {
+  ModelProfile p = profileOf("llama-3.1-8b");
+  target::Topology t = topology("h200");
+  llvm::Expected<PartitionOptions> o = makePartitionOptions(*p.config, "throughput", 1, 4096, "");
+  ASSERT_TRUE(bool(o));
+  llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
+  ASSERT_TRUE(bool(r));
+  StepSplit chunk = predictStepSeconds(p, t, *o, r->best.stages, 512, 0, true);
+  StepSplit decode256 = predictStepSeconds(p, t, *o, r->best.stages, 512, 256, false);
+  EXPECT_NEAR(chunk.total(), decode256.total(), 1e-12);
+}
+
 TEST_F(PartitionerTest, ProfileCoversEveryLayerAndWeight) {
   ModelProfile p = profileOf("llama-3.1-8b");
   ASSERT_EQ(p.layers.size(), 32u);

@@ -8,6 +8,8 @@
 #include "TestFiles.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -427,6 +429,39 @@ TEST(PlanReader, RejectsOtherVersions) {
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
                                        ": expected 4 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
+  }
+}
+
+TEST(PlanReader, BucketPredictionsAreCheckedAndOptional) {
+  auto prediction = [](int context, double seconds) {
+    auto p = std::make_unique<fb::StepPredictionT>();
+    p->context = context;
+    p->seconds = seconds;
+    p->raw_other_seconds = seconds * 0.9;
+    p->raw_attention_seconds = seconds * 0.1;
+    return p;
+  };
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->predictions.push_back(prediction(64, 0.004));
+    plan.buckets[0]->predictions.push_back(prediction(128, 0.0041));
+    auto file = load(planBytes(plan));
+    ASSERT_TRUE(file.isOk()) << file.status().message();
+  }
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->predictions.push_back(prediction(128, 0.004));
+    plan.buckets[0]->predictions.push_back(prediction(64, 0.004));
+    EXPECT_TRUE(oneLineError(load(planBytes(plan)),
+                             "plan.weft: buckets[0].predictions[1].context: expected contexts >= 0 "
+                             "in ascending order, got 64"));
+  }
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->predictions.push_back(prediction(64, std::nan("")));
+    EXPECT_TRUE(oneLineError(load(planBytes(plan)),
+                             "plan.weft: buckets[0].predictions[0].seconds: expected seconds from 0 "
+                             "to 3600"));
   }
 }
 

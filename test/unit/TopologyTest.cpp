@@ -531,6 +531,78 @@ std::string custom(const std::string &extra) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
+    Calibration, TopologyBadJsonTest,
+    ::testing::Values(
+        BadJson{"calibration of another part",
+                withDevice(R"({"builtin": "rtx3060", "calibration": {"gpu": "NVIDIA GeForce RTX 3090"}})"),
+                "field 'devices[1].calibration.gpu': 'NVIDIA GeForce RTX 3090' is a rtx3090, not a "
+                "rtx3060-12g: calibrate on the device this entry describes"},
+        BadJson{"calibration of an unknown part",
+                withDevice(R"({"builtin": "rtx3060", "calibration": {"gpu": "NVIDIA Mystery"}})"),
+                "'NVIDIA Mystery' is not a rtx3060-12g"},
+        BadJson{"no gpu", withDevice(R"({"builtin": "rtx3090", "calibration": {}})"),
+                "field 'devices[1].calibration.gpu': missing"},
+        BadJson{"bandwidth above the datasheet",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "copy_bandwidth_gbps": 2000}})"),
+                "field 'devices[1].calibration.copy_bandwidth_gbps': 2000 is more than 20% above the "
+                "memory bandwidth"},
+        BadJson{"zero bandwidth",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "copy_bandwidth_gbps": 0}})"),
+                "field 'devices[1].calibration.copy_bandwidth_gbps': expected a positive number"},
+        BadJson{"negative GEMM rate",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "gemm_tflops": -3}})"),
+                "field 'devices[1].calibration.gemm_tflops': expected a positive number"},
+        BadJson{"steps out of order",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "steps": [{"tokens": 8, "weights_scale": 1, "attention_scale": 1},
+                                         {"tokens": 4, "weights_scale": 1, "attention_scale": 1}]}})"),
+                "field 'devices[1].calibration.steps[1].tokens': expected more than the previous "
+                "entry's 8"},
+        BadJson{"scale out of range",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "prefill_steps": [{"tokens": 512, "weights_scale": 9, "attention_scale": 1}]}})"),
+                "field 'devices[1].calibration.prefill_steps[0].weights_scale': expected 0.2 to 5"},
+        BadJson{"scale missing",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "steps": [{"tokens": 1, "weights_scale": 1.1}]}})"),
+                "field 'devices[1].calibration.steps[0].attention_scale': missing"},
+        BadJson{"unknown calibration field",
+                withDevice(R"({"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090",
+                               "copy_bandwidth": 900}})"),
+                "field 'devices[1].calibration.copy_bandwidth': unknown field; did you mean "
+                "'copy_bandwidth_gbps'?"}));
+
+TEST(TopologyTest, CalibrationReadsWritesAndLeavesUncalibratedDevicesAlone) {
+  Topology t = parseJsonOk(R"({"devices": [
+      {"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090", "driver": "560.35.03",
+        "date": "2026-12-01", "seconds": 41.5, "copy_bandwidth_gbps": 880.5, "gemm_tflops": 66,
+        "launch_us": 2.4,
+        "steps": [{"tokens": 1, "weights_scale": 1.06, "attention_scale": 1.5},
+                  {"tokens": 8, "weights_scale": 1.16, "attention_scale": 1.19}],
+        "prefill_steps": [{"tokens": 512, "weights_scale": 0.63, "attention_scale": 0.63}]}},
+      {"builtin": "rtx3060"}]})");
+  ASSERT_EQ(t.devices.size(), 2u);
+  ASSERT_TRUE(t.devices[0].calibration.has_value());
+  const DeviceCalibration &c = *t.devices[0].calibration;
+  EXPECT_EQ(c.gpu, "NVIDIA GeForce RTX 3090");
+  EXPECT_EQ(c.copyBandwidth, 880.5e9);
+  EXPECT_EQ(c.gemmFlops, 66e12);
+  EXPECT_DOUBLE_EQ(c.launchSeconds, 2.4e-6);
+  ASSERT_EQ(c.steps.size(), 2u);
+  EXPECT_EQ(c.steps[1].tokens, 8);
+  EXPECT_EQ(c.prefillSteps.size(), 1u);
+  EXPECT_EQ(t.devices[0].effectiveBandwidth(), 880.5e9);
+  EXPECT_FALSE(t.devices[1].calibration.has_value()); // partial: the 3060 keeps its datasheet
+  EXPECT_EQ(t.devices[1].effectiveBandwidth(), t.devices[1].memoryBandwidth);
+  llvm::Expected<Topology> back = parseTopologyJson(topologyToJson(t), "printed.json");
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError()) << topologyToJson(t);
+  EXPECT_EQ(*back, t);
+}
+
+INSTANTIATE_TEST_SUITE_P(
     Malformed, TopologyBadJsonTest,
     ::testing::Values(
         BadJson{"not json", "{\"devices\": [", "invalid JSON"},
