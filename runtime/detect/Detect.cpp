@@ -416,6 +416,24 @@ StatusOr<std::string> topologyJson(const Detection &d, const WriteOptions &optio
       note += "; drives a display: the " + gib(g.memoryUsedBytes) +
               " in use when detected is kept free";
     }
+    if (options.calibration && i < options.calibration->gpus.size()) {
+      const GpuMeasurement &m = options.calibration->gpus[i];
+      nlohmann::ordered_json c;
+      c["gpu"] = g.name;
+      if (!d.driverVersion.empty())
+        c["driver"] = d.driverVersion;
+      if (!options.date.empty())
+        c["date"] = options.date;
+      c["seconds"] = readable(m.seconds);
+      c["copy_bandwidth_gbps"] = readable(m.copyBandwidth / 1e9);
+      c["gemm_tflops"] = readable(m.gemmFlops / 1e12);
+      c["launch_us"] = readable(m.launchSeconds * 1e6);
+      c["comment"] = "measured by weft-detect --calibrate: a device-to-device copy (bytes read "
+                     "+ written), cuBLASLt FP16 GEMMs at prefill shapes, a replayed CUDA graph "
+                     "of small nodes; host to device " +
+                     std::to_string(int(m.hostToDevice / 1e9 + 0.5)) + " GB/s";
+      dev["calibration"] = c;
+    }
     dev["comment"] = note;
     devices.push_back(dev);
   }
@@ -425,26 +443,42 @@ StatusOr<std::string> topologyJson(const Detection &d, const WriteOptions &optio
   std::vector<double> host(d.gpus.size(), 0);
   for (size_t i = 0; i < d.gpus.size(); ++i) {
     host[i] = pcieBandwidth(d.gpus[i].pcieGeneration, d.gpus[i].pcieWidth);
+    if (options.calibration && i < options.calibration->gpus.size() &&
+        options.calibration->gpus[i].hostToDevice > 0)
+      host[i] = options.calibration->gpus[i].hostToDevice; // measured
     if (host[i] <= 0)
       host[i] = 25e9; // the default when NVML cannot say
   }
+  auto measuredPair = [&](size_t i, size_t j) -> const PairMeasurement * {
+    if (!options.calibration)
+      return nullptr;
+    for (const PairMeasurement &p : options.calibration->pairs)
+      if (size_t(p.a) == i && size_t(p.b) == j && p.bandwidth > 0)
+        return &p;
+    return nullptr;
+  };
   for (size_t i = 0; i < d.gpus.size(); ++i)
     for (size_t j = i + 1; j < d.gpus.size(); ++j) {
       json l;
       l["devices"] = {i, j};
+      const PairMeasurement *m = measuredPair(i, j);
       if (const DetectedNvLink *nv = nvlinkBetween(d, int(i), int(j))) {
         l["kind"] = "nvlink";
-        l["bandwidth_gbps"] = readable(nvlinkRate(d, *nv) / 1e9);
+        l["bandwidth_gbps"] = readable((m ? m->bandwidth : nvlinkRate(d, *nv)) / 1e9);
         l["comment"] = std::to_string(nv->links) + " NVLink " +
                        std::to_string(nv->version) + " links" +
                        (nv->viaSwitch ? " through NVSwitch" : "");
-      } else if (hasPeerToPeer(d, int(i), int(j))) {
+      } else if (hasPeerToPeer(d, int(i), int(j)) || (m && m->peerToPeer)) {
         // Peer-to-peer over PCIe runs at the slower slot's rate.
         l["kind"] = "pcie";
-        l["bandwidth_gbps"] = readable(std::min(host[i], host[j]) / 1e9);
+        l["bandwidth_gbps"] = readable((m ? m->bandwidth : std::min(host[i], host[j])) / 1e9);
         l["comment"] = "peer-to-peer over PCIe";
       } else {
         continue; // no direct path: copies are staged through host memory
+      }
+      if (m) {
+        l["latency_us"] = readable(m->latency * 1e6);
+        l["comment"] = l["comment"].get<std::string>() + "; bandwidth and latency measured";
       }
       links.push_back(l);
     }
@@ -457,9 +491,13 @@ StatusOr<std::string> topologyJson(const Detection &d, const WriteOptions &optio
   for (double b : host)
     pcie.push_back(readable(b / 1e9));
   h["pcie_bandwidth_gbps"] = pcie;
-  h["comment"] = "PCIe rates: the generation and width NVML reports x the fraction of the raw "
-                 "rate a GPU copy reaches (25 of 31.5 GB/s on 4.0 x16); GPU pairs without "
-                 "NVLink or peer-to-peer have no link and copy through host memory";
+  h["comment"] = options.calibration
+                     ? "PCIe rates: host-to-device copies from pinned memory, measured; GPU "
+                       "pairs without NVLink or peer-to-peer have no link and copy through "
+                       "host memory"
+                     : "PCIe rates: the generation and width NVML reports x the fraction of the "
+                       "raw rate a GPU copy reaches (25 of 31.5 GB/s on 4.0 x16); GPU pairs "
+                       "without NVLink or peer-to-peer have no link and copy through host memory";
   top["host"] = h;
   return top.dump(2) + "\n";
 }

@@ -73,12 +73,38 @@ double pcieBandwidth(unsigned generation, unsigned width);
 // compute capability `cc` (the GA102 bridge's links are narrower).
 double nvLinkBandwidthPerLink(unsigned version, int cc);
 
+// What weft-detect --calibrate measured (runtime/detect/Calibrate.h).
+struct GpuMeasurement {
+  double copyBandwidth = 0; // bytes/s, bytes read + written by a D2D copy
+  double gemmFlops = 0;     // FP16 in, FP32 accumulate, through cuBLASLt
+  double launchSeconds = 0; // per node of a replayed CUDA graph
+  double hostToDevice = 0;  // bytes/s from pinned host memory
+  double seconds = 0;       // how long this GPU took
+};
+
+struct PairMeasurement {
+  int a = 0, b = 0;
+  bool peerToPeer = false; // copies went directly, not through the host
+  double bandwidth = 0;    // bytes/s per direction
+  double latency = 0;      // s, a 4-byte copy
+};
+
+struct Calibration {
+  std::vector<GpuMeasurement> gpus; // in the detection's (NVML, PCI bus) order
+  std::vector<PairMeasurement> pairs;
+  double seconds = 0;
+};
+
 struct WriteOptions {
   std::string name = "detected";  // the topology's name in reports
   // Keep the memory a display holds now (plus the usual context reserve)
   // free on GPUs that drive one.
   bool displayReserve = true;
   std::string comment;            // added to the top-level comment (date, host)
+  // Measurements to write: a "calibration" block per device (with `date`),
+  // measured link and host bandwidths.
+  const Calibration *calibration = nullptr;
+  std::string date;
 };
 
 // The topology JSON (docs/topology.md). Known parts start from their

@@ -373,7 +373,8 @@ Expected<DeviceCalibration> parseCalibration(const json::Value &value, const std
   if (Error e = measured(kCopyBandwidth, d.memoryBandwidth, "memory bandwidth (bytes/s)",
                          c.copyBandwidth))
     return std::move(e);
-  if (Error e = measured(kGemm, d.fp16TensorFlops, "FP16 tensor rate (FLOP/s)", c.gemmFlops))
+  if (Error e = measured(kGemm, std::max(d.fp16TensorFlops, d.bf16TensorFlops),
+                         "FP16/BF16 tensor rate (FLOP/s)", c.gemmFlops))
     return std::move(e);
   if (Error e = measured(kLaunch, 1e-3, "plausible launch time (s)", c.launchSeconds))
     return std::move(e);

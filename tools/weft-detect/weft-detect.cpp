@@ -3,19 +3,24 @@
 // can be compiled for exactly this box. Needs the NVIDIA driver, not a GPU
 // context: it runs next to a server that holds the GPUs.
 #include "runtime/detect/Detect.h"
+#ifdef WEFT_HAVE_CALIBRATE
+#include "runtime/detect/Calibrate.h"
+#endif
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
 namespace {
 
 constexpr const char *kUsage =
-    "usage: weft-detect [-o FILE] [--name NAME] [--no-display-reserve] [--nvml LIBRARY]\n"
+    "usage: weft-detect [-o FILE] [--calibrate] [--name NAME] [--no-display-reserve]\n"
+    "                   [--nvml LIBRARY]\n"
     "\n"
     "Reads this machine's NVIDIA GPUs through NVML (name, memory, compute capability,\n"
     "PCIe generation and width, NVLink links, peer-to-peer access, displays) and\n"
@@ -23,6 +28,11 @@ constexpr const char *kUsage =
     "database start from their built-in profile; others are described from NVML.\n"
     "\n"
     "  -o FILE               write the JSON to FILE (default: stdout)\n"
+    "  --calibrate           also measure each GPU (device copy bandwidth, cuBLASLt FP16\n"
+    "                        GEMM rate, CUDA graph node time, host copies) and each pair\n"
+    "                        (peer copies), into \"calibration\" blocks and the links;\n"
+    "                        the GPUs must be idle. Step scales come from\n"
+    "                        weft-run --bench --write-calibration (docs/cost-model.md)\n"
     "  --name NAME           the topology's name in reports (default: this host's name)\n"
     "  --no-display-reserve  do not keep the memory a display uses free (default: a GPU\n"
     "                        that drives a display keeps what is in use now, plus the\n"
@@ -60,7 +70,7 @@ std::string today() {
 
 int main(int argc, char **argv) {
   std::string output, library, name;
-  bool quiet = false;
+  bool quiet = false, calibrateFlag = false;
   weft::detect::WriteOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -85,6 +95,8 @@ int main(int argc, char **argv) {
     } else if (arg == "--nvml") {
       if (!value(library) || library.empty())
         return fail("--nvml needs a library path");
+    } else if (arg == "--calibrate") {
+      calibrateFlag = true;
     } else if (arg == "--no-display-reserve") {
       options.displayReserve = false;
     } else if (arg == "-q" || arg == "--quiet") {
@@ -107,6 +119,23 @@ int main(int argc, char **argv) {
   auto detection = weft::detect::detect(**nvml, weft::detect::readHostRamBytes());
   if (!detection.isOk())
     return fail(detection.status().message());
+#ifdef WEFT_HAVE_CALIBRATE
+  std::optional<weft::detect::Calibration> measured;
+  if (calibrateFlag) {
+    auto c = weft::detect::calibrate(*detection, [&](const std::string &what) {
+      if (!quiet)
+        std::fprintf(stderr, "weft-detect: calibrating %s...\n", what.c_str());
+    });
+    if (!c.isOk())
+      return fail("--calibrate: " + c.status().message());
+    measured = std::move(c.value());
+    options.calibration = &*measured;
+    options.date = date;
+  }
+#else
+  if (calibrateFlag)
+    return fail("--calibrate: this weft-detect was built without the CUDA toolkit");
+#endif
   auto json = weft::detect::topologyJson(*detection, options);
   if (!json.isOk())
     return fail(json.status().message());
@@ -126,6 +155,23 @@ int main(int argc, char **argv) {
   }
   if (!quiet) {
     std::fprintf(stderr, "weft-detect: %s", weft::detect::summary(*detection, options).c_str());
+#ifdef WEFT_HAVE_CALIBRATE
+    if (measured) {
+      for (size_t i = 0; i < measured->gpus.size(); ++i) {
+        const weft::detect::GpuMeasurement &m = measured->gpus[i];
+        std::fprintf(stderr,
+                     "  %zu  measured: copy %.0f GB/s, FP16 GEMM %.1f TFLOPS, graph node %.2f us, "
+                     "host to device %.1f GB/s\n",
+                     i, m.copyBandwidth / 1e9, m.gemmFlops / 1e12, m.launchSeconds * 1e6,
+                     m.hostToDevice / 1e9);
+      }
+      for (const weft::detect::PairMeasurement &p : measured->pairs)
+        std::fprintf(stderr, "  %d-%d  measured: %.1f GB/s, %.1f us%s\n", p.a, p.b,
+                     p.bandwidth / 1e9, p.latency * 1e6,
+                     p.peerToPeer ? " (peer to peer)" : " (through the host)");
+      std::fprintf(stderr, "weft-detect: calibrated in %.1f s\n", measured->seconds);
+    }
+#endif
     if (!output.empty())
       std::fprintf(stderr, "weft-detect: wrote %s; compile with weft-compile --topology %s\n",
                    output.c_str(), output.c_str());
