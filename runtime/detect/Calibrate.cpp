@@ -204,7 +204,10 @@ StatusOr<Calibration> calibrate(const Detection &detection,
                                 const std::function<void(const std::string &)> &progress) {
   auto begin = std::chrono::steady_clock::now();
   int count = 0;
-  WEFT_CUDA(cudaGetDeviceCount(&count), "no usable NVIDIA GPU for CUDA (cudaGetDeviceCount)");
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
+    return failedPrecondition(std::string("no NVIDIA GPU found for CUDA (") +
+                              (e == cudaSuccess ? "no device" : cudaGetErrorName(e)) +
+                              "): calibration runs on the box's GPUs");
   // CUDA's number for each detected GPU, by PCI bus id.
   std::vector<int> cudaOf(detection.gpus.size(), -1);
   for (int d = 0; d < count; ++d) {

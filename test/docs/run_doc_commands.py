@@ -15,8 +15,8 @@ placeholders a reader replaces substituted by test equivalents:
 
 Compiler-side tools (weft-compile, weft-opt, weft-inspect, weft-emit-cuda,
 weft-detect, weft-tokenize, weft-chat-template) run and must exit 0. Tools
-that need a GPU or a server (weft-run, weft-serve, weft-bench) cannot run
-here: every --flag they are shown with must be one their --help lists.
+that need a GPU or a server (weft-run, weft-serve, weft-bench, and
+weft-detect --calibrate) cannot run here: every --flag they are shown with must be one their --help lists.
 Synopsis lines (with [optional] parts or PLACEHOLDERS) are checked the same
 way, flag by flag against --help; lines that are output ("weft-compile: error: ...") are
 skipped, as are the setup scripts and build commands CI runs itself.
@@ -140,7 +140,7 @@ def main():
                        .replace("~/.weft/plan-key", "plan-key")
                        .replace("/etc/weft/trusted.pub", "plan-key.pub"))
                 cmd = cmd.rstrip("&").strip()
-                if tool in GPU:
+                if tool in GPU or (tool == "weft-detect" and "--calibrate" in cmd):
                     flags = flags_of(cmd)
                     missing = [f for f in flags if f not in help_of(tool)]
                     checked += 1
