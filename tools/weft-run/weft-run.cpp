@@ -151,7 +151,8 @@ const char *kHelp =
     "  --seed S                 sampling seed (default 0)\n"
     "  --dump-logits FILE       write the last prompt token's logits (f32) to FILE\n"
     "Benchmark:\n"
-    "  --bench B1,B2            time these buckets (e.g. decode_b32) with synthetic inputs\n"
+    "  --bench B1,B2            time these buckets (e.g. decode_b32; 'all': every one) with\n"
+    "                           synthetic inputs, beside the plan's predicted step time\n"
     "  --bench-steps N          runs per bucket (default 20)\n"
     "  --bench-context N,M      context positions per decode sequence (default 128)\n"
     "  --write-calibration FILE write measured/predicted step scales into the topology\n"
@@ -626,6 +627,11 @@ int main(int argc, char **argv) {
   if (!sampling.greedy() && !weft::engine::planSamples(plan->plan()))
     return fail("sampling (--temperature, --top-k, --top-p): the plan picks tokens by argmax "
                 "(compiled with --sampling=false): it cannot sample");
+  if (benchBucket == "all") { // every bucket of the plan, in its order
+    benchBucket.clear();
+    for (const weft::plan::fb::Bucket *b : *plan->plan().buckets())
+      benchBucket += (benchBucket.empty() ? "" : ",") + b->name()->str();
+  }
   if (!benchBucket.empty()) {
     std::stringstream list(benchBucket);
     std::string name;
