@@ -28,6 +28,17 @@ protected:
     EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
     return *p;
   }
+  // Llama-style defaults (batch 1, context 4096) and the chosen stages.
+  void partitionOn(const ModelProfile &p, const target::Topology &t, PartitionOptions &o,
+                   std::vector<Stage> &stages) {
+    llvm::Expected<PartitionOptions> opts = makePartitionOptions(*p.config, "throughput", 1,
+                                                                 4096, "");
+    ASSERT_TRUE(bool(opts));
+    o = *opts;
+    llvm::Expected<PartitionResult> r = partitionModel(p, t, o);
+    ASSERT_TRUE(bool(r));
+    stages = r->best.stages;
+  }
   target::Topology topology(const char *spec) {
     llvm::Expected<target::Topology> t = target::parseTopologySpec(spec);
     EXPECT_TRUE(bool(t)) << llvm::toString(t.takeError());
@@ -69,11 +80,10 @@ TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
 TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   ModelProfile p = profileOf("llama-3.1-8b");
   target::Topology t = topology("h200");
-  llvm::Expected<PartitionOptions> o = makePartitionOptions(*p.config, "throughput", 1, 4096, "");
-  ASSERT_TRUE(bool(o));
-  llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
-  ASSERT_TRUE(bool(r));
-  StepSplit plain = predictStepSeconds(p, t, *o, r->best.stages, 8, 2048, false);
+  PartitionOptions o;
+  std::vector<Stage> stages;
+  ASSERT_NO_FATAL_FAILURE(partitionOn(p, t, o, stages));
+  StepSplit plain = predictStepSeconds(p, t, o, stages, 8, 2048, false);
   EXPECT_GT(plain.attention, 0);
   EXPECT_GT(plain.other, plain.attention);
   // Measured bandwidth 10% below the datasheet's: the weight-streaming part
@@ -84,25 +94,24 @@ TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   c.steps = {{8, 1.25, 2.0}};
   t.devices[0].calibration = c;
   StepSplit raw;
-  StepSplit cal = predictStepSeconds(p, t, *o, r->best.stages, 8, 2048, false, &raw);
+  StepSplit cal = predictStepSeconds(p, t, o, stages, 8, 2048, false, &raw);
   EXPECT_GT(raw.other, plain.other * 1.05);
   EXPECT_NEAR(cal.other, raw.other * 1.25, 1e-9);
   EXPECT_NEAR(cal.attention, raw.attention * 2.0, 1e-9);
   // Prefill chunks take the prefill scales (none here), not the decode ones.
   StepSplit chunkRaw;
-  StepSplit chunk = predictStepSeconds(p, t, *o, r->best.stages, 512, 0, true, &chunkRaw);
+  StepSplit chunk = predictStepSeconds(p, t, o, stages, 512, 0, true, &chunkRaw);
   EXPECT_NEAR(chunk.total(), chunkRaw.total(), 1e-12);
 }
 
 TEST_F(PartitionerTest, PrefillChunkAttendsToHalfItself) {
   ModelProfile p = profileOf("llama-3.1-8b");
   target::Topology t = topology("h200");
-  llvm::Expected<PartitionOptions> o = makePartitionOptions(*p.config, "throughput", 1, 4096, "");
-  ASSERT_TRUE(bool(o));
-  llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
-  ASSERT_TRUE(bool(r));
-  StepSplit chunk = predictStepSeconds(p, t, *o, r->best.stages, 512, 0, true);
-  StepSplit decode256 = predictStepSeconds(p, t, *o, r->best.stages, 512, 256, false);
+  PartitionOptions o;
+  std::vector<Stage> stages;
+  ASSERT_NO_FATAL_FAILURE(partitionOn(p, t, o, stages));
+  StepSplit chunk = predictStepSeconds(p, t, o, stages, 512, 0, true);
+  StepSplit decode256 = predictStepSeconds(p, t, o, stages, 512, 256, false);
   EXPECT_NEAR(chunk.total(), decode256.total(), 1e-12);
 }
 
