@@ -27,11 +27,11 @@ struct PlanBuildOptions {
   std::optional<std::string> archOverride;
   cuda::KernelCache *kernelCache = nullptr; // null: no cache
   int64_t blockTokens = 16;                 // KV cache page size
-  // Projections of more tokens go to cuBLASLt (cuda::EmitOptions). 4, not
-  // the emitter's 16: on an H200, Llama 3.1 8B decode at 8 and 16 tokens
-  // takes 4.97 and 5.29 ms through cuBLASLt against 8.00 and 14.94 ms
-  // through the tensor-core GEMV (docs/benchmarks.md).
-  int64_t maxGemvTokens = 4;
+  // Projections of more tokens go to cuBLASLt (cuda::EmitOptions). 1, not
+  // the emitter's 16: on an H200, Llama 3.1 8B decode at 2 and 4 tokens
+  // takes 4.72 and 4.83 ms through cuBLASLt against 4.85 and 5.50 ms
+  // through the generated GEMV (docs/benchmarks.md).
+  int64_t maxGemvTokens = 1;
   // The cost model's step time of a bucket (prefill, tokens) at the given
   // contexts (see StepPrediction in plan.fbs); unset: plans hold none.
   struct Prediction {

@@ -103,7 +103,7 @@ cl::opt<std::string> stageSpec(
              "rest on device 0"),
     cl::value_desc("SPEC"), cl::cat(category));
 cl::opt<int64_t> maxGemvTokens(
-    "max-gemv-tokens", cl::Hidden, cl::init(4),
+    "max-gemv-tokens", cl::Hidden, cl::init(1),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
 cl::opt<bool> hostOffload("host-offload",
