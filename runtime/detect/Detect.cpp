@@ -425,6 +425,10 @@ StatusOr<std::string> topologyJson(const Detection &d, const WriteOptions &optio
       if (!options.date.empty())
         c["date"] = options.date;
       c["seconds"] = readable(m.seconds);
+      if (g.smClockMHz)
+        c["sm_clock_mhz"] = g.smClockMHz;
+      if (g.memClockMHz)
+        c["memory_clock_mhz"] = g.memClockMHz;
       c["copy_bandwidth_gbps"] = readable(m.copyBandwidth / 1e9);
       c["gemm_tflops"] = readable(m.gemmFlops / 1e12);
       c["launch_us"] = readable(m.launchSeconds * 1e6);

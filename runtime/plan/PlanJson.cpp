@@ -98,6 +98,8 @@ Json deviceJson(const fb::Device &d) {
   j["memory_bandwidth"] = d.memory_bandwidth();
   j["sm_count"] = d.sm_count();
   j["arch"] = text(d.arch());
+  j["calibrated_gpu"] = text(d.calibrated_gpu());
+  j["calibrated_driver"] = text(d.calibrated_driver());
   return j;
 }
 

@@ -105,7 +105,8 @@ bool operator==(const StepScale &x, const StepScale &y) {
 
 bool operator==(const DeviceCalibration &x, const DeviceCalibration &y) {
   return x.gpu == y.gpu && x.driver == y.driver && x.date == y.date &&
-         x.seconds == y.seconds && x.copyBandwidth == y.copyBandwidth &&
+         x.seconds == y.seconds && x.smClockMHz == y.smClockMHz &&
+         x.memoryClockMHz == y.memoryClockMHz && x.copyBandwidth == y.copyBandwidth &&
          x.gemmFlops == y.gemmFlops && x.launchSeconds == y.launchSeconds &&
          x.steps == y.steps && x.prefillSteps == y.prefillSteps;
 }

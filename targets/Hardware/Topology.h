@@ -32,6 +32,8 @@ struct DeviceCalibration {
   std::string driver;       // its driver version
   std::string date;         // "2026-12-01"
   double seconds = 0;       // how long the calibration took
+  int smClockMHz = 0;       // the GPU's maximum clocks when measured (0: not recorded)
+  int memoryClockMHz = 0;
   double copyBandwidth = 0; // bytes/s: a device-to-device copy, read + written
   double gemmFlops = 0;     // FP16 tensor FLOP/s through cuBLASLt at prefill shapes
   double launchSeconds = 0; // per kernel replayed in a CUDA graph

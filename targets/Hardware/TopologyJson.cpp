@@ -315,8 +315,8 @@ Expected<DeviceCalibration> parseCalibration(const json::Value &value, const std
     return makeError(llvm::Twine(file) + ": field '" + where + "': expected an object, got " +
                      describe(value));
   ObjectReader r(*obj, file, where + ".");
-  if (Error e = r.rejectUnknown({"gpu", "driver", "date", "seconds", "steps", "prefill_steps",
-                                 "comment"},
+  if (Error e = r.rejectUnknown({"gpu", "driver", "date", "seconds", "sm_clock_mhz",
+                                 "memory_clock_mhz", "steps", "prefill_steps", "comment"},
                                 {},
                                 {kCopyBandwidth, kGemm, kLaunch}))
     return std::move(e);
@@ -352,6 +352,12 @@ Expected<DeviceCalibration> parseCalibration(const json::Value &value, const std
     WEFT_ASSIGN_OR_RETURN(seconds, r.optPositive("seconds"));
     c.seconds = *seconds;
   }
+  WEFT_ASSIGN_OR_RETURN(smClock, r.optInt("sm_clock_mhz", 1, 100000));
+  if (smClock)
+    c.smClockMHz = int(*smClock);
+  WEFT_ASSIGN_OR_RETURN(memClock, r.optInt("memory_clock_mhz", 1, 100000));
+  if (memClock)
+    c.memoryClockMHz = int(*memClock);
   auto measured = [&](const Quantity &q, double datasheet, const char *what,
                       double &out) -> Error {
     Expected<std::optional<double>> v = r.optQuantity(q, false);
@@ -814,6 +820,10 @@ std::string topologyToJson(const Topology &t) {
                 j.rawValue(siText(c->seconds));
                 j.attributeEnd();
               }
+              if (c->smClockMHz > 0)
+                j.attribute("sm_clock_mhz", int64_t(c->smClockMHz));
+              if (c->memoryClockMHz > 0)
+                j.attribute("memory_clock_mhz", int64_t(c->memoryClockMHz));
               if (c->copyBandwidth > 0)
                 number(kCopyBandwidth, c->copyBandwidth);
               if (c->gemmFlops > 0)

@@ -1063,7 +1063,8 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
     devices.push_back(fb::CreateDevice(
         b, str(d.name), d.computeCapability, d.memoryBytes,
         d.memoryCapBytes.value_or(0), d.memoryBandwidth, d.smCount,
-        str(lowering.archOf(int(i)))));
+        str(lowering.archOf(int(i))), str(d.calibration ? d.calibration->gpu : ""),
+        str(d.calibration ? d.calibration->driver : "")));
   }
   std::vector<flatbuffers::Offset<fb::Link>> links;
   for (const target::LinkProfile &l : topology.links)

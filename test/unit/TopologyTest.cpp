@@ -578,7 +578,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(TopologyTest, CalibrationReadsWritesAndLeavesUncalibratedDevicesAlone) {
   Topology t = parseJsonOk(R"({"devices": [
       {"builtin": "rtx3090", "calibration": {"gpu": "NVIDIA GeForce RTX 3090", "driver": "560.35.03",
-        "date": "2026-12-01", "seconds": 41.5, "copy_bandwidth_gbps": 880.5, "gemm_tflops": 66,
+        "date": "2026-12-01", "seconds": 41.5, "sm_clock_mhz": 2100, "memory_clock_mhz": 9751,
+        "copy_bandwidth_gbps": 880.5, "gemm_tflops": 66,
         "launch_us": 2.4,
         "steps": [{"tokens": 1, "weights_scale": 1.06, "attention_scale": 1.5},
                   {"tokens": 8, "weights_scale": 1.16, "attention_scale": 1.19}],
@@ -588,6 +589,8 @@ TEST(TopologyTest, CalibrationReadsWritesAndLeavesUncalibratedDevicesAlone) {
   ASSERT_TRUE(t.devices[0].calibration.has_value());
   const DeviceCalibration &c = *t.devices[0].calibration;
   EXPECT_EQ(c.gpu, "NVIDIA GeForce RTX 3090");
+  EXPECT_EQ(c.smClockMHz, 2100);
+  EXPECT_EQ(c.memoryClockMHz, 9751);
   EXPECT_EQ(c.copyBandwidth, 880.5e9);
   EXPECT_EQ(c.gemmFlops, 66e12);
   EXPECT_DOUBLE_EQ(c.launchSeconds, 2.4e-6);

@@ -624,6 +624,24 @@ int main(int argc, char **argv) {
   // What the plan alone can refuse, before any GPU is touched.
   if (weft::Status s = weft::engine::checkWeightsSource(plan->plan(), options); !s.isOk())
     return fail(s.message());
+  // Predictions calibrated on another driver than this machine's may no
+  // longer hold: say so (the plan still runs).
+  if (!quiet) {
+    std::string calibratedDriver;
+    for (const weft::plan::fb::Device *d : *plan->plan().topology()->devices())
+      if (d->calibrated_driver() && d->calibrated_driver()->size())
+        calibratedDriver = d->calibrated_driver()->str();
+    if (!calibratedDriver.empty())
+      if (auto nvml = weft::detect::Nvml::load(); nvml.isOk()) {
+        std::string driver;
+        if ((*nvml)->driverVersion(driver) == weft::detect::kNvmlSuccess && !driver.empty() &&
+            driver != calibratedDriver)
+          std::cerr << "weft-run: warning: the plan's topology was calibrated with driver "
+                    << calibratedDriver << ", this machine runs " << driver
+                    << ": its predicted step times may not hold (calibrate again: "
+                       "docs/cost-model.md)\n";
+      }
+  }
   if (!sampling.greedy() && !weft::engine::planSamples(plan->plan()))
     return fail("sampling (--temperature, --top-k, --top-p): the plan picks tokens by argmax "
                 "(compiled with --sampling=false): it cannot sample");
