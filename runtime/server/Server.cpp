@@ -163,20 +163,17 @@ struct Server::Impl {
     }
     std::vector<int32_t> prompt;
     if (chat) {
-      if (!opt.chatTemplate || !tok) {
+      if (!opt.chat || !opt.chat->chatTemplate || !tok) {
         sendError(res, error(400, std::string("this server has no ") +
                                       (tok ? "chat template" : "tokenizer") +
                                       " (weft-serve --chat-template FILE): use /v1/completions",
                              "invalid_request_error"));
         return;
       }
-      nlohmann::ordered_json context = {{"messages", nlohmann::ordered_json::array()},
-                                        {"add_generation_prompt", true},
-                                        {"bos_token", opt.bosToken},
-                                        {"eos_token", opt.eosToken}};
+      std::vector<chat::ChatTurn> turns;
       for (const ChatMessage &m : r.messages)
-        context["messages"].push_back({{"role", m.role}, {"content", m.content}});
-      StatusOr<std::string> text = opt.chatTemplate->render(context);
+        turns.push_back({m.role, m.content});
+      StatusOr<std::string> text = chat::renderConversation(*opt.chat, turns);
       if (!text.isOk()) {
         ApiError e = error(400, "the chat template refused the conversation: " +
                                     text.status().message(),

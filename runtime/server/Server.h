@@ -6,7 +6,7 @@
 #define WEFT_RUNTIME_SERVER_SERVER_H_
 
 #include "runtime/base/Status.h"
-#include "runtime/chat/ChatTemplate.h"
+#include "runtime/chat/ChatTemplateSource.h"
 #include "runtime/server/OpenAi.h"
 #include "runtime/serve/Scheduler.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -31,8 +31,7 @@ struct ServerOptions {
   std::vector<int32_t> stopTokens; // end of sequence ids
   // /v1/chat/completions renders messages with this template (the plan's,
   // or weft-serve --chat-template); without one the route answers 400.
-  const chat::ChatTemplate *chatTemplate = nullptr;
-  std::string bosToken, eosToken;
+  const chat::LoadedChatTemplate *chat = nullptr;
   serve::SchedulerOptions scheduler;
 };
 

@@ -32,7 +32,9 @@ int main(int argc, char **argv) {
   o.port = 0;
   o.modelName = "fake";
   o.apiKey = "test-key";
-  o.chatTemplate = &*t;
+  weft::chat::LoadedChatTemplate loaded;
+  loaded.chatTemplate.emplace(std::move(*t));
+  o.chat = &loaded;
   weft::StatusOr<std::unique_ptr<weft::server::Server>> s =
       weft::server::Server::create(engine, tok.get(), o);
   if (!s.isOk() || !(*s)->start().isOk())

@@ -199,7 +199,9 @@ TEST_F(ServerTest, LogprobsWithEveryToken) {
       "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>", "t.jinja");
   ASSERT_TRUE(t.isOk()) << t.status().message();
   ServerOptions o;
-  o.chatTemplate = &*t;
+  chat::LoadedChatTemplate loaded;
+  loaded.chatTemplate.emplace(std::move(*t));
+  o.chat = &loaded;
   startServer(o);
   // The fake's logits are 2 at the token it picks, 1 at the next id, 0
   // elsewhere: log-probabilities follow from the vocabulary size.
@@ -330,8 +332,10 @@ TEST_F(ServerTest, ChatCompletionsThroughTheTemplate) {
       "test.jinja");
   ASSERT_TRUE(t.isOk()) << t.status().message();
   ServerOptions o;
-  o.chatTemplate = &*t;
-  o.bosToken = "<s>";
+  chat::LoadedChatTemplate loaded;
+  loaded.chatTemplate.emplace(std::move(*t));
+  loaded.bosToken = "<s>";
+  o.chat = &loaded;
   startServer(o);
   json body = {{"model", "fake"},
                {"messages", {{{"role", "user"}, {"content", " Hello "}}}},

@@ -8,9 +8,9 @@
 #include "runtime/engine/Generate.h"
 #include "runtime/io/ReadFile.h"
 #include "runtime/serve/Scheduler.h"
-#include "runtime/tokenizer/TextStream.h"
 #include "runtime/tokenizer/Tokenizer.h"
 #include "tools/weft-run/BenchCalibration.h"
+#include "tools/weft-run/Interactive.h"
 
 #include <cuda_runtime_api.h>
 
@@ -345,121 +345,6 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
               std::streamsize(r.logits.size() * sizeof(float)));
     if (!f)
       return fail(dumpLogits + ": cannot write");
-  }
-  return 0;
-}
-
-// Writes a generation's text to stdout as its tokens arrive (or the ids,
-// without a tokenizer), complete characters only.
-class TokenPrinter {
-public:
-  explicit TokenPrinter(const weft::tokenizer::Tokenizer *tok) : tok_(tok) {}
-  void add(int32_t token) {
-    if (!tok_) {
-      std::printf("%s%d", count_++ ? " " : "", token);
-      std::fflush(stdout);
-      return;
-    }
-    text_.tokens.push_back(token);
-    flush(false);
-  }
-  // No more tokens: what was held back (a character's first bytes) goes out.
-  const std::string &finish() {
-    if (tok_)
-      flush(true);
-    return text_.text;
-  }
-
-private:
-  void flush(bool ended) {
-    weft::tokenizer::updateText(tok_, {}, ended, text_);
-    if (text_.ready > text_.sent) {
-      std::fwrite(text_.text.data() + text_.sent, 1, text_.ready - text_.sent, stdout);
-      std::fflush(stdout);
-      text_.sent = text_.ready;
-    }
-  }
-  const weft::tokenizer::Tokenizer *tok_;
-  weft::tokenizer::TextState text_;
-  size_t count_ = 0;
-};
-
-void printSpeed(std::FILE *to, double loadSeconds, size_t promptTokens,
-                const weft::engine::Generation &g) {
-  std::fprintf(to, "loaded in %.2f s; prefill %zu tokens in %.2f ms; decode %d steps in %.2f ms "
-                   "(%.1f tok/s, %.3f ms/token)\n",
-               loadSeconds, promptTokens, g.prefillSeconds * 1e3, g.decodeSteps,
-               g.decodeSeconds * 1e3, g.decodeSteps ? g.decodeSteps / g.decodeSeconds : 0.0,
-               g.decodeSteps ? g.decodeSeconds * 1e3 / g.decodeSteps : 0.0);
-}
-
-// --chat: a conversation on stdin/stdout. Each turn renders the whole
-// conversation with the chat template and generates the answer, streamed.
-int runChat(weft::engine::Engine &engine, const weft::tokenizer::Tokenizer &tok,
-            const weft::chat::LoadedChatTemplate &chatTemplate, const std::string &system,
-            int maxTokens, const std::vector<int32_t> &stopTokens,
-            const weft::engine::SamplingOptions &sampling, bool quiet) {
-  bool interactive = isatty(fileno(stdin)) != 0;
-  int context = engine.kvLayout().maxContext();
-  std::vector<weft::chat::ChatTurn> conversation;
-  auto reset = [&] {
-    conversation.clear();
-    if (!system.empty())
-      conversation.push_back({"system", system});
-  };
-  reset();
-  if (interactive && !quiet)
-    std::fprintf(stderr, "weft-run: chat (context %d tokens); /reset starts over, /exit ends\n",
-                 context);
-  std::string line;
-  for (uint64_t turn = 0;; ++turn) {
-    if (interactive)
-      std::fputs("> ", stderr);
-    if (!std::getline(std::cin, line))
-      break;
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line == "/exit" || line == "/quit")
-      break;
-    if (line == "/reset") {
-      reset();
-      continue;
-    }
-    if (line.empty())
-      continue;
-    conversation.push_back({"user", line});
-    weft::StatusOr<std::string> text = weft::chat::renderConversation(chatTemplate, conversation);
-    weft::StatusOr<std::vector<int32_t>> ids =
-        text.isOk() ? tok.encode(*text, /*addSpecial=*/false)
-                    : weft::StatusOr<std::vector<int32_t>>(text.status());
-    if (!ids.isOk() || ids->empty() || int(ids->size()) >= context) {
-      std::string why = !text.isOk()  ? "the chat template refused the conversation: " +
-                                            text.status().message()
-                        : !ids.isOk() ? ids.status().message()
-                        : ids->empty() ? std::string("the conversation renders to no tokens")
-                                       : "the conversation (" + std::to_string(ids->size()) +
-                                             " tokens) no longer fits the plan's context of " +
-                                             std::to_string(context) + ": /reset starts over";
-      std::fprintf(stderr, "weft-run: error: %s\n", why.c_str());
-      conversation.pop_back();
-      continue;
-    }
-    int budget = context - int(ids->size()) + 1;
-    weft::engine::SamplingOptions turnSampling = sampling;
-    turnSampling.seed = sampling.seed + turn; // a new draw each turn, reproducible
-    TokenPrinter printer(&tok);
-    weft::StatusOr<weft::engine::Generation> gen = weft::engine::generate(
-        engine, *ids, maxTokens > 0 ? std::min(maxTokens, budget) : budget, stopTokens,
-        turnSampling, [&](int32_t t) { printer.add(t); });
-    if (!gen.isOk())
-      return fail(gen.status().message());
-    std::string answer = printer.finish();
-    std::printf("\n");
-    std::fflush(stdout);
-    if (!quiet)
-      std::fprintf(stderr, "(%zu tokens, %.1f tok/s)\n", gen->tokens.size(),
-                   gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0);
-    conversation.push_back({"assistant", answer});
   }
   return 0;
 }
@@ -811,9 +696,9 @@ int main(int argc, char **argv) {
                       tokenizer ? &*tokenizer : nullptr, dumpLogits, loadSeconds);
   std::vector<int32_t> stops = options.randomWeights ? std::vector<int32_t>{} : eos;
   if (chat)
-    return runChat(**engine, *tokenizer, chatTemplate, system, maxTokensGiven ? maxTokens : 0,
+    return weft::run::runChat(**engine, *tokenizer, chatTemplate, system, maxTokensGiven ? maxTokens : 0,
                    stops, sampling, quiet);
-  TokenPrinter printer(tokenizer ? &*tokenizer : nullptr);
+  weft::run::TokenPrinter printer(tokenizer ? &*tokenizer : nullptr);
   std::function<void(int32_t)> onToken;
   if (streaming)
     onToken = [&](int32_t t) { printer.add(t); };
@@ -825,7 +710,7 @@ int main(int argc, char **argv) {
     printer.finish();
     std::printf("\n");
     std::fflush(stdout);
-    printSpeed(stderr, loadSeconds, prompt.size(), *gen);
+    weft::run::printSpeed(stderr, loadSeconds, prompt.size(), *gen);
   } else {
     std::cout << "tokens:";
     for (int32_t t : gen->tokens)
@@ -834,7 +719,7 @@ int main(int argc, char **argv) {
     if (tokenizer)
       std::cout << "text: " << tokenizer->decode(gen->tokens, /*skipSpecial=*/true) << "\n";
     std::cout.flush();
-    printSpeed(stdout, loadSeconds, prompt.size(), *gen);
+    weft::run::printSpeed(stdout, loadSeconds, prompt.size(), *gen);
   }
   if (!dumpLogits.empty()) {
     std::ofstream f(dumpLogits, std::ios::binary);

@@ -315,11 +315,8 @@ int main(int argc, char **argv) {
       str(plan->plan().bos_token()), str(plan->plan().eos_token()));
   if (!chatTemplate.isOk())
     return fail(chatTemplate.status().message());
-  if (chatTemplate->chatTemplate) {
-    server.chatTemplate = &*chatTemplate->chatTemplate;
-    server.bosToken = chatTemplate->bosToken;
-    server.eosToken = chatTemplate->eosToken;
-  }
+  if (chatTemplate->chatTemplate)
+    server.chat = &*chatTemplate;
   weft::Progress progress = weft::Progress::forStderr("weft-serve: ");
   progress.countBytes("loading weights");
   if (!quiet)
