@@ -98,9 +98,10 @@ int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
     StatusOr<engine::Generation> gen = engine::generate(
         engine, *ids, maxTokens > 0 ? std::min(maxTokens, budget) : budget, stopTokens,
         turnSampling, [&](int32_t t) { printer.add(t); });
-    if (!gen.isOk())
+    if (!gen.isOk()) {
       std::fprintf(stderr, "weft-run: error: %s\n", gen.status().message().c_str());
       return 1;
+    }
     std::string answer = printer.finish();
     std::printf("\n");
     std::fflush(stdout);
