@@ -628,7 +628,9 @@ std::string planToJson(const fb::Plan &plan) {
     bool isSigned = seal->signer() && std::any_of(seal->signer()->begin(), seal->signer()->end(),
                                                   [](uint8_t b) { return b != 0; });
     j["seal"] = Json{{"blake2b_256", bytesHex(seal->hash())},
-                     {"signer", isSigned ? Json(bytesHex(seal->signer())) : Json(nullptr)}};
+                     {"signer", isSigned ? Json(bytesHex(seal->signer())) : Json(nullptr)},
+                     {"signature",
+                      isSigned ? Json(bytesHex(seal->signature())) : Json(nullptr)}};
   }
   // Strings from the file need not be UTF-8; replace rather than throw.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -8,6 +8,11 @@
 #include "TestFiles.h"
 
 #include <gtest/gtest.h>
+#include <sstream>
+#include <set>
+#include <regex>
+#include <map>
+#include <fstream>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -265,6 +270,66 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_LT(text.find("\"kv_cache\""), text.find("\"tokenizer_json\""));
   EXPECT_LT(text.find("\"generation_config_json\""), text.find("\"chat_template\""));
   EXPECT_LT(text.find("\"chat_template\""), text.find("\"eos_token\""));
+}
+
+// weft-inspect --json mirrors plan.fbs by hand: every field of every table
+// must appear in it (under its own name, or the renaming listed here), so a
+// field added to the schema without its JSON fails here.
+TEST(PlanJson, RendersEveryFieldOfTheSchema) {
+  std::ifstream in(WEFT_PLAN_SCHEMA);
+  ASSERT_TRUE(in.good()) << WEFT_PLAN_SCHEMA;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string schema = ss.str();
+  // table NAME { field: type; ... }
+  std::vector<std::pair<std::string, std::string>> fields; // table, field
+  std::regex table(R"(\ntable\s+(\w+)\s*\{([^}]*)\})");
+  std::regex field(R"(^\s*(\w+)\s*:)");
+  for (std::sregex_iterator t(schema.begin(), schema.end(), table), end; t != end; ++t) {
+    std::string body = (*t)[2];
+    std::stringstream lines(body);
+    std::string line;
+    while (std::getline(lines, line)) {
+      line = line.substr(0, line.find("//"));
+      std::smatch m;
+      if (std::regex_search(line, m, field))
+        fields.push_back({(*t)[1], m[1]});
+    }
+  }
+  ASSERT_GT(fields.size(), 100u);
+
+  std::set<std::string> keys;
+  std::function<void(const nlohmann::json &)> collect = [&](const nlohmann::json &j) {
+    if (j.is_object())
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        keys.insert(it.key());
+        collect(it.value());
+      }
+    else if (j.is_array())
+      for (const nlohmann::json &e : j)
+        collect(e);
+  };
+  fb::PlanT predicted = tinyPlan();
+  auto prediction = std::make_unique<fb::StepPredictionT>();
+  prediction->context = 64;
+  predicted.buckets[0]->predictions.push_back(std::move(prediction));
+  for (const fb::PlanT &p : {std::move(predicted), tensorParallelPlan()}) {
+    auto file = load(planBytes(p));
+    ASSERT_TRUE(file.isOk()) << file.status().message();
+    collect(nlohmann::json::parse(planToJson(file->plan())));
+  }
+  // Fields the JSON shows under another name, or folds into another key.
+  const std::map<std::string, std::string> renamed = {
+      {"Seal.hash", "blake2b_256"},
+      {"KernelBinary.cubin", "cubin"},
+      {"Plan.tokenizer_json", "tokenizer_json"},
+      {"Step.op", "op_type"},
+  };
+  for (const auto &[t, f] : fields) {
+    auto r = renamed.find(t + "." + f);
+    std::string key = r == renamed.end() ? f : r->second;
+    EXPECT_TRUE(keys.count(key)) << t << "." << f << " is not in weft-inspect --json";
+  }
 }
 
 TEST(PlanJson, SummaryNamesTheKeyFacts) {
