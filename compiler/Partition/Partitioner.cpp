@@ -589,17 +589,23 @@ StepSplit predictStepSeconds(const ModelProfile &profile, const Topology &topolo
                              const PartitionOptions &options, const std::vector<Stage> &stages,
                              int64_t tokens, int64_t context, bool prefill, StepSplit *raw) {
   int64_t attended = prefill ? std::max<int64_t>(1, tokens / 2) : context;
-  StepSplit split;
-  auto add = [&](llvm::ArrayRef<RegionTerms> regions, const DeviceProfile &d, int tp) {
-    regionsSeconds(regions, d, options.weights, tokens, attended, tp, &split, prefill);
-    if (raw) {
-      DeviceProfile plain = d;
-      if (plain.calibration) { // the same figures, without the step scales
-        plain.calibration->steps.clear();
-        plain.calibration->prefillSteps.clear();
+  // For `raw`: the same devices without their step scales.
+  std::vector<DeviceProfile> plain;
+  if (raw)
+    for (DeviceProfile d : topology.devices) {
+      if (d.calibration) {
+        d.calibration->steps.clear();
+        d.calibration->prefillSteps.clear();
       }
-      regionsSeconds(regions, plain, options.weights, tokens, attended, tp, raw, prefill);
+      plain.push_back(std::move(d));
     }
+  StepSplit split;
+  auto add = [&](llvm::ArrayRef<RegionTerms> regions, int device, int tp) {
+    regionsSeconds(regions, topology.devices[size_t(device)], options.weights, tokens, attended,
+                   tp, &split, prefill);
+    if (raw)
+      regionsSeconds(regions, plain[size_t(device)], options.weights, tokens, attended, tp, raw,
+                     prefill);
   };
   auto addOther = [&](double seconds) {
     split.other += seconds;
@@ -608,19 +614,17 @@ StepSplit predictStepSeconds(const ModelProfile &profile, const Topology &topolo
   };
   for (size_t i = 0; i < stages.size(); ++i) {
     const Stage &s = stages[i];
-    const DeviceProfile &d = topology.devices[size_t(s.devices[0])];
     int tp = int(s.devices.size());
     if (s.embedding)
-      add(profile.pre, topology.devices[size_t(embeddingDevice(s))], 1);
+      add(profile.pre, embeddingDevice(s), 1);
     for (int64_t l = s.firstLayer; l < s.endLayer; ++l) {
-      add(profile.layers[size_t(l)], d, tp);
+      add(profile.layers[size_t(l)], s.devices[0], tp);
       if (tp > 1) // all-reduce after the O and down projections
         addOther(2 * allReduceSeconds(topology, s.devices,
                                       uint64_t(tokens) * profile.hiddenBytesPerToken));
     }
     if (s.head)
-      add(profile.post,
-          topology.devices[size_t(headDevice(s, profile.config->tieWordEmbeddings))], 1);
+      add(profile.post, headDevice(s, profile.config->tieWordEmbeddings), 1);
     if (i + 1 < stages.size())
       addOther(topology.transferSeconds(s.devices.back(), stages[i + 1].devices.front(),
                                         uint64_t(tokens) * profile.hiddenBytesPerToken));

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 
 namespace weft {
 
@@ -133,6 +134,15 @@ std::optional<std::vector<int64_t>> parseIntegerList(std::string_view s, int64_t
     start = comma + 1;
   }
   return out;
+}
+
+std::string todayUtc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  char buf[32] = {};
+  if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm))
+    return buf;
+  return "";
 }
 
 } // namespace weft

@@ -33,6 +33,10 @@ std::optional<double> parseDecimal(std::string_view s, double lo, double hi);
 // least one; nullopt if any is not.
 std::optional<std::vector<int64_t>> parseIntegerList(std::string_view s, int64_t lo, int64_t hi);
 
+// Today's date in UTC, "2026-12-01" (calibration records), or "" when the
+// clock cannot say.
+std::string todayUtc();
+
 } // namespace weft
 
 #endif // WEFT_RUNTIME_BASE_TEXT_H_

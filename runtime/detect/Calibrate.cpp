@@ -52,6 +52,19 @@ struct Events {
   }
 };
 
+// A non-blocking stream on the current device, destroyed on every path out.
+struct Stream {
+  cudaStream_t s = nullptr;
+  ~Stream() {
+    if (s)
+      cudaStreamDestroy(s);
+  }
+  Status create() {
+    WEFT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    return Status::ok();
+  }
+};
+
 // Seconds per call of `body` on `stream`: `reps` calls after one warm-up.
 template <typename F>
 StatusOr<double> timeOn(cudaStream_t stream, int reps, F body) {
@@ -71,10 +84,9 @@ StatusOr<double> timeOn(cudaStream_t stream, int reps, F body) {
 Status measureGpu(int cudaDevice, GpuMeasurement &out) {
   auto begin = std::chrono::steady_clock::now();
   WEFT_CUDA(cudaSetDevice(cudaDevice), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> streamGuard(
-      stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
+  Stream owned;
+  WEFT_RETURN_IF_ERROR(owned.create());
+  cudaStream_t stream = owned.s;
   size_t freeBytes = 0, totalBytes = 0;
   WEFT_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
 
@@ -177,10 +189,9 @@ Status measurePair(int a, int b, PairMeasurement &out) {
   WEFT_CUDA(cudaSetDevice(b), "cudaSetDevice");
   WEFT_CUDA(cudaMalloc(&dst.p, bytes), "cudaMalloc");
   WEFT_CUDA(cudaSetDevice(a), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> streamGuard(
-      stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
+  Stream owned;
+  WEFT_RETURN_IF_ERROR(owned.create());
+  cudaStream_t stream = owned.s;
   StatusOr<double> big = timeOn(stream, 10, [&] {
     WEFT_CUDA(cudaMemcpyPeerAsync(dst.p, b, src.p, a, bytes, stream), "cudaMemcpyPeerAsync");
     return Status::ok();

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # weft-run as a person uses it in a terminal: a prompt whose answer streams
 # (--stream) must print exactly the text the batch form prints at the end
-# (--no-stream), and --chat must hold a conversation read from stdin
-# (system message, three turns, /reset, /exit) with a chat template.
+# (--no-stream), --chat must hold a conversation read from stdin
+# (system message, three turns, /reset, /exit) with a chat template, and
+# --bench all must time every bucket.
 #   test/gpu/check_interactive.sh DIR        (DIR from make_plans.sh)
 # Prints one line per check and "interactive: OK" or the failures last.
 set -uo pipefail
@@ -45,13 +46,13 @@ printf 'Hi\nHow are you?\n/reset\nAgain\n/exit\nnever read\n' |
   "${run[@]}" --chat --chat-template "$dir/llama3_style.jinja" --system "be brief" --max-tokens 12 \
     > "$tmp/chat.out" 2> "$tmp/chat.err"
 rc=$?
-turns=$(grep -c "^([0-9]* tokens, " "$tmp/chat.err")
+turns=$(grep -c "^(prompt [0-9]* tokens; answer [0-9]* tokens, " "$tmp/chat.err")
 [[ $rc == 0 && $turns == 3 ]]
 check "--chat: three turns answered, /exit ends" $? "exit $rc, $turns turns: $(head -c 400 "$tmp/chat.err")"
 ! grep -q "error" "$tmp/chat.err"
 check "--chat: no errors" $? "$(grep error "$tmp/chat.err" | head -3)"
 # Each answer is at most --max-tokens tokens.
-awk '/^\([0-9]+ tokens, / { n = substr($1, 2) + 0; if (n < 1 || n > 12) exit 1 }' "$tmp/chat.err"
+awk '/^\(prompt / { n = $5 + 0; if (n < 1 || n > 12) exit 1 }' "$tmp/chat.err"
 check "--chat: each answer 1 to 12 tokens" $? "$(grep tokens "$tmp/chat.err")"
 # The same first turn twice gives the same answer (seed per turn): a
 # conversation replayed is reproducible.
@@ -64,8 +65,24 @@ long=$(python3 -c 'print(" ".join(["word"] * 6000))')
 printf '%s\nHi\n' "$long" | "${run[@]}" --chat --chat-template "$dir/llama3_style.jinja" --max-tokens 4 \
   > "$tmp/long.out" 2> "$tmp/long.err"
 rc=$?
-[[ $rc == 0 ]] && grep -q "no longer fits the plan's context" "$tmp/long.err" && grep -q "^(.* tokens, " "$tmp/long.err"
+[[ $rc == 0 ]] && grep -q "no longer fits the plan's context" "$tmp/long.err" && grep -q "^(prompt .* tokens, " "$tmp/long.err"
 check "--chat: an over-long turn is refused and the next one answered" $? "exit $rc: $(head -c 400 "$tmp/long.err")"
+
+# --system is the conversation's first message: the same first turn without
+# it has a shorter prompt.
+printf 'Hi\n' | "${run[@]}" --chat --chat-template "$dir/llama3_style.jinja" --max-tokens 4 \
+  > /dev/null 2> "$tmp/nosystem.err"
+with=$(awk '/^\(prompt / { print $2; exit }' "$tmp/chat.err")
+without=$(awk '/^\(prompt / { print $2; exit }' "$tmp/nosystem.err")
+[[ -n $with && -n $without && $with -gt $without ]]
+check "--chat: --system lengthens the first prompt" $? "with $with, without $without tokens"
+
+# --bench all times every bucket of the plan (the buckets named by the
+# refusal of an unknown one).
+buckets=$("$dir/weft-run" "$plan" --random-weights --bench none 2>&1 | sed -n 's/.*(it has \(.*\))/\1/p' | tr ',' '\n' | wc -l)
+timed=$("$dir/weft-run" "$plan" --random-weights --quiet --bench all --bench-steps 2 | grep -c "^bucket ")
+[[ $buckets -gt 0 && $timed == "$buckets" ]]
+check "--bench all times every bucket" $? "$timed timed of $buckets"
 
 echo "interactive: $([[ $bad == 0 ]] && echo OK || echo "$bad FAILED")"
 exit $((bad > 0))

@@ -3,8 +3,12 @@
 // and output, raise_exception), and a few rendering rules that the jinja2
 // comparison (test/chat) does not reach.
 #include "runtime/chat/ChatTemplate.h"
+#include "runtime/chat/ChatTemplateSource.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace weft::chat {
 namespace {
@@ -82,3 +86,57 @@ TEST(ChatTemplateTest, LimitsStopRunawayTemplates) {
 
 } // namespace
 } // namespace weft::chat
+
+namespace {
+
+std::string writeTemp(const std::string &name, const std::string &text) {
+  std::string path = testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char *kTurns = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}"
+                     "{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+
+} // namespace
+
+// weft-serve and weft-run --chat read templates the same way: a file wins
+// over the plan's, a tokenizer_config.json brings its bos/eos tokens.
+TEST(ChatTemplateSource, FileWinsOverThePlanAndBringsItsTokens) {
+  using namespace weft::chat;
+  std::string config = writeTemp(
+      "weft_tokenizer_config.json",
+      std::string(R"({"chat_template": ")") + kTurns +
+          R"(", "bos_token": {"content": "<s>"}, "eos_token": "</s>"})");
+  weft::StatusOr<LoadedChatTemplate> fromFile =
+      loadChatTemplate(config, "plan template", "plan.weft (chat_template)", "<p>", "</p>");
+  ASSERT_TRUE(fromFile.isOk()) << fromFile.status().message();
+  EXPECT_EQ(fromFile->bosToken, "<s>");
+  EXPECT_EQ(fromFile->eosToken, "</s>");
+  weft::StatusOr<std::string> text =
+      renderConversation(*fromFile, {{"system", "be brief"}, {"user", "Hi"}});
+  ASSERT_TRUE(text.isOk()) << text.status().message();
+  EXPECT_EQ(*text, "<s>[system]be brief[user]Hi[assistant]");
+
+  weft::StatusOr<LoadedChatTemplate> fromPlan =
+      loadChatTemplate("", kTurns, "plan.weft (chat_template)", "<p>", "</p>");
+  ASSERT_TRUE(fromPlan.isOk());
+  EXPECT_EQ(*renderConversation(*fromPlan, {{"user", "Hi"}}), "<p>[user]Hi[assistant]");
+
+  weft::StatusOr<LoadedChatTemplate> none = loadChatTemplate("", "", "", "", "");
+  ASSERT_TRUE(none.isOk());
+  EXPECT_FALSE(none->chatTemplate.has_value());
+  EXPECT_FALSE(renderConversation(*none, {{"user", "Hi"}}).isOk());
+
+  std::string noTemplate = writeTemp("weft_no_template.json", R"({"bos_token": "<s>"})");
+  weft::StatusOr<LoadedChatTemplate> bad = loadChatTemplate(noTemplate, "", "", "", "");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("weft_no_template.json: no chat_template string in it"),
+            std::string::npos);
+  std::string broken = writeTemp("weft_broken.jinja", "{% for m in messages %}");
+  weft::StatusOr<LoadedChatTemplate> unparsed = loadChatTemplate(broken, kTurns, "", "", "");
+  ASSERT_FALSE(unparsed.isOk());
+  EXPECT_NE(unparsed.status().message().find("weft_broken.jinja"), std::string::npos);
+  for (const std::string &p : {config, noTemplate, broken})
+    std::remove(p.c_str());
+}

@@ -2,6 +2,7 @@
 // topology JSON weft-compile --topology takes (docs/topology.md), so a plan
 // can be compiled for exactly this box. Needs the NVIDIA driver, not a GPU
 // context: it runs next to a server that holds the GPUs.
+#include "runtime/base/Text.h"
 #include "runtime/detect/Detect.h"
 #ifdef WEFT_HAVE_CALIBRATE
 #include "runtime/detect/Calibrate.h"
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -57,15 +57,6 @@ std::string hostName() {
   return buf;
 }
 
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  char buf[32] = {};
-  std::tm tm{};
-  if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm))
-    return buf;
-  return "";
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -109,7 +100,7 @@ int main(int argc, char **argv) {
     if (const char *env = std::getenv("WEFT_NVML_LIBRARY"); env && *env)
       library = env;
   options.name = name.empty() ? hostName() : name;
-  std::string date = today();
+  std::string date = weft::todayUtc();
   if (!date.empty())
     options.comment = "Detected on " + date + ".";
 

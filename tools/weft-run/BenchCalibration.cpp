@@ -1,13 +1,13 @@
 // Predicted against measured step times, and calibration write-back.
 #include "tools/weft-run/BenchCalibration.h"
 
+#include "runtime/base/Text.h"
 #include "runtime/io/ReadFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <fstream>
 #include <map>
 
@@ -75,15 +75,6 @@ std::vector<Scale> fitScales(const std::vector<Measurement> &measurements, bool 
 
 namespace {
 
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  char buf[32] = {};
-  if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm))
-    return buf;
-  return "";
-}
-
 nlohmann::ordered_json scalesJson(const std::vector<Scale> &scales) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const Scale &s : scales)
@@ -119,7 +110,8 @@ Status writeCalibration(const std::string &path, int planDevices, const std::str
     if (!d.is_object())
       return invalidArgument(path + ": devices[" + std::to_string(i) + "] is not an object");
     if (!d.contains("calibration") || !d["calibration"].is_object())
-      d["calibration"] = {{"gpu", gpuName}, {"driver", driver}, {"date", today()}};
+      d["calibration"] = {
+          {"gpu", gpuName}, {"driver", driver}, {"date", weft::todayUtc()}};
     nlohmann::ordered_json &c = d["calibration"];
     if (!decode.empty())
       c["steps"] = scalesJson(decode);

@@ -106,7 +106,8 @@ int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
     std::printf("\n");
     std::fflush(stdout);
     if (!quiet)
-      std::fprintf(stderr, "(%zu tokens, %.1f tok/s)\n", gen->tokens.size(),
+      std::fprintf(stderr, "(prompt %zu tokens; answer %zu tokens, %.1f tok/s)\n", ids->size(),
+                   gen->tokens.size(),
                    gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0);
     conversation.push_back({"assistant", answer});
   }
