@@ -190,6 +190,9 @@ double allReduceSeconds(const target::Topology &topology,
   size_t n = devices.size();
   if (n < 2)
     return 0;
+  // Measured on the box (weft-detect --calibrate) for this group.
+  if (const target::AllReduceCalibration *measured = topology.allReduceFor(devices))
+    return measured->secondsFor(bytes);
   // Ring: 2(n-1) steps of bytes/n each, paced by the slowest link (whose
   // time includes its latency).
   double slowest = 0;

@@ -102,7 +102,8 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
 uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
                             const WeightFormat &format, int tpDegree = 1);
 
-// Ring all-reduce of `bytes` over `devices` (all pairs linked).
+// All-reduce of `bytes` over `devices`: the group's measured times when the
+// topology has them (weft-detect --calibrate), else a ring over its links.
 double allReduceSeconds(const target::Topology &topology,
                         llvm::ArrayRef<int> devices, uint64_t bytes);
 

@@ -93,6 +93,17 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
                         c.date.empty() ? "" : " " + c.date, llvm::join(parts, ", "));
   }
 
+  for (const target::AllReduceCalibration &a : t.allReduces) {
+    std::vector<std::string> group;
+    for (int d : a.devices)
+      group.push_back("#" + std::to_string(d));
+    os << llvm::formatv("             all-reduce over {0}: measured{1} at {2}-{3} bytes, "
+                        "{4:f1}-{5:f1} us\n",
+                        llvm::join(group, ","), a.method.empty() ? "" : " (" + a.method + ")",
+                        a.times.front().bytes, a.times.back().bytes,
+                        a.times.front().seconds * 1e6, a.times.back().seconds * 1e6);
+  }
+
   os << "\n";
   const char *row = "{0,-24} {1,7} {2,10} {3,10} {4,12} {5,10} {6,10} {7,10} {8,10} {9,10}\n";
   os << llvm::formatv(row, "device", "layers", "weights", "KV cache", "activations",

@@ -3,6 +3,7 @@
 
 #include "runtime/gpu/Cuda.h"
 #include "runtime/gpu/Gemm.h"
+#include "runtime/gpu/Nccl.h"
 
 #include <cuda_runtime_api.h>
 
@@ -209,6 +210,135 @@ Status measurePair(int a, int b, PairMeasurement &out) {
   return Status::ok();
 }
 
+// NCCL communicators over a group, destroyed on every path out.
+struct Comms {
+  const gpu::Nccl *nccl = nullptr;
+  std::vector<gpu::NcclComm> list;
+  ~Comms() {
+    for (gpu::NcclComm c : list)
+      nccl->destroy(c);
+  }
+};
+
+// FP16 all-reduces over `cudaDevices` at the sizes tensor-parallel buckets
+// reduce (hidden x tokens x 2 bytes: 8 KiB for one token of an 8B model to
+// 32 MiB for long prefill chunks), captured in a CUDA graph as the plans run
+// them, many back to back; eager launches where capture is refused.
+Status measureAllReduce(const gpu::Nccl &nccl, const std::vector<int> &cudaDevices,
+                        AllReduceMeasurement &out) {
+  size_t n = cudaDevices.size();
+  constexpr size_t kMaxBytes = size_t(32) << 20;
+  Comms comms;
+  comms.nccl = &nccl;
+  StatusOr<std::vector<gpu::NcclComm>> made = nccl.initAll(cudaDevices);
+  if (!made.isOk())
+    return made.status();
+  comms.list = *made;
+  std::vector<DeviceBuffer> buffers(n);
+  std::vector<Stream> streams(n);
+  std::vector<Events> events(n); // start/stop on the first GPU; joins on the others
+  std::vector<cudaStream_t> raw(n);
+  for (size_t i = 0; i < n; ++i) {
+    WEFT_CUDA(cudaSetDevice(cudaDevices[i]), "cudaSetDevice");
+    WEFT_CUDA(cudaMalloc(&buffers[i].p, kMaxBytes), "cudaMalloc");
+    WEFT_CUDA(cudaMemset(buffers[i].p, 0, kMaxBytes), "cudaMemset");
+    WEFT_RETURN_IF_ERROR(streams[i].create());
+    WEFT_RETURN_IF_ERROR(events[i].create());
+    raw[i] = streams[i].s;
+  }
+  auto reduce = [&](size_t bytes) {
+    std::vector<void *> list;
+    for (DeviceBuffer &b : buffers)
+      list.push_back(b.p);
+    return nccl.allReduce(list, bytes / 2, gpu::NcclType::F16, comms.list, raw);
+  };
+  auto syncAll = [&]() -> Status {
+    for (size_t i = 0; i < n; ++i) {
+      WEFT_CUDA(cudaSetDevice(cudaDevices[i]), "cudaSetDevice");
+      WEFT_CUDA(cudaStreamSynchronize(raw[i]), "cudaStreamSynchronize");
+    }
+    return Status::ok();
+  };
+  // Connections are set up by the first collective, outside any capture.
+  WEFT_RETURN_IF_ERROR(reduce(kMaxBytes));
+  WEFT_RETURN_IF_ERROR(syncAll());
+
+  // `reps` all-reduces of `bytes` on every stream, forked from and joined
+  // back to the first, as one graph (nullptr when capture is refused).
+  auto record = [&](size_t bytes, int reps) -> StatusOr<cudaGraphExec_t> {
+    WEFT_CUDA(cudaSetDevice(cudaDevices[0]), "cudaSetDevice");
+    WEFT_CUDA(cudaStreamBeginCapture(raw[0], cudaStreamCaptureModeThreadLocal),
+              "cudaStreamBeginCapture");
+    Status st = gpu::cudaStatus(cudaEventRecord(events[0].start, raw[0]), "cudaEventRecord");
+    for (size_t i = 1; i < n && st.isOk(); ++i)
+      st = gpu::cudaStatus(cudaStreamWaitEvent(raw[i], events[0].start, 0), "cudaStreamWaitEvent");
+    for (int r = 0; r < reps && st.isOk(); ++r)
+      st = reduce(bytes);
+    for (size_t i = 1; i < n && st.isOk(); ++i) {
+      cudaSetDevice(cudaDevices[i]);
+      st = gpu::cudaStatus(cudaEventRecord(events[i].stop, raw[i]), "cudaEventRecord");
+      cudaSetDevice(cudaDevices[0]);
+      if (st.isOk())
+        st = gpu::cudaStatus(cudaStreamWaitEvent(raw[0], events[i].stop, 0),
+                             "cudaStreamWaitEvent");
+    }
+    cudaSetDevice(cudaDevices[0]);
+    cudaGraph_t graph = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(raw[0], &graph);
+    if (!st.isOk() || ended != cudaSuccess) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+      return static_cast<cudaGraphExec_t>(nullptr);
+    }
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return static_cast<cudaGraphExec_t>(nullptr);
+    }
+    return exec;
+  };
+
+  bool graphs = true;
+  for (size_t bytes = size_t(8) << 10; bytes <= kMaxBytes; bytes *= 4) {
+    int reps = bytes <= (size_t(512) << 10) ? 50 : bytes <= (size_t(8) << 20) ? 20 : 10;
+    StatusOr<cudaGraphExec_t> exec =
+        graphs ? record(bytes, reps) : StatusOr<cudaGraphExec_t>(nullptr);
+    if (!exec.isOk())
+      return exec.status();
+    graphs = *exec != nullptr;
+    WEFT_CUDA(cudaSetDevice(cudaDevices[0]), "cudaSetDevice");
+    // Eager launches are timed on the first GPU's stream after the others
+    // have been joined to it.
+    auto once = [&]() -> Status {
+      if (graphs) {
+        WEFT_CUDA(cudaGraphLaunch(*exec, raw[0]), "cudaGraphLaunch");
+        return Status::ok();
+      }
+      for (int r = 0; r < reps; ++r)
+        WEFT_RETURN_IF_ERROR(reduce(bytes));
+      for (size_t i = 1; i < n; ++i) {
+        WEFT_CUDA(cudaSetDevice(cudaDevices[i]), "cudaSetDevice");
+        WEFT_CUDA(cudaEventRecord(events[i].stop, raw[i]), "cudaEventRecord");
+        WEFT_CUDA(cudaSetDevice(cudaDevices[0]), "cudaSetDevice");
+        WEFT_CUDA(cudaStreamWaitEvent(raw[0], events[i].stop, 0), "cudaStreamWaitEvent");
+      }
+      return Status::ok();
+    };
+    StatusOr<double> t = timeOn(raw[0], 5, once);
+    if (graphs)
+      cudaGraphExecDestroy(*exec);
+    if (!t.isOk())
+      return t.status();
+    WEFT_RETURN_IF_ERROR(syncAll());
+    out.times.emplace_back(uint64_t(bytes), *t / reps);
+  }
+  out.method = "NCCL " + nccl.version() + (graphs ? ", CUDA graph" : ", eager launches");
+  return Status::ok();
+}
+
 } // namespace
 
 StatusOr<Calibration> calibrate(const Detection &detection,
@@ -251,6 +381,40 @@ StatusOr<Calibration> calibrate(const Detection &detection,
       WEFT_RETURN_IF_ERROR(measurePair(cudaOf[i], cudaOf[j], p));
       c.pairs.push_back(p);
     }
+  // All-reduce over every pair and, beyond two GPUs, the whole box: the
+  // groups tensor-parallel stages use.
+  if (detection.gpus.size() >= 2) {
+    StatusOr<const gpu::Nccl *> nccl = gpu::Nccl::load();
+    if (!nccl.isOk()) {
+      c.allReduceSkipped = nccl.status().message();
+    } else {
+      std::vector<std::vector<int>> groups;
+      for (size_t i = 0; i < detection.gpus.size(); ++i)
+        for (size_t j = i + 1; j < detection.gpus.size(); ++j)
+          groups.push_back({int(i), int(j)});
+      if (detection.gpus.size() > 2) {
+        groups.emplace_back();
+        for (size_t i = 0; i < detection.gpus.size(); ++i)
+          groups.back().push_back(int(i));
+      }
+      for (const std::vector<int> &g : groups) {
+        std::string names;
+        std::vector<int> cuda;
+        for (int i : g) {
+          names += (names.empty() ? "" : ",") + std::to_string(i);
+          cuda.push_back(cudaOf[size_t(i)]);
+        }
+        if (progress)
+          progress("GPUs " + names + ": all-reduce");
+        AllReduceMeasurement m;
+        m.gpus = g;
+        Status st = measureAllReduce(**nccl, cuda, m);
+        if (!st.isOk())
+          return Status(st.code(), "all-reduce over GPUs " + names + ": " + st.message());
+        c.allReduces.push_back(std::move(m));
+      }
+    }
+  }
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   return c;
 }

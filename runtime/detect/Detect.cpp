@@ -502,6 +502,24 @@ StatusOr<std::string> topologyJson(const Detection &d, const WriteOptions &optio
                        "raw rate a GPU copy reaches (25 of 31.5 GB/s on 4.0 x16); GPU pairs "
                        "without NVLink or peer-to-peer have no link and copy through host memory";
   top["host"] = h;
+  if (options.calibration && !options.calibration->allReduces.empty()) {
+    json groups = json::array();
+    for (const AllReduceMeasurement &m : options.calibration->allReduces) {
+      json g;
+      g["devices"] = m.gpus;
+      g["method"] = m.method;
+      json times = json::array();
+      for (const auto &[bytes, seconds] : m.times) {
+        json t;
+        t["bytes"] = bytes;
+        t["us"] = readable(seconds * 1e6);
+        times.push_back(t);
+      }
+      g["times"] = times;
+      groups.push_back(g);
+    }
+    top["all_reduce"] = groups;
+  }
   return top.dump(2) + "\n";
 }
 

@@ -89,9 +89,19 @@ struct PairMeasurement {
   double latency = 0;      // s, a 4-byte copy
 };
 
+// FP16 all-reduces over a group of GPUs, as tensor-parallel plans run them
+// (NCCL, captured in a CUDA graph), at the sizes TP buckets reduce.
+struct AllReduceMeasurement {
+  std::vector<int> gpus;  // detection indices, ascending
+  std::string method;     // "NCCL 2.27.3, CUDA graph"
+  std::vector<std::pair<uint64_t, double>> times; // (bytes, seconds), ascending bytes
+};
+
 struct Calibration {
   std::vector<GpuMeasurement> gpus; // in the detection's (NVML, PCI bus) order
   std::vector<PairMeasurement> pairs;
+  std::vector<AllReduceMeasurement> allReduces;
+  std::string allReduceSkipped; // why no all-reduce was measured ("" when measured or one GPU)
   double seconds = 0;
 };
 

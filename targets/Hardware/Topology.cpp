@@ -135,9 +135,40 @@ bool operator==(const HostProfile &x, const HostProfile &y) {
          x.pcieLatency == y.pcieLatency;
 }
 
+bool operator==(const AllReduceTiming &x, const AllReduceTiming &y) {
+  return x.bytes == y.bytes && x.seconds == y.seconds;
+}
+
+bool operator==(const AllReduceCalibration &x, const AllReduceCalibration &y) {
+  return x.devices == y.devices && x.method == y.method && x.times == y.times;
+}
+
 bool operator==(const Topology &x, const Topology &y) {
   return x.name == y.name && x.devices == y.devices && x.links == y.links &&
-         x.host == y.host;
+         x.host == y.host && x.allReduces == y.allReduces;
+}
+
+double AllReduceCalibration::secondsFor(uint64_t bytes) const {
+  assert(!times.empty() && "an all-reduce calibration without times");
+  if (bytes <= times.front().bytes)
+    return times.front().seconds;
+  for (size_t i = 1; i < times.size(); ++i)
+    if (bytes <= times[i].bytes) {
+      const AllReduceTiming &lo = times[i - 1], &hi = times[i];
+      double f = double(bytes - lo.bytes) / double(hi.bytes - lo.bytes);
+      return lo.seconds + f * (hi.seconds - lo.seconds);
+    }
+  const AllReduceTiming &last = times.back();
+  return last.seconds * double(bytes) / double(last.bytes);
+}
+
+const AllReduceCalibration *Topology::allReduceFor(llvm::ArrayRef<int> group) const {
+  std::vector<int> sorted(group.begin(), group.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (const AllReduceCalibration &c : allReduces)
+    if (c.devices == sorted)
+      return &c;
+  return nullptr;
 }
 
 //===----------------------------------------------------------------------===//

@@ -3,6 +3,7 @@
 #ifndef WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
 #define WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -95,11 +96,37 @@ struct HostProfile {
   double pcieLatency = 0;            // s, one host<->device hop
 };
 
+// One all-reduce size timed on the box: the sum of `bytes` of FP16 over the
+// group, in place, as the plans run it (weft-detect --calibrate: NCCL in a
+// CUDA graph, many back to back).
+struct AllReduceTiming {
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+// All-reduce times of one device group, measured; they replace the ring
+// model built from link figures for that group.
+struct AllReduceCalibration {
+  std::vector<int> devices;            // ascending, two or more
+  std::string method;                  // "NCCL 2.27.3, CUDA graph"
+  std::vector<AllReduceTiming> times;  // ascending bytes, at least one
+
+  // Seconds for `bytes`: linear between the measured sizes, the smallest
+  // size's time below them (latency-bound) and the largest size's rate
+  // above them.
+  double secondsFor(uint64_t bytes) const;
+};
+
 struct Topology {
   std::string name; // the spec it came from, for reports
   std::vector<DeviceProfile> devices;
   std::vector<LinkProfile> links; // device-device links
   HostProfile host;
+  std::vector<AllReduceCalibration> allReduces; // measured groups (may be empty)
+
+  // The measured all-reduce of exactly this device group (any order), or
+  // nullptr.
+  const AllReduceCalibration *allReduceFor(llvm::ArrayRef<int> group) const;
 
   // Fastest direct link between a and b, or nullptr (then traffic goes
   // a->host->b over PCIe).
@@ -120,6 +147,8 @@ bool operator==(const DeviceCalibration &x, const DeviceCalibration &y);
 bool operator==(const DeviceProfile &x, const DeviceProfile &y);
 bool operator==(const LinkProfile &x, const LinkProfile &y);
 bool operator==(const HostProfile &x, const HostProfile &y);
+bool operator==(const AllReduceTiming &x, const AllReduceTiming &y);
+bool operator==(const AllReduceCalibration &x, const AllReduceCalibration &y);
 bool operator==(const Topology &x, const Topology &y);
 inline bool operator!=(const Topology &x, const Topology &y) { return !(x == y); }
 

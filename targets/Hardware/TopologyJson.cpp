@@ -53,6 +53,7 @@ constexpr Quantity kPCIeLatency{"pcie_latency_us", "pcie_latency_s", -6};
 constexpr Quantity kCopyBandwidth{"copy_bandwidth_gbps", "copy_bandwidth_bytes_per_s", 9};
 constexpr Quantity kGemm{"gemm_tflops", "gemm_flops", 12};
 constexpr Quantity kLaunch{"launch_us", "launch_s", -6};
+constexpr Quantity kAllReduceTime{"us", "seconds", -6};
 // A measurement above the datasheet by more than this is not of this part.
 constexpr double kCalibrationMargin = 1.2;
 
@@ -701,6 +702,102 @@ Error parseHost(const json::Value &value, StringRef file, Topology &t) {
   return Error::success();
 }
 
+// The top-level "all_reduce" list: per device group, all-reduce times at a
+// few sizes (weft-detect --calibrate). A time faster than the group's
+// slowest path allows (ring bus bandwidth above it by the calibration
+// margin) is not a measurement of this box and is refused.
+Error parseAllReduces(const json::Value &value, StringRef file, Topology &t) {
+  const json::Array *list = value.getAsArray();
+  if (!list)
+    return makeError(llvm::Twine(file) + ": field 'all_reduce': expected a list, got " +
+                     describe(value));
+  size_t n = t.devices.size();
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string entry = "all_reduce[" + std::to_string(i) + "]";
+    const json::Object *obj = (*list)[i].getAsObject();
+    if (!obj)
+      return makeError(llvm::Twine(file) + ": field '" + entry +
+                       "': expected an object, got " + describe((*list)[i]));
+    ObjectReader r(*obj, file, entry + ".");
+    if (Error e = r.rejectUnknown({"devices", "method", "times", "comment"}, {}))
+      return e;
+    WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
+    (void)comment;
+    AllReduceCalibration c;
+    const json::Value *group = r.get("devices");
+    const json::Array *indices = group ? group->getAsArray() : nullptr;
+    if (!indices || indices->size() < 2)
+      return r.error("devices", "expected two or more device indices such as [0, 1], got " +
+                                    (group ? describe(*group) : std::string("nothing")));
+    for (const json::Value &v : *indices) {
+      std::optional<int64_t> d = v.getAsInteger();
+      if (!d || *d < 0 || *d >= int64_t(n))
+        return r.error("devices", llvm::formatv("{0} is not a device index (the topology "
+                                                "has {1} device{2})",
+                                                describe(v), n, n == 1 ? "" : "s"));
+      if (std::find(c.devices.begin(), c.devices.end(), int(*d)) != c.devices.end())
+        return r.error("devices", llvm::formatv("device {0} is listed twice", *d));
+      c.devices.push_back(int(*d));
+    }
+    std::sort(c.devices.begin(), c.devices.end());
+    for (size_t k = 0; k < t.allReduces.size(); ++k)
+      if (t.allReduces[k].devices == c.devices)
+        return r.error("devices", llvm::formatv("the same group as all_reduce[{0}]", k));
+    WEFT_ASSIGN_OR_RETURN(method, r.optString("method"));
+    if (method) {
+      if (Error e = checkFreeText(r, "method", *method))
+        return e;
+      c.method = *method;
+    }
+    // The ring's slowest hop bounds the rate any all-reduce reaches.
+    double slowest = 0;
+    for (size_t k = 0; k < c.devices.size(); ++k) {
+      int a = c.devices[k], b = c.devices[(k + 1) % c.devices.size()];
+      double rate = 1.0 / (t.transferSeconds(a, b, 1u << 30) / double(1u << 30));
+      slowest = slowest == 0 ? rate : std::min(slowest, rate);
+    }
+    const json::Value *times = r.get("times");
+    const json::Array *points = times ? times->getAsArray() : nullptr;
+    if (!points || points->empty())
+      return r.error("times", "expected a list of {\"bytes\": N, \"us\": T}, got " +
+                                  (times ? describe(*times) : std::string("nothing")));
+    double m = double(c.devices.size());
+    for (size_t k = 0; k < points->size(); ++k) {
+      std::string at = "times[" + std::to_string(k) + "]";
+      const json::Object *p = (*points)[k].getAsObject();
+      if (!p)
+        return r.error(at, "expected an object such as {\"bytes\": 8192, \"us\": 12.5}, got " +
+                               describe((*points)[k]));
+      ObjectReader pr(*p, file, entry + "." + at + ".");
+      if (Error e = pr.rejectUnknown({"bytes"}, {}, {kAllReduceTime}))
+        return e;
+      const json::Value *size = pr.get("bytes");
+      if (!size)
+        return pr.error("bytes", "missing (the size all-reduced)");
+      std::optional<int64_t> bytes = size->getAsInteger();
+      if (!bytes || *bytes <= 0 || double(*bytes) > kMaxBytes)
+        return pr.error("bytes", "expected a positive whole number of bytes, got " +
+                                     describe(*size));
+      WEFT_ASSIGN_OR_RETURN(seconds, pr.optQuantity(kAllReduceTime, /*allowZero=*/false));
+      if (!seconds)
+        return pr.error("us", "missing (the time of one all-reduce)");
+      if (!c.times.empty() && uint64_t(*bytes) <= c.times.back().bytes)
+        return pr.error("bytes", llvm::formatv("{0} is not larger than the size before it "
+                                               "({1}): sizes must ascend",
+                                               *bytes, c.times.back().bytes));
+      double bus = 2.0 * (m - 1) / m * double(*bytes) / *seconds;
+      if (bus > kCalibrationMargin * slowest)
+        return pr.error("us", llvm::formatv("{0} bytes in {1:f1} us is {2:f0} GB/s over the "
+                                            "ring, above what its slowest link carries "
+                                            "({3:f0} GB/s): not a measurement of this box",
+                                            *bytes, *seconds * 1e6, bus / 1e9, slowest / 1e9));
+      c.times.push_back({uint64_t(*bytes), *seconds});
+    }
+    t.allReduces.push_back(std::move(c));
+  }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
@@ -721,7 +818,8 @@ Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
     return makeError(llvm::Twine(displayName) +
                      ": expected a JSON object at the top level");
   ObjectReader r(*obj, displayName, "");
-  if (Error e = r.rejectUnknown({"name", "devices", "links", "host", "comment"}, {}))
+  if (Error e = r.rejectUnknown({"name", "devices", "links", "host", "all_reduce", "comment"},
+                                {}))
     return std::move(e);
   WEFT_ASSIGN_OR_RETURN(comment, r.optString("comment"));
   (void)comment;
@@ -758,6 +856,9 @@ Expected<Topology> parseTopologyJson(StringRef text, StringRef displayName) {
       return std::move(e);
   if (const json::Value *host = r.get("host"))
     if (Error e = parseHost(*host, displayName, t))
+      return std::move(e);
+  if (const json::Value *allReduce = r.get("all_reduce"))
+    if (Error e = parseAllReduces(*allReduce, displayName, t))
       return std::move(e);
   return t;
 }
@@ -830,12 +931,12 @@ std::string topologyToJson(const Topology &t) {
                 number(kGemm, c->gemmFlops);
               if (c->launchSeconds > 0)
                 number(kLaunch, c->launchSeconds);
-              for (const auto &[key, list] :
+              for (const auto &entry :
                    {std::pair<const char *, const std::vector<StepScale> *>{"steps", &c->steps},
                     {"prefill_steps", &c->prefillSteps}})
-                if (!list->empty())
-                j.attributeArray(key, [&] {
-                  for (const StepScale &st : *list)
+                if (!entry.second->empty())
+                j.attributeArray(entry.first, [&] {
+                  for (const StepScale &st : *entry.second)
                     j.object([&] {
                       j.attribute("tokens", st.tokens);
                       j.attributeBegin("weights_scale");
@@ -873,6 +974,25 @@ std::string topologyToJson(const Topology &t) {
       });
       number(kPCIeLatency, t.host.pcieLatency);
     });
+    if (!t.allReduces.empty())
+      j.attributeArray("all_reduce", [&] {
+        for (const AllReduceCalibration &c : t.allReduces)
+          j.object([&] {
+            j.attributeArray("devices", [&] {
+              for (int d : c.devices)
+                j.value(int64_t(d));
+            });
+            if (!c.method.empty())
+              j.attribute("method", c.method);
+            j.attributeArray("times", [&] {
+              for (const AllReduceTiming &x : c.times)
+                j.object([&] {
+                  bytes("bytes", x.bytes);
+                  number(kAllReduceTime, x.seconds);
+                });
+            });
+          });
+      });
   });
   os << "\n";
   return out;

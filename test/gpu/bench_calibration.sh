@@ -5,7 +5,9 @@
 # 100, context 4096) and pipe.weft (the same on two declared H200s, a 16+16
 # pipeline, run on one GPU with --devices 0,0); for `check`, a-cal.weft and
 # pipe-cal.weft compiled from the calibrated files
-# (test/gpu/make_calibration_plans.sh makes all four).
+# (test/gpu/make_calibration_plans.sh makes all four). With two GPUs and
+# DIR/cal/tp.weft, also a TP 2 plan and a 16+16 pipeline on GPUs 0,1
+# (tp.weft/pipe2.weft; tp-cal.weft/pipe2-cal.weft for `check`).
 #   measure: times every bucket at contexts 512 and 4095 (the last position
 #            of a 4096-token context), writes the fitted
 #            step scales into OUT/h200-cal.json (a copy of DIR/cal/h200.json),
@@ -36,6 +38,15 @@ fi
     --bench-steps 30 | sed 's/^/1 GPU, contexts not fitted: /'
   "$run" "$p" --random-weights --quiet --devices 0,0 --bench "$pipe" \
     --bench-context 512,4095 --bench-steps 30 | sed 's/^/pipeline 16+16 on GPUs 0,0: /'
+  # Two real GPUs: tensor parallel (all-reduces) and a pipeline over the link.
+  if [[ $(nvidia-smi -L | wc -l) -ge 2 && -f $dir/cal/tp.weft ]]; then
+    sfx=""
+    [[ $mode == check ]] && sfx=-cal
+    "$run" "$dir/cal/tp$sfx.weft" --random-weights --quiet --devices 0,1 --bench "$fitted" \
+      --bench-context 512,4095 --bench-steps 30 | sed 's/^/TP 2 on GPUs 0,1: /'
+    "$run" "$dir/cal/pipe2$sfx.weft" --random-weights --quiet --devices 0,1 --bench "$pipe" \
+      --bench-context 512,4095 --bench-steps 30 | sed 's/^/pipeline 16+16 on GPUs 0,1: /'
+  fi
 } 2>&1 | tee "$out/calibration-$mode.txt"
 echo
 python3 - "$out/calibration-$mode.txt" <<'PY'

@@ -113,6 +113,44 @@ TEST(Detect, NvLinkBridge) {
   EXPECT_NEAR(t.host.pcieBandwidth[1], 12.5e9, 1e7); // x8
 }
 
+TEST(Detect, CalibrationWritesMeasuredFiguresTheCompilerReads) {
+  StatusOr<Detection> d = detectBox("2xrtx3090-nvlink");
+  ASSERT_TRUE(d.isOk()) << d.status().message();
+  Calibration c;
+  c.gpus.resize(2);
+  for (GpuMeasurement &g : c.gpus) {
+    g.copyBandwidth = 850e9;
+    g.gemmFlops = 60e12;
+    g.launchSeconds = 2e-6;
+    g.hostToDevice = 24e9;
+    g.seconds = 1.5;
+  }
+  c.pairs.push_back({0, 1, true, 50e9, 8e-6});
+  AllReduceMeasurement a;
+  a.gpus = {0, 1};
+  a.method = "NCCL 2.27.3, CUDA graph";
+  a.times = {{8192, 14e-6}, {32768, 15e-6}, {33554432, 700e-6}};
+  c.allReduces.push_back(a);
+  WriteOptions o;
+  o.calibration = &c;
+  o.date = "2026-12-01";
+  StatusOr<std::string> json = topologyJson(*d, o);
+  ASSERT_TRUE(json.isOk()) << json.status().message();
+  llvm::Expected<target::Topology> t = target::parseTopologyJson(*json, "detected.json");
+  ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError()) << "\n" << *json;
+  ASSERT_TRUE(t->devices[1].calibration.has_value());
+  EXPECT_EQ(t->devices[1].calibration->copyBandwidth, 850e9);
+  EXPECT_EQ(t->links[0].bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(t->links[0].latency, 8e-6);
+  EXPECT_EQ(t->host.pcieBandwidth[0], 24e9);
+  const target::AllReduceCalibration *m = t->allReduceFor({1, 0});
+  ASSERT_NE(m, nullptr) << *json;
+  EXPECT_EQ(m->method, a.method);
+  ASSERT_EQ(m->times.size(), 3u);
+  EXPECT_EQ(m->times[2].bytes, 33554432u);
+  EXPECT_DOUBLE_EQ(m->times[0].seconds, 14e-6);
+}
+
 TEST(Detect, NvSwitchBoard) {
   StatusOr<Detection> d = detectBox("8xh100-nvswitch");
   ASSERT_TRUE(d.isOk()) << d.status().message();

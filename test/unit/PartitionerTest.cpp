@@ -104,6 +104,20 @@ TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   EXPECT_NEAR(chunk.total(), chunkRaw.total(), 1e-12);
 }
 
+TEST(CostModelTest, MeasuredAllReduceReplacesTheRing) {
+  llvm::Expected<target::Topology> t = target::parseTopologySpec("2xh200:nvlink");
+  ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+  double ring = allReduceSeconds(*t, {0, 1}, 8192);
+  EXPECT_NEAR(ring, 2 * t->transferSeconds(0, 1, 4096), 1e-15);
+  target::AllReduceCalibration m;
+  m.devices = {0, 1};
+  m.times = {{8192, 20e-6}, {65536, 24e-6}};
+  t->allReduces.push_back(m);
+  EXPECT_DOUBLE_EQ(allReduceSeconds(*t, {1, 0}, 8192), 20e-6);
+  EXPECT_DOUBLE_EQ(allReduceSeconds(*t, {0, 1}, 131072), 48e-6);
+  EXPECT_EQ(allReduceSeconds(*t, {0}, 8192), 0);
+}
+
 TEST_F(PartitionerTest, PrefillChunkAttendsToHalfItself) {
   ModelProfile p = profileOf("llama-3.1-8b");
   target::Topology t = topology("h200");

@@ -605,6 +605,72 @@ TEST(TopologyTest, CalibrationReadsWritesAndLeavesUncalibratedDevicesAlone) {
   EXPECT_EQ(*back, t);
 }
 
+TEST(TopologyTest, AllReduceTimesReadWriteAndInterpolate) {
+  Topology t = parseJsonOk(R"({"devices": [{"builtin": "h200"}, {"builtin": "h200"},
+                                           {"builtin": "h200"}],
+      "links": [{"devices": [0, 1], "kind": "nvlink"}],
+      "all_reduce": [{"devices": [1, 0], "method": "NCCL 2.27.3, CUDA graph",
+                      "times": [{"bytes": 8192, "us": 10}, {"bytes": 32768, "us": 14},
+                                {"bytes": 1048576, "us": 40}]}]})");
+  ASSERT_EQ(t.allReduces.size(), 1u);
+  const AllReduceCalibration *a = t.allReduceFor({0, 1});
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.allReduceFor({1, 0}), a);
+  EXPECT_EQ(t.allReduceFor({0, 2}), nullptr);
+  EXPECT_EQ(t.allReduceFor({0, 1, 2}), nullptr);
+  EXPECT_DOUBLE_EQ(a->secondsFor(100), 10e-6);            // latency-bound below
+  EXPECT_DOUBLE_EQ(a->secondsFor(20480), 12e-6);          // halfway
+  EXPECT_DOUBLE_EQ(a->secondsFor(2 * 1048576), 80e-6);    // the largest size's rate
+  llvm::Expected<Topology> back = parseTopologyJson(topologyToJson(t), "printed.json");
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError()) << topologyToJson(t);
+  EXPECT_EQ(*back, t);
+}
+
+std::string withAllReduce(const std::string &groups) {
+  return R"({"devices": [{"builtin": "rtx3090"}, {"builtin": "rtx3090"}, {"builtin": "rtx3060"}],
+             "links": [{"devices": [0, 1], "kind": "nvlink"}], "all_reduce": )" +
+         groups + "}";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllReduce, TopologyBadJsonTest,
+    ::testing::Values(
+        BadJson{"not a list", withAllReduce("{}"), "field 'all_reduce': expected a list"},
+        BadJson{"one device", withAllReduce(R"([{"devices": [0], "times": []}])"),
+                "field 'all_reduce[0].devices': expected two or more device indices"},
+        BadJson{"index out of range", withAllReduce(R"([{"devices": [0, 3], "times": []}])"),
+                "field 'all_reduce[0].devices': 3 is not a device index (the topology has 3 "
+                "devices)"},
+        BadJson{"listed twice", withAllReduce(R"([{"devices": [1, 1], "times": []}])"),
+                "field 'all_reduce[0].devices': device 1 is listed twice"},
+        BadJson{"group twice",
+                withAllReduce(R"([{"devices": [0, 1], "times": [{"bytes": 8, "us": 20}]},
+                                  {"devices": [1, 0], "times": [{"bytes": 8, "us": 20}]}])"),
+                "field 'all_reduce[1].devices': the same group as all_reduce[0]"},
+        BadJson{"no times", withAllReduce(R"([{"devices": [0, 1], "times": []}])"),
+                "field 'all_reduce[0].times': expected a list of"},
+        BadJson{"sizes descend",
+                withAllReduce(R"([{"devices": [0, 1],
+                                   "times": [{"bytes": 8192, "us": 20}, {"bytes": 4096, "us": 30}]}])"),
+                "field 'all_reduce[0].times[1].bytes': 4096 is not larger than the size before "
+                "it (8192)"},
+        BadJson{"zero time",
+                withAllReduce(R"([{"devices": [0, 1], "times": [{"bytes": 8192, "us": 0}]}])"),
+                "field 'all_reduce[0].times[0].us': expected a positive number"},
+        BadJson{"fractional bytes",
+                withAllReduce(R"([{"devices": [0, 1], "times": [{"bytes": 8.5, "us": 3}]}])"),
+                "field 'all_reduce[0].times[0].bytes': expected a positive whole number"},
+        BadJson{"faster than the NVLink bridge",
+                withAllReduce(R"([{"devices": [0, 1], "times": [{"bytes": 104857600, "us": 100}]}])"),
+                "field 'all_reduce[0].times[0].us': 104857600 bytes in 100.0 us is 1049 GB/s "
+                "over the ring, above what its slowest link carries (56 GB/s)"},
+        BadJson{"faster than host copies",
+                withAllReduce(R"([{"devices": [0, 2], "times": [{"bytes": 104857600, "us": 5000}]}])"),
+                "above what its slowest link carries (12 GB/s)"},
+        BadJson{"misspelt time", withAllReduce(R"([{"devices": [0, 1], "times": [{"bytes": 8, "usec": 3}]}])"),
+                "field 'all_reduce[0].times[0].usec': unknown field"}));
+
 INSTANTIATE_TEST_SUITE_P(
     Malformed, TopologyBadJsonTest,
     ::testing::Values(

@@ -490,6 +490,8 @@ int main(int argc, char **argv) {
     }
     out->os() << llvm::formatv("imported in  {0:f3} s\n", seconds);
     break;
+  case Emit::Plan: // written above
+    break;
   }
   if (report && !printReport(out->os()))
     return 1;

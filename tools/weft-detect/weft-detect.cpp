@@ -30,7 +30,8 @@ constexpr const char *kUsage =
     "  -o FILE               write the JSON to FILE (default: stdout)\n"
     "  --calibrate           also measure each GPU (device copy bandwidth, cuBLASLt FP16\n"
     "                        GEMM rate, CUDA graph node time, host copies) and each pair\n"
-    "                        (peer copies), into \"calibration\" blocks and the links;\n"
+    "                        (peer copies) and NCCL all-reduces per GPU group, into\n"
+    "                        \"calibration\" blocks, the links and \"all_reduce\";\n"
     "                        the GPUs must be idle. Step scales come from\n"
     "                        weft-run --bench --write-calibration (docs/cost-model.md)\n"
     "  --name NAME           the topology's name in reports (default: this host's name)\n"
@@ -160,6 +161,23 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "  %d-%d  measured: %.1f GB/s, %.1f us%s\n", p.a, p.b,
                      p.bandwidth / 1e9, p.latency * 1e6,
                      p.peerToPeer ? " (peer to peer)" : " (through the host)");
+      for (const weft::detect::AllReduceMeasurement &a : measured->allReduces) {
+        std::string group;
+        for (int g : a.gpus)
+          group += (group.empty() ? "" : ",") + std::to_string(g);
+        std::string times;
+        for (const auto &[bytes, seconds] : a.times)
+          times += " " + std::to_string(bytes >> 10) + " KiB " +
+                   std::to_string(int(seconds * 1e7 + 0.5) / 10) + "." +
+                   std::to_string(int(seconds * 1e7 + 0.5) % 10) + " us,";
+        if (!times.empty())
+          times.pop_back();
+        std::fprintf(stderr, "  %s  all-reduce (%s):%s\n", group.c_str(), a.method.c_str(),
+                     times.c_str());
+      }
+      if (!measured->allReduceSkipped.empty())
+        std::fprintf(stderr, "  all-reduce not measured: %s\n",
+                     measured->allReduceSkipped.c_str());
       std::fprintf(stderr, "weft-detect: calibrated in %.1f s\n", measured->seconds);
     }
 #endif
