@@ -578,7 +578,7 @@ constexpr int64_t kStageBytes = 32 * 1024; // activations staged in shared memor
 
 struct GemvPlan {
   bool mma = false; // tensor-core engine (else one FMA per weight and token)
-  int64_t vec = 8, cpw = 4, rpc = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
+  int64_t vec = 8, cpw = 4, rpc = 1, kw = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
   ElementType stageType = ElementType::BF16;
 };
 
@@ -605,12 +605,22 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   g.cpb = kGemvWarps * g.cpw;
   g.gx = ceilDiv(p.columns(), g.cpb);
   int64_t granule = 32 * g.vec;
+  int64_t sms = std::max<int64_t>(1, o.smCount);
+  // SIMT with too few column blocks for two per SM: groups of KW warps
+  // share columns and split K inside the block (up to 4 warps, 256 of K
+  // each at least), which makes more, narrower blocks and needs no second
+  // kernel. Argmax keeps whole warps on one token's columns.
+  if (!g.mma && p.select != Projection::Select::Argmax)
+    while (g.gx < 2 * sms && g.kw < 4 && p.k >= 2 * g.kw * granule) {
+      g.kw *= 2;
+      g.cpb = kGemvWarps / g.kw * g.cpw;
+      g.gx = ceilDiv(p.columns(), g.cpb);
+    }
   // One block per SM keeps enough bytes in flight; with fewer column
   // blocks than SMs, split K up to two blocks per SM, keeping each split at
   // least 512 wide so the stream stays efficient.
-  int64_t sms = std::max<int64_t>(1, o.smCount);
   int64_t want = g.gx >= sms ? 1 : ceilDiv(2 * sms, g.gx);
-  int64_t maxSplits = std::max<int64_t>(1, p.k / 512);
+  int64_t maxSplits = std::max<int64_t>(1, p.k / std::max<int64_t>(512, g.kw * granule));
   g.splits = std::clamp<int64_t>(want, 1, maxSplits);
   g.ks = roundUp(ceilDiv(p.k, g.splits), granule);
   if (g.ks > p.k)
@@ -652,8 +662,8 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << ", NC = " << p.columns() << ";  // tokens, input features, weight rows, outputs\n"
        << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
        << ", WARPS = THREADS / 32;\n"
-       << "  static constexpr int CPW = " << g.cpw << ", RPC = " << g.rpc
-       << ", CPB = WARPS * CPW;  // columns per warp, rows per column, columns per block\n"
+       << "  static constexpr int KW = " << g.kw << ", CPW = " << g.cpw << ", RPC = " << g.rpc
+       << ", CPB = WARPS / KW * CPW;  // KW warps share CPW columns (splitting K)\n"
        << "  static constexpr int SPLITS = " << g.splits << ", KS = " << g.ks << ", KC = "
        << g.kc << ", XS = " << g.kc + (g.mma ? 16 : 0)
        << ";  // K splits, K per split, K staged at a time, staged row stride\n"

@@ -1,21 +1,25 @@
-// Projection + residual add. A short, wide K is split across blocks: a
-// partial-sum kernel and a kernel that adds the partials, then the residual.
+// Projection + residual add. With few output columns, groups of warps
+// share columns and split K inside a block (KW) first; a projection still
+// too narrow for the GPU also splits K across blocks: a partial-sum kernel
+// and a kernel that adds the partials, then the residual.
 // RUN: weft-emit-cuda %s | FileCheck %s
+// RUN: weft-emit-cuda --no-source --function=o_proj %s | FileCheck %s --check-prefix=OPROJ
 // RUN: weft-emit-cuda --no-source --function=prefill %s | FileCheck %s --check-prefix=PREFILL
 
 // CHECK-LABEL: // @down region 0 "linear_residual": 2 steps
 // CHECK-NEXT: // step 0: kernel [[GEMV:weft_linear_residual_t4_k2048_n64_splitk_[0-9a-f]+]]
-// CHECK-NEXT: //   grid (2, 4, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   grid (8, 2, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 w: RegionInput 1
-// CHECK-NEXT: //   param 2 partials: Scratch 0 (4096 bytes)
+// CHECK-NEXT: //   param 2 partials: Scratch 0 (2048 bytes)
 // CHECK: #include "weft/gemv.cuh"
-// CHECK: static constexpr int SPLITS = 4, KS = 512, KC = 512, XS = 512;
+// CHECK: static constexpr int KW = 4, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
+// CHECK-NEXT: static constexpr int SPLITS = 2, KS = 1024, KC = 1024, XS = 1024;
 // CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::w_t *__restrict__ w, float *__restrict__ partials) {
 // CHECK: weft::kernels::gemv<Config>(x, nullptr, w, weft::kernels::NoEpilogue{}, partials, nullptr);
 // CHECK: // step 1: kernel [[REDUCE:weft_linear_residual_t4_k2048_n64_reduce_[0-9a-f]+]]
-// CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
-// CHECK-NEXT: //   param 0 partials: Scratch 0 (4096 bytes)
+// CHECK-NEXT: //   grid (8, 1, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   param 0 partials: Scratch 0 (2048 bytes)
 // CHECK-NEXT: //   param 1 residual: RegionInput 2
 // CHECK-NEXT: //   param 2 out: RegionResult 0
 // CHECK: struct Epilogue {
@@ -34,6 +38,22 @@ func.func @down(%x: tensor<4x2048xbf16>, %w: tensor<64x2048xbf16>, %h: tensor<4x
     weft.yield %s : tensor<4x64xbf16>
   }
   return %r : tensor<4x64xbf16>
+}
+
+// Llama 3.1 8B's O projection at one token: 128 blocks of 32 columns would
+// leave SMs idle; four warps per 8 columns make 512 blocks and one kernel.
+// OPROJ-LABEL: // @o_proj region 0 "linear_residual": 1 step
+// OPROJ-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_gemv_{{[0-9a-f]+}}
+// OPROJ-NEXT: //   grid (512, 1, 1) block (256, 1, 1) shared 0
+func.func @o_proj(%x: tensor<1x4096xf16>, %w: tensor<4096x4096xf16>, %h: tensor<1x4096xf16>) -> tensor<1x4096xf16> {
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}
+      : (tensor<1x4096xf16>, tensor<4096x4096xf16>, tensor<1x4096xf16>) -> tensor<1x4096xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>, %c: tensor<1x4096xf16>):
+    %l = weft.linear %a, %b : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16>
+    %s = weft.add %c, %l : tensor<1x4096xf16>
+    weft.yield %s : tensor<1x4096xf16>
+  }
+  return %r : tensor<1x4096xf16>
 }
 
 // Prefill: the residual goes into the GEMM's epilogue.

@@ -16,7 +16,7 @@
 // CHECK: #include "weft/gemv.cuh"
 // CHECK: static constexpr int T = 1, K = 64, NW = 96, NC = 96;
 // CHECK-NEXT: static constexpr int VEC = 8, THREADS = 256, WARPS = THREADS / 32;
-// CHECK-NEXT: static constexpr int CPW = 4, RPC = 1, CPB = WARPS * CPW;
+// CHECK-NEXT: static constexpr int KW = 1, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
 // CHECK-NEXT: static constexpr int SPLITS = 1,
 // CHECK-NEXT: static constexpr bool NORM = true, MMA = false, ARGMAX = false;
 // CHECK-NEXT: static constexpr float EPS = 1e-06f;

@@ -13,7 +13,7 @@
 // CHECK-NEXT: //   param 2 w: RegionInput 2
 // CHECK-NEXT: //   param 3 out: RegionResult 0
 // CHECK: NW = 512, NC = 256;
-// CHECK: static constexpr int CPW = 2, RPC = 2,
+// CHECK: static constexpr int KW = 1, CPW = 2, RPC = 2,
 // CHECK: return (j == 0 ? 0 : 256) + col;
 // CHECK: const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);
 // CHECK-NEXT: const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));
@@ -39,14 +39,14 @@ func.func @decode(%x: tensor<1x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x
 // MMA-NEXT: // step 0: kernel weft_rms_norm_linear_swiglu_t8_k128_n512_gemv_{{[0-9a-f]+}}
 // MMA-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // MMA: tensor-core GEMV over all 8 tokens
-// MMA: static constexpr int CPW = 16, RPC = 2,
+// MMA: static constexpr int KW = 1, CPW = 16, RPC = 2,
 // MMA: XS = 144;
 // MMA: static constexpr bool NORM = true, MMA = true, ARGMAX = false;
 // MMA: using w_t = __nv_bfloat16;
 // SIMT-LABEL: // @decode8 region 0 "rms_norm_linear_swiglu": 1 step
 // SIMT-NEXT: // step 0: kernel weft_rms_norm_linear_swiglu_t8_k128_n512_gemv_{{[0-9a-f]+}}
 // SIMT-NEXT: //   grid (16, 1, 1) block (256, 1, 1) shared 0
-// SIMT: static constexpr int CPW = 2, RPC = 2,
+// SIMT: static constexpr int KW = 1, CPW = 2, RPC = 2,
 // SIMT: static constexpr bool NORM = true, MMA = false, ARGMAX = false;
 func.func @decode8(%x: tensor<8x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x128xbf16>) -> tensor<8x256xbf16> {
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 128 : i64, k = 128 : i64, n = 512 : i64, tokens = 8 : i64, width = 256 : i64}}

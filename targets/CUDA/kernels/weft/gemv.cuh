@@ -3,9 +3,11 @@
 // and a fused epilogue (bias, residual add, SwiGLU, split outputs, logits,
 // argmax candidates).
 //
-// A block owns CPB consecutive output columns (CPW per warp; RPC weight
-// rows each: 2 for SwiGLU's gate and up) and one K range of KS (grid.y:
-// SPLITS). It stages KC of every token's input in shared memory at a time
+// A block owns CPB consecutive output columns (CPW per group of KW warps;
+// RPC weight rows each: 2 for SwiGLU's gate and up) and one K range of KS
+// (grid.y: SPLITS). The KW warps of a group split that K range between
+// them and their sums meet in shared memory, so a projection with too few
+// columns to fill the GPU needs no second kernel (SIMT engine only). It stages KC of every token's input in shared memory at a time
 // (times the norm weight, summing squares on the way), then streams the
 // weight rows through one of two engines:
 // - SIMT: each lane loads 16 bytes of each of the warp's rows per step and
@@ -17,7 +19,7 @@
 // epilogue.
 //
 // Config: T, K, NW (weight rows), NC (output columns), VEC, THREADS, WARPS,
-// CPW, RPC, CPB, SPLITS, KS, KC, XS (staged row stride), EPS; NORM, MMA,
+// KW, CPW, RPC, CPB, SPLITS, KS, KC, XS (staged row stride), EPS; NORM, MMA,
 // ARGMAX (bool); x_t, w_t, s_t (staging), norm_t; static row(col, j).
 // Epilogue E: a callable (t, col, v[RPC], key) that stores one column of
 // one token (and sets `key` for argmax).
@@ -85,6 +87,19 @@ __device__ __forceinline__ void gemvItems(unsigned long long *s_best, Item item)
   }
 }
 
+// The sum for token t, row j of block column cl from the warps' results
+// res[warp][column * RPC + j][token]: one warp's, or the KW warps' of the
+// column's group.
+template <class C>
+__device__ __forceinline__ float gemvColumnSum(const float *res, int t, int cl, int j) {
+  const int first = (cl / C::CPW) * C::KW; // the group's first warp
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < C::KW; ++w)
+    s += res[(((first + w) * C::CPW + cl % C::CPW) * C::RPC + j) * C::T + t];
+  return s;
+}
+
 template <class C, class E>
 __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
                                      const typename C::norm_t *__restrict__ norm_w,
@@ -96,9 +111,11 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   using s_t = typename C::s_t;
   using norm_t = typename C::norm_t;
   constexpr int T = C::T, K = C::K, NW = C::NW, VEC = C::VEC, THREADS = C::THREADS;
-  constexpr int CPW = C::CPW, RPC = C::RPC, CPB = C::CPB, WARPS = C::WARPS;
+  constexpr int CPW = C::CPW, RPC = C::RPC, CPB = C::CPB, WARPS = C::WARPS, KW = C::KW;
   constexpr int KS = C::KS, KC = C::KC, XS = C::XS, SPLITS = C::SPLITS;
   constexpr bool SPLIT = SPLITS > 1;
+  static_assert(WARPS % KW == 0 && CPB == WARPS / KW * CPW, "warp groups must tile the block");
+  static_assert(KW == 1 || !C::MMA, "the MMA engine gives each warp whole K chunks");
 
   // The staged inputs, then (after the main loop) the warps' sums
   // res[warp][column * RPC + j][token].
@@ -108,7 +125,8 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   s_t *xs = reinterpret_cast<s_t *>(smem);
   float *res = reinterpret_cast<float *>(smem);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int colBase = blockIdx.x * CPB + warp * CPW;
+  const int colBase = blockIdx.x * CPB + (warp / KW) * CPW; // this warp's group's columns
+  const int kLane = ((warp % KW) * 32 + lane) * VEC;         // its first k in a chunk
   const int kBegin = blockIdx.y * KS;
   const int kEnd = kBegin + KS < K ? kBegin + KS : K;
 
@@ -204,7 +222,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
     __syncthreads();
     if constexpr (!C::MMA) {
 #pragma unroll 2
-      for (int k = lane * VEC; k < len; k += 32 * VEC) {
+      for (int k = kLane; k < len; k += KW * 32 * VEC) {
         float wf[CPW * RPC][VEC];
 #pragma unroll
         for (int r = 0; r < CPW * RPC; ++r) {
@@ -301,18 +319,17 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   if constexpr (SPLIT) {
     // Partial sums of this K split: [SPLITS][T][NW].
     gemvItems<C, false>(nullptr, [&](int t, int cl, int col, unsigned long long &) {
-      const float *r = res + ((cl / CPW) * CPW * RPC + (cl % CPW) * RPC) * T + t;
 #pragma unroll
       for (int j = 0; j < RPC; ++j)
-        partials[((size_t)blockIdx.y * T + t) * NW + C::row(col, j)] = r[j * T];
+        partials[((size_t)blockIdx.y * T + t) * NW + C::row(col, j)] =
+            gemvColumnSum<C>(res, t, cl, j);
     });
   } else {
     gemvItems<C, C::ARGMAX>(s_best, [&](int t, int cl, int col, unsigned long long &key) {
-      const float *r = res + ((cl / CPW) * CPW * RPC + (cl % CPW) * RPC) * T + t;
       float v[RPC];
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
-        v[j] = r[j * T];
+        v[j] = gemvColumnSum<C>(res, t, cl, j);
         if constexpr (C::NORM)
           v[j] = v[j] * inv[t];
       }
