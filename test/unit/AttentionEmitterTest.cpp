@@ -154,7 +154,11 @@ protected:
                                               int(p.splits)}))
         << first.name;
     EXPECT_EQ(first.block[0], p.tensorCores ? 64 : 128) << first.name;
-    EXPECT_EQ(contains(first.source, "mma.sync"), p.tensorCores) << first.name;
+    // The engine is the template the kernel instantiates (weft/attention_decode.cuh).
+    EXPECT_TRUE(contains(first.source, "#include \"weft/attention_decode.cuh\"")) << first.name;
+    EXPECT_TRUE(contains(first.source, p.tensorCores ? "attention::decodeSplitTc<Config>("
+                                                     : "attention::decodeSplit<Config>("))
+        << first.name;
     EXPECT_TRUE(contains(first.source, "constexpr int kSplits = " + std::to_string(p.splits) +
                                            ";"))
         << first.name;
@@ -173,6 +177,7 @@ protected:
       EXPECT_EQ(first.params[6].bytes, bytes) << first.name;
       const EmittedKernel &combine = *steps[1].kernel;
       EXPECT_TRUE(contains(combine.name, "combine")) << combine.name;
+      EXPECT_TRUE(contains(combine.source, "attention::decodeCombine<Config>(")) << combine.name;
       EXPECT_EQ(combine.grid, (std::array<int, 3>{int(a.tokens), int(a.heads), 1}));
       ASSERT_EQ(combine.params.size(), 4u);
       expectBinding(combine.params[0], Kind::RegionInput, 1, "positions", combine.name);
@@ -184,8 +189,9 @@ protected:
     if (prefill) {
       const EmittedKernel &chunk = *steps.back().kernel;
       EXPECT_TRUE(contains(chunk.name, "prefill")) << chunk.name;
-      EXPECT_TRUE(contains(chunk.source, "mma.sync.aligned.m16n8k16")) << chunk.name;
-      EXPECT_TRUE(contains(chunk.source, "chunkRow(slots, r)")) << chunk.name;
+      EXPECT_TRUE(contains(chunk.source, "#include \"weft/attention_prefill.cuh\""))
+          << chunk.name;
+      EXPECT_TRUE(contains(chunk.source, "attention::prefillChunk<Config>(")) << chunk.name;
       EXPECT_EQ(chunk.grid, (std::array<int, 3>{int((a.tokens + 63) / 64), int(a.heads), 1}));
       EXPECT_EQ(chunk.block, (std::array<int, 3>{128, 1, 1}));
       ASSERT_EQ(chunk.params.size(), 7u);
@@ -325,7 +331,7 @@ TEST_F(AttentionEmitterTest, F32PrefillRunsTheDecodeKernels) {
     if (infoOf(region).tokens == 128) {
       sawPrefill = true;
       EXPECT_TRUE(contains((*steps)[0].kernel->name, "decode_t128_")) << (*steps)[0].kernel->name;
-      EXPECT_TRUE(contains((*steps)[0].kernel->source, "typedef float elem_t;"));
+      EXPECT_TRUE(contains((*steps)[0].kernel->source, "using elem_t = float;"));
     }
   }
   EXPECT_TRUE(sawPrefill);

@@ -19,7 +19,11 @@
 // CHECK-NEXT: //   param 5 block_tables: BlockTables
 // 2 tokens x 8 heads x 16 splits x (64 values + max + sum) floats.
 // CHECK-NEXT: //   param 6 partials: Scratch 0 (67584 bytes)
-// CHECK: #include <cuda_bf16.h>
+// The kernel instantiates the split template of weft/attention_decode.cuh
+// with a Config of the model's and cache's dimensions.
+// CHECK: #include "weft/attention_decode.cuh"
+// CHECK: struct Config {
+// CHECK-NEXT: using elem_t = __nv_bfloat16;
 // CHECK: constexpr int kTokens = 2;
 // CHECK-NEXT: constexpr int kHeads = 8;
 // CHECK-NEXT: constexpr int kKvHeads = 2;
@@ -36,11 +40,12 @@
 // CHECK: constexpr int kStages = 3;
 // 16-byte loads: 8 bf16, a 64-wide head row is 8 of them.
 // CHECK: constexpr int kVec = 8;
+// CHECK: static constexpr int kWords = 4;
 // CHECK: constexpr int kLanesPerRow = 8;
-// CHECK: cp.async.cg.shared.global [%0], [%1], 16, %2;
-// CHECK: extern "C" __global__ void __launch_bounds__(kThreads) [[SPLIT]](
-// CHECK-NEXT: const elem_t *__restrict__ query, const int *__restrict__ positions,
-// CHECK: table + p / kBlockTokens
+// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[SPLIT]](
+// CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
+// CHECK: wf_grid_dependency_control();
+// CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(query, positions, slots, k_cache, v_cache, block_tables,
 // CHECK: // step 1: kernel [[COMBINE:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_combine]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (64, 1, 1) shared 68
 // CHECK-NEXT: //   param 0 positions: RegionInput 1
@@ -49,6 +54,8 @@
 // CHECK-NEXT: //   param 3 out: RegionResult 0
 // CHECK: extern "C" __global__ void [[COMBINE]](
 // CHECK-NEXT: const int *__restrict__ positions, const int *__restrict__ slots,
+// CHECK-NEXT: const float *__restrict__ partials, Config::elem_t *__restrict__ out) {
+// CHECK: weft::kernels::attention::decodeCombine<Config>(positions, slots, partials, out);
 
 // The window bounds the span: 100 positions, two splits. 8 query heads per
 // KV head take the tensor cores; a scale other than 1/sqrt(head_dim) is in
@@ -58,7 +65,7 @@
 // CHECK-NEXT: //   grid (1, 2, 2) block (64, 1, 1) shared 34816
 // CHECK: //   param 3 k_cache: KCache layer 1
 // CHECK: //   param 6 partials: Scratch 0 (16640 bytes)
-// CHECK: #include <cuda_fp16.h>
+// CHECK: using elem_t = __half;
 // CHECK: constexpr int kHeads = 16;
 // CHECK-NEXT: constexpr int kKvHeads = 2;
 // CHECK-NEXT: constexpr int kGroup = 8;
@@ -69,9 +76,8 @@
 // CHECK: constexpr int kSplits = 2;
 // CHECK: constexpr int kHeadsPerBlock = 8;
 // CHECK: constexpr int kKeys = 32;
-// CHECK: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK: [[WSPLIT]](
+// CHECK: weft::kernels::attention::decodeSplitTc<Config>(
 // CHECK: // step 1: kernel weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2_combine
 // CHECK-NEXT: //   grid (1, 16, 1) block (128, 1, 1) shared 12
 
@@ -79,7 +85,7 @@
 // CHECK-LABEL: // @decode_f32 region 0 "attention": 2 steps
 // CHECK-NEXT: // step 0: kernel weft_attention_decode_t4_h4_kv2_d16_f32_s8_split
 // CHECK-NEXT: //   grid (4, 2, 8) block (128, 1, 1) shared 49152
-// CHECK: typedef float elem_t;
+// CHECK: using elem_t = float;
 // CHECK: constexpr int kVec = 4;
 
 // A 64-position cache needs no splits: one kernel writes the output.

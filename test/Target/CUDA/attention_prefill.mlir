@@ -14,12 +14,11 @@
 // bounds (32 bytes) and each row's slot and owned position (512 bytes).
 // CHECK-LABEL: // @prefill region 0 "attention": 3 steps
 // CHECK-NEXT: // step 0: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_split
+// Rows of chunks are left to the chunk kernel (chunkRow in
+// weft/attention.cuh reads kChunkKernel).
 // CHECK: constexpr bool kChunkKernel = true;
-// CHECK: if (chunkRow(slots, t))
-// CHECK-NEXT: return; // the chunk kernel writes this row
 // CHECK: // step 1: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_combine
-// CHECK: if (chunkRow(slots, t))
-// CHECK-NEXT: return; // the chunk kernel writes this row
+// CHECK: constexpr bool kChunkKernel = true;
 // CHECK: // step 2: kernel [[PREFILL:weft_attention_prefill_t100_h8_kv2_d128_bf16]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (128, 1, 1) shared 35360
 // CHECK-NEXT: //   param 0 query: RegionInput 0
@@ -29,7 +28,9 @@
 // CHECK-NEXT: //   param 4 v_cache: VCache layer 2
 // CHECK-NEXT: //   param 5 block_tables: BlockTables
 // CHECK-NEXT: //   param 6 out: RegionResult 0
-// CHECK: #include <cuda_bf16.h>
+// CHECK: #include "weft/attention_prefill.cuh"
+// CHECK: struct Config {
+// CHECK-NEXT: using elem_t = __nv_bfloat16;
 // CHECK: constexpr int kTokens = 100;
 // CHECK-NEXT: constexpr int kHeads = 8;
 // CHECK-NEXT: constexpr int kKvHeads = 2;
@@ -44,22 +45,12 @@
 // CHECK: constexpr int kRows = 64;
 // CHECK-NEXT: constexpr int kKeys = 32;
 // CHECK: constexpr int kPad = kHeadDim + 8;
-// CHECK: #define MMA_INSTRUCTION "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-// CHECK: cp.async.cg.shared.global [%0], [%1], 16, %2;
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
-// CHECK: extern "C" __global__ void __launch_bounds__(kThreads) [[PREFILL]](
-// CHECK-NEXT: const elem_t *__restrict__ query, const int *__restrict__ positions,
-// CHECK-NEXT: const int *__restrict__ slots, const elem_t *__restrict__ k_cache,
-// CHECK-NEXT: const elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-// CHECK-NEXT: elem_t *__restrict__ out)
-// The block takes the rows it owns, one run of equal slots at a time.
-// CHECK: if (tokenValid(p, slot) && chunkRow(slots, r))
-// CHECK: if (!__syncthreads_or(anyOwned))
-// CHECK: for (int segBegin = 0; segBegin < kRows;) {
-// CHECK: const int *table = block_tables + (size_t)slot * kMaxBlocks;
-// Each row is masked against its own position.
-// CHECK: key <= pr && (kWindow == 0 || pr - key < kWindow)
+// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[PREFILL]](
+// CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
+// CHECK-NEXT: const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,
+// CHECK-NEXT: const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
+// CHECK-NEXT: Config::elem_t *__restrict__ out)
+// CHECK: weft::kernels::attention::prefillChunk<Config>(query, positions, slots, k_cache, v_cache,
 
 // head_dim 64: 64-key tiles (2 x 2 x 64 x 72 x 2 + 32 + 512 bytes).
 // CHECK-LABEL: // @prefill_window region 0 "attention": 2 steps
@@ -67,13 +58,12 @@
 // CHECK: // step 1: kernel weft_attention_prefill_t256_h12_kv4_d64_w4096_f16
 // CHECK-NEXT: //   grid (4, 12, 1) block (128, 1, 1) shared 37408
 // CHECK: //   param 3 k_cache: KCache layer 0
-// CHECK: #include <cuda_fp16.h>
+// CHECK: using elem_t = __half;
 // CHECK: constexpr int kGroup = 3;
 // CHECK-NEXT: constexpr int kHeadDim = 64;
 // CHECK-NEXT: constexpr int kWindow = 4096;
 // CHECK-NEXT: constexpr float kScale = 0.125f;
 // CHECK: constexpr int kKeys = 64;
-// CHECK: #define MMA_INSTRUCTION "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 // f32: no tensor-core path; the split kernels take the 32 tokens, which
 // share the split target: 528 blocks over 32 tokens x 2 KV heads, 9 splits.

@@ -62,6 +62,33 @@ __device__ __forceinline__ wf_pack<T, N> wf_stream(const T *p) {
   return r;
 }
 
+// c += a (16x16, row-major) * b (16x8, column-major) on tensor cores, f32
+// accumulation (mma.sync m16n8k16), for 16-bit inputs of type E; a0-a3 and
+// b0-b1 are the fragments in the instruction's register layout.
+template <class E>
+__device__ __forceinline__ void wf_mma_m16n8k16(float (&c)[4], unsigned a0, unsigned a1,
+                                                unsigned a2, unsigned a3, unsigned b0,
+                                                unsigned b1);
+template <>
+__device__ __forceinline__ void wf_mma_m16n8k16<__nv_bfloat16>(float (&c)[4], unsigned a0,
+                                                               unsigned a1, unsigned a2,
+                                                               unsigned a3, unsigned b0,
+                                                               unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void wf_mma_m16n8k16<__half>(float (&c)[4], unsigned a0, unsigned a1,
+                                                        unsigned a2, unsigned a3, unsigned b0,
+                                                        unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 __device__ __forceinline__ float wf_inf() { return __int_as_float(0x7f800000); }
 
 __device__ __forceinline__ float wf_warp_sum(float v) {

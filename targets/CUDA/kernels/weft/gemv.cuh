@@ -33,29 +33,6 @@ namespace weft::kernels {
 // The epilogue of a split-K GEMV, which only writes partial sums.
 struct NoEpilogue {};
 
-// The tensor-core instruction for 16-bit weights.
-template <class W> struct GemvMma;
-template <> struct GemvMma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&c)[4], unsigned a0, unsigned a1,
-                                             unsigned a2, unsigned a3, unsigned b0,
-                                             unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-};
-template <> struct GemvMma<__half> {
-  static __device__ __forceinline__ void run(float (&c)[4], unsigned a0, unsigned a1,
-                                             unsigned a2, unsigned a3, unsigned b0,
-                                             unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-};
-
 // The loop over a block's (token, column) items, consecutive threads on
 // consecutive columns; `item(t, cl, col, key)` handles one. With argmax, a
 // warp's 32 items share one token (CPB is a multiple of 32), so one atomic
@@ -266,9 +243,9 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
           for (int m = 0; m < MT; ++m)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              GemvMma<w_t>::run(accMma[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y, hi[m][h].y,
+              wf_mma_m16n8k16<w_t>(accMma[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y, hi[m][h].y,
                                 b[h].x, b[h].y);
-              GemvMma<w_t>::run(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w, hi[m][h].w,
+              wf_mma_m16n8k16<w_t>(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w, hi[m][h].w,
                                 b[h].z, b[h].w);
             }
         }
