@@ -192,13 +192,6 @@ EmittedStep kernelStep(EmittedKernel k) {
 }
 
 //===----------------------------------------------------------------------===//
-// The device-side helpers every kernel starts with
-//===----------------------------------------------------------------------===//
-
-// The kernel library's basics (targets/CUDA/kernels/weft/common.cuh).
-const char *kPrelude = "#include \"weft/common.cuh\"\n";
-
-//===----------------------------------------------------------------------===//
 // Region analysis: projections (linear / logits with their prologue and
 // epilogue ops)
 //===----------------------------------------------------------------------===//
@@ -946,53 +939,51 @@ EmittedStep emitSplitCopy(FusionOp region, const Projection &p, ParamBinding in)
   llvm::raw_string_ostream os(src);
   os << "// Copies a projection's columns into its " << p.segments.size()
      << " split results.\n"
-     << kPrelude << "\nconstexpr int T = " << p.tokens << ";\n"
-     << "constexpr int NW = " << p.nw << ";\n"
-     << "constexpr int VEC = " << vec << ";\n"
-     << "constexpr int THREADS = " << threads << ";\n"
-     << "typedef " << cudaType(p.linType) << " lin_t;\n"
-     << epi.typedefs;
-  std::vector<std::string> decls = {"const lin_t *__restrict__ y"};
+     << "#include \"weft/split.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int NW = " << p.nw << ", VEC = " << vec << ", THREADS = " << threads
+     << ";\n"
+     << "  using lin_t = " << cudaType(p.linType) << ";\n"
+     << "};\n"
+     << epi.typedefs << "\n// Which result columns [c, c + VEC) go to, as its type.\nstruct Store {\n";
+  std::vector<std::string> decls = {"const Config::lin_t *__restrict__ y"};
   std::vector<ParamBinding> params = {in};
+  std::vector<std::string> names;
   for (auto &[decl, b] : epi.params) {
+    os << "  " << decl << ";\n";
     decls.push_back(decl);
     params.push_back(b);
+    names.push_back(b.name);
   }
-  os << "\nextern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << R"() {
-  const int t = blockIdx.y;
-  const int c = (blockIdx.x * THREADS + threadIdx.x) * VEC;
-  if (c >= NW)
-    return;
-  const wf_pack<lin_t, VEC> yv = wf_load<lin_t, VEC>(y + (size_t)t * NW + c);
-)";
-  // VEC divides every split size, so one vector never straddles two splits.
+  os << "  __device__ __forceinline__ void operator()(\n"
+        "      int t, int c, const wf_pack<Config::lin_t, Config::VEC> &y) const {\n";
   bool first = true;
   for (auto [i, s] : llvm::enumerate(p.segments)) {
     bool last = i + 1 == p.segments.size();
-    os << "  " << (first ? "" : "else ");
+    os << "    " << (first ? "" : "else ");
     if (!last)
       os << "if (c < " << s.offset + s.size << ") ";
     os << "{\n";
     std::string type = "out" + std::to_string(i) + "_t";
     if (!s.results.empty()) {
-      os << "    wf_pack<" << type << ", VEC> o;\n"
-         << "#pragma unroll\n    for (int e = 0; e < VEC; ++e)\n"
-         << "      o.v[e] = wf_to<" << type << ">(wf_f32(yv.v[e]));\n";
+      os << "      wf_pack<" << type << ", Config::VEC> o;\n"
+         << "#pragma unroll\n      for (int e = 0; e < Config::VEC; ++e)\n"
+         << "        o.v[e] = wf_to<" << type << ">(wf_f32(y.v[e]));\n";
       for (size_t c = 0; c < s.results.size(); ++c) {
         std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
-        os << "    wf_store<" << type << ", VEC>(" << n << " + (size_t)t * " << s.size
+        os << "      wf_store<" << type << ", Config::VEC>(" << n << " + (size_t)t * " << s.size
            << " + (c - " << s.offset << "), o);\n";
       }
     }
-    os << "  }\n";
+    os << "    }\n";
     first = false;
   }
-  os << "}\n";
-  return kernelStep(finishKernel(region,
-                                 "weft_split_t" + std::to_string(p.tokens) + "_n" +
-                                     std::to_string(p.nw),
-                                 std::move(src),
+  os << "  }\n};\n"
+     << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+     << "  weft::kernels::splitRows<Config>(y, Store{" << llvm::join(names, ", ") << "});\n}\n";
+  os.flush();
+  return kernelStep(finishKernel(region, "weft_split_n" + std::to_string(p.nw), std::move(src),
                                  {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
                                  {threads, 1, 1}, std::move(params)));
 }

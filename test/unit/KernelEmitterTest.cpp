@@ -228,6 +228,14 @@ TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
       ASSERT_TRUE(g.bias.has_value());
       EXPECT_EQ(g.a.kind, ParamBinding::Kind::Scratch);
       EXPECT_EQ(g.c.kind, ParamBinding::Kind::Scratch);
+      // The split copy instantiates weft/split.cuh; its token count is the
+      // grid's, so every prefill bucket shares the binary.
+      const EmittedKernel &copy = *steps->at(2).kernel;
+      EXPECT_NE(copy.source.find("weft::kernels::splitRows<Config>(y, Store{out0, out1, out2});"),
+                std::string::npos)
+          << copy.source;
+      EXPECT_EQ(copy.source.find("128"), std::string::npos) << copy.source;
+      EXPECT_EQ(copy.grid[1], 128);
     }
   });
   EXPECT_TRUE(sawQkv);

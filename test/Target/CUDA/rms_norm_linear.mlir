@@ -80,7 +80,7 @@ func.func @qkv_bias_f16(%x: tensor<2x64xf16>, %wn: tensor<64xf16>, %w: tensor<96
 // PREFILL-NEXT: //   a normalized: Scratch 0 (4096 bytes)
 // PREFILL-NEXT: //   b w: RegionInput 2
 // PREFILL-NEXT: //   c projection: Scratch 1 (6144 bytes)
-// PREFILL-NEXT: // step 2: kernel weft_split_t32_n96_{{[0-9a-f]+}}
+// PREFILL-NEXT: // step 2: kernel weft_split_n96_{{[0-9a-f]+}}
 // PREFILL-NEXT: //   grid (1, 32, 1) block (32, 1, 1) shared 0
 // PREFILL-NEXT: //   param 0 projection: Scratch 1 (6144 bytes)
 // PREFILL-NEXT: //   param 1 out0: RegionResult 0
