@@ -1,6 +1,8 @@
-// Translation of a Llama-family ModelConfig into the `weft` graph dialect.
+// Translation of a ModelConfig into the `weft` graph dialect: the family's
+// decoder (Architectures/) built with weft ops, then the token selection.
 #include "compiler/Import/Importer.h"
 
+#include "compiler/Import/Architecture.h"
 #include "compiler/Support/Error.h"
 #include "dialects/Weft/IR/WeftOps.h"
 
@@ -26,9 +28,11 @@ Type elementType(MLIRContext &ctx, io::DType dtype) {
   }
 }
 
-class GraphBuilder {
+// The families' graph-building interface over weft ops: one @forward
+// function whose entry block holds the token inputs and the KV cache.
+class WeftGraphBuilder : public ModelGraphBuilder {
 public:
-  GraphBuilder(MLIRContext &ctx, const ModelConfig &c, OpBuilder &b)
+  WeftGraphBuilder(MLIRContext &ctx, const ModelConfig &c, OpBuilder &b)
       : ctx(ctx), c(c), b(b), loc(UnknownLoc::get(&ctx)),
         dtype(elementType(ctx, c.dtype)) {}
 
@@ -36,26 +40,34 @@ public:
     return RankedTensorType::get({ShapedType::kDynamic, width}, dtype);
   }
 
-  Value weight(const std::string &name, ArrayRef<int64_t> shape) {
-    return b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
-                              b.getStringAttr(name));
+  GraphValue wrap(Value v) {
+    values.push_back(v);
+    return {int(values.size()) - 1};
+  }
+  Value unwrap(GraphValue g) { return values[size_t(g.id)]; }
+  int64_t widthOf(GraphValue g) {
+    return llvm::cast<RankedTensorType>(unwrap(g).getType()).getDimSize(1);
   }
 
-  Value linear(Value x, const std::string &prefix, int64_t out, int64_t in,
-               bool bias) {
-    Value w = weight(prefix + ".weight", {out, in});
-    Value bv = bias ? weight(prefix + ".bias", {out}) : Value();
-    return b.create<LinearOp>(loc, act(out), x, w, bv);
+  GraphValue weight(const std::string &name, ArrayRef<int64_t> shape) override {
+    return wrap(b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
+                                   b.getStringAttr(name)));
   }
 
-  Value norm(Value x, const std::string &name) {
-    return b.create<RmsNormOp>(loc, x.getType(), x,
-                               weight(name, {c.hiddenSize}),
-                               b.getF64FloatAttr(c.rmsNormEps));
+  GraphValue linear(GraphValue x, GraphValue w, std::optional<GraphValue> bias,
+                    int64_t out) override {
+    return wrap(b.create<LinearOp>(loc, act(out), unwrap(x), unwrap(w),
+                                   bias ? unwrap(*bias) : Value()));
   }
 
-  Value rope(Value x, Value positions) {
-    auto op = b.create<RopeOp>(loc, x.getType(), x, positions,
+  GraphValue rmsNorm(GraphValue x, GraphValue w, double eps) override {
+    Value v = unwrap(x);
+    return wrap(b.create<RmsNormOp>(loc, v.getType(), v, unwrap(w), b.getF64FloatAttr(eps)));
+  }
+
+  GraphValue rope(GraphValue x) override {
+    Value v = unwrap(x);
+    auto op = b.create<RopeOp>(loc, v.getType(), v, positions,
                                b.getI64IntegerAttr(c.headDim),
                                b.getF64FloatAttr(c.ropeTheta),
                                b.getStringAttr(ropeTypeName(c.rope.type)),
@@ -69,37 +81,34 @@ public:
       op.setOriginalMaxPositionEmbeddingsAttr(
           b.getI64IntegerAttr(c.rope.originalMaxPositionEmbeddings));
     }
-    return op;
+    return wrap(op);
   }
 
-  Value layer(int64_t i, Value x, Value positions, Value slots, Value cache) {
-    std::string p = "model.layers." + std::to_string(i) + ".";
-    int64_t h = c.hiddenSize;
-    Value n = norm(x, p + "input_layernorm.weight");
-    Value q = linear(n, p + "self_attn.q_proj", c.qWidth(), h, c.qkvBias);
-    Value k = linear(n, p + "self_attn.k_proj", c.kvWidth(), h, c.qkvBias);
-    Value v = linear(n, p + "self_attn.v_proj", c.kvWidth(), h, c.qkvBias);
-    Value qr = rope(q, positions);
-    Value kr = rope(k, positions);
-    b.create<KvWriteOp>(loc, kr, v, positions, slots, cache,
-                        b.getI64IntegerAttr(i));
+  void kvWrite(GraphValue k, GraphValue v, int64_t layer) override {
+    b.create<KvWriteOp>(loc, unwrap(k), unwrap(v), positions, slots, cache,
+                        b.getI64IntegerAttr(layer));
+  }
+
+  GraphValue attention(GraphValue q, int64_t layer) override {
     auto attn = b.create<AttentionOp>(
-        loc, act(c.qWidth()), qr, positions, slots, cache,
-        b.getI64IntegerAttr(i), b.getI64IntegerAttr(c.numHeads),
+        loc, act(widthOf(q)), unwrap(q), positions, slots, cache,
+        b.getI64IntegerAttr(layer), b.getI64IntegerAttr(c.numHeads),
         b.getI64IntegerAttr(c.numKvHeads), b.getI64IntegerAttr(c.headDim),
         b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim))), IntegerAttr());
     if (c.slidingWindow)
       attn.setSlidingWindowAttr(b.getI64IntegerAttr(*c.slidingWindow));
-    Value o = linear(attn, p + "self_attn.o_proj", h, c.qWidth(), c.oBias);
-    Value x1 = b.create<AddOp>(loc, x, o);
-    Value n2 = norm(x1, p + "post_attention_layernorm.weight");
-    int64_t f = c.intermediateSize;
-    Value g = linear(n2, p + "mlp.gate_proj", f, h, c.mlpBias);
-    Value u = linear(n2, p + "mlp.up_proj", f, h, c.mlpBias);
-    Value s = b.create<SiluOp>(loc, g);
-    Value m = b.create<MulOp>(loc, s, u);
-    Value d = linear(m, p + "mlp.down_proj", h, f, c.mlpBias);
-    return b.create<AddOp>(loc, x1, d);
+    return wrap(attn);
+  }
+
+  GraphValue add(GraphValue x, GraphValue y) override {
+    return wrap(b.create<AddOp>(loc, unwrap(x), unwrap(y)));
+  }
+  GraphValue mul(GraphValue x, GraphValue y) override {
+    return wrap(b.create<MulOp>(loc, unwrap(x), unwrap(y)));
+  }
+  GraphValue silu(GraphValue x) override { return wrap(b.create<SiluOp>(loc, unwrap(x))); }
+  GraphValue embedding(GraphValue table) override {
+    return wrap(b.create<EmbeddingOp>(loc, act(c.hiddenSize), unwrap(table), ids));
   }
 
   DictionaryAttr modelAttr() {
@@ -149,17 +158,13 @@ public:
     auto fn = b.create<func::FuncOp>(loc, "forward", fnType);
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    Value ids = entry->getArgument(0), positions = entry->getArgument(1),
-          slots = entry->getArgument(2), cache = entry->getArgument(3);
+    ids = entry->getArgument(0);
+    positions = entry->getArgument(1);
+    slots = entry->getArgument(2);
+    cache = entry->getArgument(3);
 
-    Value table = weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
-    Value x = b.create<EmbeddingOp>(loc, act(c.hiddenSize), table, ids);
-    for (int64_t i = 0; i < c.numLayers; ++i)
-      x = layer(i, x, positions, slots, cache);
-    Value n = norm(x, "model.norm.weight");
-    Value head = c.tieWordEmbeddings
-                     ? table
-                     : weight("lm_head.weight", {c.vocabSize, c.hiddenSize});
+    DecoderOutputs out = buildDecoder(*this, c, architectureOf(c));
+    Value n = unwrap(out.hidden), head = unwrap(out.head);
     Value logits = b.create<LogitsOp>(loc, logitsType, n, head);
     Value next;
     if (options.sampling)
@@ -177,6 +182,8 @@ private:
   OpBuilder &b;
   Location loc;
   Type dtype;
+  Value ids, positions, slots, cache; // @forward's arguments
+  std::vector<Value> values;          // what GraphValue ids name
 };
 
 } // namespace
@@ -187,7 +194,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &context,
   context.loadDialect<WeftDialect, func::FuncDialect>();
   OpBuilder b(&context);
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
-  GraphBuilder(context, config, b).build(*module, options);
+  WeftGraphBuilder(context, config, b).build(*module, options);
   return module;
 }
 
@@ -210,14 +217,10 @@ llvm::Expected<ModelConfig> modelConfigFromModule(ModuleOp module) {
   };
   c.architecture = str("architecture");
   c.name = str("name");
-  if (c.architecture == "LlamaForCausalLM")
-    c.family = ModelFamily::Llama;
-  else if (c.architecture == "MistralForCausalLM")
-    c.family = ModelFamily::Mistral;
-  else if (c.architecture == "Qwen2ForCausalLM")
-    c.family = ModelFamily::Qwen2;
-  else
+  const Architecture *arch = findArchitecture(c.architecture);
+  if (!arch)
     return fail("unknown architecture '" + c.architecture + "'");
+  c.family = arch->family;
   struct Field {
     const char *key;
     int64_t *dst;

@@ -1,7 +1,8 @@
-// Parsing of Hugging Face config.json files into ModelConfig, and the list of
-// tensors each supported architecture needs.
+// Parsing of Hugging Face config.json files into ModelConfig: the fields
+// every family shares here, the family's own in Architectures/.
 #include "compiler/Import/ModelConfig.h"
 
+#include "compiler/Import/Architecture.h"
 #include "compiler/Support/JsonFields.h"
 #include "runtime/io/ReadFile.h"
 
@@ -143,22 +144,12 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
     return r.error("architectures",
                    "expected a list of one architecture name, got " + describe(*archs));
   c.architecture = (*archList)[0].getAsString()->str();
-  StringRef expectedModelType;
-  if (c.architecture == "LlamaForCausalLM") {
-    c.family = ModelFamily::Llama;
-    expectedModelType = "llama";
-  } else if (c.architecture == "MistralForCausalLM") {
-    c.family = ModelFamily::Mistral;
-    expectedModelType = "mistral";
-  } else if (c.architecture == "Qwen2ForCausalLM") {
-    c.family = ModelFamily::Qwen2;
-    expectedModelType = "qwen2";
-  } else {
-    return r.error("architectures",
-                   "unsupported architecture '" + c.architecture +
-                       "' (supported: LlamaForCausalLM, MistralForCausalLM, "
-                       "Qwen2ForCausalLM)");
-  }
+  const Architecture *arch = findArchitecture(c.architecture);
+  if (!arch)
+    return r.error("architectures", "unsupported architecture '" + c.architecture +
+                                        "' (supported: " + supportedArchitectureNames() + ")");
+  c.family = arch->family;
+  StringRef expectedModelType = arch->modelType;
   WEFT_ASSIGN_OR_RETURN(modelType, r.optString("model_type"));
   if (modelType && *modelType != expectedModelType)
     return r.error("model_type", "'" + *modelType + "' does not match " +
@@ -226,26 +217,12 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
       c.ropeTheta = *innerTheta;
   }
 
-  // Biases, tying, windows.
+  // Tying; biases, windows and the like are the family's
+  // (Architectures/<family>.cpp).
   WEFT_ASSIGN_OR_RETURN(tie, r.optBool("tie_word_embeddings"));
   c.tieWordEmbeddings = tie.value_or(false);
-  WEFT_ASSIGN_OR_RETURN(attnBias, r.optBool("attention_bias"));
-  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
-  if (c.family == ModelFamily::Qwen2) {
-    c.qkvBias = true; // Qwen2 always has Q/K/V biases and no others.
-  } else {
-    c.qkvBias = c.oBias = attnBias.value_or(false);
-    c.mlpBias = mlpBias.value_or(false);
-  }
-  WEFT_ASSIGN_OR_RETURN(window, r.optInt("sliding_window", 1, kMaxDim * 64));
-  WEFT_ASSIGN_OR_RETURN(useWindow, r.optBool("use_sliding_window"));
-  if (c.family == ModelFamily::Mistral) {
-    if (window && *window < c.maxPositionEmbeddings)
-      c.slidingWindow = *window;
-  } else if (c.family == ModelFamily::Qwen2 && useWindow.value_or(false)) {
-    return r.error("use_sliding_window",
-                   "Qwen2 sliding-window attention on some layers is not supported");
-  }
+  if (Error e = arch->readFields(r, c))
+    return std::move(e);
   WEFT_ASSIGN_OR_RETURN(tp, r.optInt("pretraining_tp", 1, 1024));
   if (tp && *tp != 1)
     return r.error("pretraining_tp", llvm::formatv("expected 1, got {0}", *tp));
@@ -292,43 +269,6 @@ Expected<ModelConfig> readModelConfig(StringRef path) {
   if (!text.isOk())
     return makeError(text.status().message());
   return parseModelConfig(*text, path);
-}
-
-std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
-  std::vector<ExpectedTensor> out;
-  int64_t h = c.hiddenSize, q = c.qWidth(), kv = c.kvWidth(),
-          f = c.intermediateSize;
-  out.push_back({"model.embed_tokens.weight", {c.vocabSize, h}});
-  for (int64_t i = 0; i < c.numLayers; ++i) {
-    std::string p = "model.layers." + std::to_string(i) + ".";
-    out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
-    if (c.qkvBias)
-      out.push_back({p + "self_attn.q_proj.bias", {q}});
-    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
-    if (c.qkvBias)
-      out.push_back({p + "self_attn.k_proj.bias", {kv}});
-    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
-    if (c.qkvBias)
-      out.push_back({p + "self_attn.v_proj.bias", {kv}});
-    out.push_back({p + "self_attn.o_proj.weight", {h, q}});
-    if (c.oBias)
-      out.push_back({p + "self_attn.o_proj.bias", {h}});
-    out.push_back({p + "post_attention_layernorm.weight", {h}});
-    out.push_back({p + "mlp.gate_proj.weight", {f, h}});
-    if (c.mlpBias)
-      out.push_back({p + "mlp.gate_proj.bias", {f}});
-    out.push_back({p + "mlp.up_proj.weight", {f, h}});
-    if (c.mlpBias)
-      out.push_back({p + "mlp.up_proj.bias", {f}});
-    out.push_back({p + "mlp.down_proj.weight", {h, f}});
-    if (c.mlpBias)
-      out.push_back({p + "mlp.down_proj.bias", {h}});
-  }
-  out.push_back({"model.norm.weight", {h}});
-  if (!c.tieWordEmbeddings)
-    out.push_back({"lm_head.weight", {c.vocabSize, h}});
-  return out;
 }
 
 uint64_t parameterCount(const ModelConfig &c) {

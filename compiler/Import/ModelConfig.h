@@ -64,7 +64,8 @@ struct ExpectedTensor {
 };
 
 // The tensors a checkpoint of `config` must hold, in a stable order
-// (embedding, layers in order, final norm, LM head unless tied).
+// (embedding, layers in order, final norm, LM head unless tied): the
+// weights its family's graph reads (Architecture.cpp).
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &config);
 
 // Parameter count and weight bytes in the checkpoint's dtype.

@@ -1,0 +1,123 @@
+// The registry of model families, the decoder around their layers, the
+// layer they share, and the checkpoint tensors a config needs (recorded
+// from the family's own graph).
+#include "compiler/Import/Architecture.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+namespace weft {
+
+llvm::ArrayRef<const Architecture *> architectures() {
+  static const Architecture *const all[] = {&llamaArchitecture(), &mistralArchitecture(),
+                                            &qwen2Architecture()};
+  return all;
+}
+
+const Architecture *findArchitecture(llvm::StringRef name) {
+  for (const Architecture *a : architectures())
+    if (name == a->name)
+      return a;
+  return nullptr;
+}
+
+const Architecture &architectureOf(const ModelConfig &c) {
+  if (const Architecture *a = findArchitecture(c.architecture))
+    return *a;
+  for (const Architecture *a : architectures())
+    if (a->family == c.family)
+      return *a;
+  return llamaArchitecture();
+}
+
+std::string supportedArchitectureNames() {
+  std::vector<std::string> names;
+  for (const Architecture *a : architectures())
+    names.push_back(a->name);
+  return llvm::join(names, ", ");
+}
+
+DecoderOutputs buildDecoder(ModelGraphBuilder &g, const ModelConfig &c,
+                            const Architecture &arch) {
+  GraphValue table = g.weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+  GraphValue x = g.embedding(table);
+  for (int64_t i = 0; i < c.numLayers; ++i)
+    x = arch.layer(g, c, i, x);
+  DecoderOutputs out;
+  out.hidden = g.rmsNorm(x, g.weight("model.norm.weight", {c.hiddenSize}), c.rmsNormEps);
+  out.head = c.tieWordEmbeddings ? table
+                                 : g.weight("lm_head.weight", {c.vocabSize, c.hiddenSize});
+  return out;
+}
+
+namespace layers {
+
+GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &prefix,
+                      int64_t out, int64_t in, bool bias) {
+  GraphValue w = g.weight(prefix + ".weight", {out, in});
+  std::optional<GraphValue> b;
+  if (bias)
+    b = g.weight(prefix + ".bias", {out});
+  return g.linear(x, w, b, out);
+}
+
+GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &c, int64_t i, GraphValue x) {
+  std::string p = "model.layers." + std::to_string(i) + ".";
+  int64_t h = c.hiddenSize, f = c.intermediateSize;
+  GraphValue n = g.rmsNorm(x, g.weight(p + "input_layernorm.weight", {h}), c.rmsNormEps);
+  GraphValue q = projection(g, n, p + "self_attn.q_proj", c.qWidth(), h, c.qkvBias);
+  GraphValue k = projection(g, n, p + "self_attn.k_proj", c.kvWidth(), h, c.qkvBias);
+  GraphValue v = projection(g, n, p + "self_attn.v_proj", c.kvWidth(), h, c.qkvBias);
+  GraphValue qr = g.rope(q);
+  GraphValue kr = g.rope(k);
+  g.kvWrite(kr, v, i);
+  GraphValue a = g.attention(qr, i);
+  GraphValue o = projection(g, a, p + "self_attn.o_proj", h, c.qWidth(), c.oBias);
+  GraphValue x1 = g.add(x, o);
+  GraphValue n2 =
+      g.rmsNorm(x1, g.weight(p + "post_attention_layernorm.weight", {h}), c.rmsNormEps);
+  GraphValue gate = projection(g, n2, p + "mlp.gate_proj", f, h, c.mlpBias);
+  GraphValue up = projection(g, n2, p + "mlp.up_proj", f, h, c.mlpBias);
+  GraphValue m = g.mul(g.silu(gate), up);
+  GraphValue d = projection(g, m, p + "mlp.down_proj", h, f, c.mlpBias);
+  return g.add(x1, d);
+}
+
+} // namespace layers
+
+namespace {
+
+// Runs a family's graph for its weights alone: every weight() call, in
+// graph order, is a tensor the checkpoint must hold.
+class WeightRecorder : public ModelGraphBuilder {
+public:
+  std::vector<ExpectedTensor> tensors;
+
+  GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) override {
+    for (const ExpectedTensor &t : tensors)
+      if (t.name == name)
+        return {0}; // used twice (tied): listed once
+    tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end())});
+    return {0};
+  }
+  GraphValue linear(GraphValue, GraphValue, std::optional<GraphValue>, int64_t) override {
+    return {0};
+  }
+  GraphValue rmsNorm(GraphValue, GraphValue, double) override { return {0}; }
+  GraphValue rope(GraphValue) override { return {0}; }
+  void kvWrite(GraphValue, GraphValue, int64_t) override {}
+  GraphValue attention(GraphValue, int64_t) override { return {0}; }
+  GraphValue add(GraphValue, GraphValue) override { return {0}; }
+  GraphValue mul(GraphValue, GraphValue) override { return {0}; }
+  GraphValue silu(GraphValue) override { return {0}; }
+  GraphValue embedding(GraphValue) override { return {0}; }
+};
+
+} // namespace
+
+std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
+  WeightRecorder recorder;
+  buildDecoder(recorder, c, architectureOf(c));
+  return std::move(recorder.tensors);
+}
+
+} // namespace weft

@@ -1,0 +1,106 @@
+// The model families Weft imports, one file each under Architectures/:
+// what a Hugging Face `architectures` name means (its config.json fields
+// beyond the common ones, and its decoder layer written against a small
+// graph-building interface). The importer runs the layer against weft ops
+// (Importer.cpp); expectedTensors runs it against a recorder of weights, so
+// the checkpoint a family needs and the graph it builds cannot disagree.
+// docs/adding-a-model.md walks through adding one.
+#ifndef WEFT_COMPILER_IMPORT_ARCHITECTURE_H_
+#define WEFT_COMPILER_IMPORT_ARCHITECTURE_H_
+
+#include "compiler/Import/ModelConfig.h"
+#include "compiler/Support/JsonFields.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <optional>
+#include <string>
+
+namespace weft {
+
+// A value of the graph under construction: [tokens, width] activations or a
+// weight, opaque to the families.
+struct GraphValue {
+  int id = -1;
+};
+
+// What a decoder layer is made of. Activations have a dynamic token count;
+// positions, slots and the KV cache are the graph's own.
+class ModelGraphBuilder {
+public:
+  virtual ~ModelGraphBuilder() = default;
+  // The checkpoint tensor `name` of `shape`, in the model's dtype.
+  virtual GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) = 0;
+  // x [T, in] times w [out, in] transposed, plus bias [out].
+  virtual GraphValue linear(GraphValue x, GraphValue w, std::optional<GraphValue> bias,
+                            int64_t out) = 0;
+  // RMSNorm over the last dimension with weight w and epsilon `eps`.
+  virtual GraphValue rmsNorm(GraphValue x, GraphValue w, double eps) = 0;
+  // Rotary embedding of every head of x at the tokens' positions (the
+  // config's head_dim, theta and scaling).
+  virtual GraphValue rope(GraphValue x) = 0;
+  // Writes this layer's K and V rows into the cache.
+  virtual void kvWrite(GraphValue k, GraphValue v, int64_t layer) = 0;
+  // Causal attention of q over the layer's cache (the config's heads, KV
+  // heads, head_dim, 1/sqrt(head_dim) and sliding window).
+  virtual GraphValue attention(GraphValue q, int64_t layer) = 0;
+  virtual GraphValue add(GraphValue a, GraphValue b) = 0;
+  virtual GraphValue mul(GraphValue a, GraphValue b) = 0;
+  virtual GraphValue silu(GraphValue x) = 0;
+  // The embedding rows of the tokens' ids.
+  virtual GraphValue embedding(GraphValue table) = 0;
+};
+
+struct Architecture {
+  const char *name;      // config.json "architectures", e.g. "LlamaForCausalLM"
+  const char *modelType; // config.json "model_type", e.g. "llama"
+  ModelFamily family;
+  // The family's own config.json fields (biases, windows, ...), read after
+  // the common ones (dimensions, RoPE, tying, dtype, special tokens).
+  llvm::Error (*readFields)(const JsonFields &fields, ModelConfig &config);
+  // Decoder layer `layer`: the hidden state x in, the next one out.
+  GraphValue (*layer)(ModelGraphBuilder &g, const ModelConfig &config, int64_t layer,
+                      GraphValue x);
+};
+
+// Every supported family, in the order messages list them.
+llvm::ArrayRef<const Architecture *> architectures();
+// The family of a config.json "architectures" name, or nullptr.
+const Architecture *findArchitecture(llvm::StringRef name);
+// The family of a config: by its architecture name, else (configs built in
+// code may name none) by its family.
+const Architecture &architectureOf(const ModelConfig &config);
+// "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
+std::string supportedArchitectureNames();
+
+// The decoder around the family's layers: embedding, every layer, the final
+// RMSNorm; returns the normalized hidden state and the LM head weight (the
+// embedding table when tied).
+struct DecoderOutputs {
+  GraphValue hidden;
+  GraphValue head;
+};
+DecoderOutputs buildDecoder(ModelGraphBuilder &g, const ModelConfig &config,
+                            const Architecture &arch);
+
+// Building blocks families share.
+namespace layers {
+// A projection with its weight (and bias) named `prefix`.weight/.bias.
+GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &prefix,
+                      int64_t out, int64_t in, bool bias);
+// The pre-norm attention block and SwiGLU MLP of Llama, Mistral and Qwen2
+// (biases as the config says), under the Hugging Face tensor names
+// model.layers.<i>.{input_layernorm, self_attn.{q,k,v,o}_proj,
+// post_attention_layernorm, mlp.{gate,up,down}_proj}.
+GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &config, int64_t layer,
+                      GraphValue x);
+} // namespace layers
+
+// The families, one per file in Architectures/.
+const Architecture &llamaArchitecture();
+const Architecture &mistralArchitecture();
+const Architecture &qwen2Architecture();
+
+} // namespace weft
+
+#endif // WEFT_COMPILER_IMPORT_ARCHITECTURE_H_

@@ -1,0 +1,27 @@
+// Mistral (MistralForCausalLM): the Llama layer with sliding-window
+// attention when `sliding_window` is shorter than the model's context.
+#include "compiler/Import/Architecture.h"
+
+namespace weft {
+namespace {
+
+llvm::Error readMistralFields(const JsonFields &r, ModelConfig &c) {
+  WEFT_ASSIGN_OR_RETURN(attentionBias, r.optBool("attention_bias"));
+  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
+  c.qkvBias = c.oBias = attentionBias.value_or(false);
+  c.mlpBias = mlpBias.value_or(false);
+  WEFT_ASSIGN_OR_RETURN(window, r.optInt("sliding_window", 1, int64_t(1) << 30));
+  if (window && *window < c.maxPositionEmbeddings)
+    c.slidingWindow = *window;
+  return llvm::Error::success();
+}
+
+} // namespace
+
+const Architecture &mistralArchitecture() {
+  static const Architecture a{"MistralForCausalLM", "mistral", ModelFamily::Mistral,
+                              readMistralFields, layers::llamaLayer};
+  return a;
+}
+
+} // namespace weft
