@@ -5,6 +5,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <cstring>
+
 namespace weft {
 
 llvm::ArrayRef<const Architecture *> architectures() {
@@ -87,16 +89,34 @@ GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &c, int64_t i, Gra
 namespace {
 
 // Runs a family's graph for its weights alone: every weight() call, in
-// graph order, is a tensor the checkpoint must hold.
+// graph order, is a tensor the checkpoint must hold, or, for a quantized
+// projection, the packed tensors that store it (ModelConfig.h).
 class WeightRecorder : public ModelGraphBuilder {
 public:
+  explicit WeightRecorder(const Quantization &quant) : quant(quant) {}
   std::vector<ExpectedTensor> tensors;
 
   GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) override {
     for (const ExpectedTensor &t : tensors)
       if (t.name == name)
         return {0}; // used twice (tied): listed once
-    tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end())});
+    if (shape.size() != 2 || !quant.quantizes(name)) {
+      tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end()), {}});
+      return {0};
+    }
+    std::string base = llvm::StringRef(name).drop_back(std::strlen("weight")).str();
+    int64_t out = shape[0], in = shape[1], perWord = 32 / quant.bits;
+    int64_t groups = quant.groupSize ? in / quant.groupSize : 1;
+    if (quant.method == QuantMethod::Awq) {
+      tensors.push_back({base + "qweight", {in, out / perWord}, io::DType::I32});
+      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
+      tensors.push_back({base + "scales", {groups, out}, io::DType::F16});
+    } else {
+      tensors.push_back({base + "qweight", {in / perWord, out}, io::DType::I32});
+      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
+      tensors.push_back({base + "scales", {groups, out}, io::DType::F16});
+      tensors.push_back({base + "g_idx", {in}, io::DType::I32});
+    }
     return {0};
   }
   GraphValue linear(GraphValue, GraphValue, std::optional<GraphValue>, int64_t) override {
@@ -110,14 +130,42 @@ public:
   GraphValue mul(GraphValue, GraphValue) override { return {0}; }
   GraphValue silu(GraphValue) override { return {0}; }
   GraphValue embedding(GraphValue) override { return {0}; }
+
+private:
+  const Quantization &quant;
 };
 
 } // namespace
 
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
-  WeightRecorder recorder;
+  WeightRecorder recorder(c.quant);
   buildDecoder(recorder, c, architectureOf(c));
   return std::move(recorder.tensors);
+}
+
+uint64_t parameterCount(const ModelConfig &c) {
+  Quantization none; // the weights the graph reads, before any packing
+  WeightRecorder recorder(none);
+  buildDecoder(recorder, c, architectureOf(c));
+  uint64_t n = 0;
+  for (const ExpectedTensor &t : recorder.tensors) {
+    uint64_t e = 1;
+    for (int64_t d : t.shape)
+      e *= uint64_t(d);
+    n += e;
+  }
+  return n;
+}
+
+uint64_t checkpointBytes(const ModelConfig &c) {
+  uint64_t bytes = 0;
+  for (const ExpectedTensor &t : expectedTensors(c)) {
+    uint64_t e = 1;
+    for (int64_t d : t.shape)
+      e *= uint64_t(d);
+    bytes += e * io::dtypeSize(t.dtype.value_or(c.dtype));
+  }
+  return bytes;
 }
 
 } // namespace weft

@@ -98,14 +98,24 @@ Expected<Checkpoint> openCheckpoint(StringRef dir, ModelConfig &config) {
     auto it = ckpt.tensors.find(e.name);
     if (it == ckpt.tensors.end())
       return makeError(llvm::formatv(
-          "{0}: tensor '{1}' is missing (expected shape {2} for {3})", dir,
-          e.name, shapeString(e.shape), config.architecture));
+          "{0}: tensor '{1}' is missing (expected shape {2} for {3}{4})", dir,
+          e.name, shapeString(e.shape), config.architecture,
+          e.dtype ? ", " + config.quant.describe() : std::string()));
     const io::TensorInfo &t = it->second.info;
     const std::string &file = ckpt.files[it->second.file].path;
     if (t.shape != e.shape)
       return makeError(llvm::formatv(
-          "{0}: tensor '{1}': shape {2} does not match config.json (expected {3})",
-          file, e.name, shapeString(t.shape), shapeString(e.shape)));
+          "{0}: tensor '{1}': shape {2} does not match config.json (expected {3}{4})",
+          file, e.name, shapeString(t.shape), shapeString(e.shape),
+          e.dtype ? " for " + config.quant.describe() : std::string()));
+    if (e.dtype) { // a packed integer or scale tensor of a quantized projection
+      if (t.dtype != *e.dtype)
+        return makeError(llvm::formatv("{0}: tensor '{1}': dtype {2}, expected {3} for {4}",
+                                       file, e.name, io::dtypeName(t.dtype),
+                                       io::dtypeName(*e.dtype), config.quant.describe()));
+      ckpt.weightBytes += t.numBytes();
+      continue;
+    }
     if (t.dtype != io::DType::F16 && t.dtype != io::DType::BF16 &&
         t.dtype != io::DType::F32)
       return makeError(llvm::formatv(

@@ -278,9 +278,14 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
   os << "\n";
   os << llvm::formatv("vocab        {0}{1}\n", c.vocabSize,
                       c.tieWordEmbeddings ? " (tied embeddings)" : "");
-  os << llvm::formatv("weights      {0} parameters, {1} in {2}\n", params,
-                      formatBytes(double(params) * io::dtypeSize(c.dtype)),
-                      io::dtypeName(c.dtype));
+  if (c.quant.active())
+    os << llvm::formatv("weights      {0} parameters, {1}: projections {2}, the rest {3}\n",
+                        params, formatBytes(double(checkpointBytes(c))), c.quant.describe(),
+                        io::dtypeName(c.dtype));
+  else
+    os << llvm::formatv("weights      {0} parameters, {1} in {2}\n", params,
+                        formatBytes(double(params) * io::dtypeSize(c.dtype)),
+                        io::dtypeName(c.dtype));
   os << llvm::formatv("kv cache     {0} per token\n",
                       formatBytes(double(2 * c.numLayers * c.kvWidth() *
                                         io::dtypeSize(c.dtype))));

@@ -29,6 +29,34 @@ const char *modelFamilyName(ModelFamily family) {
   return "unknown";
 }
 
+const char *quantMethodName(QuantMethod method) {
+  switch (method) {
+  case QuantMethod::None: return "none";
+  case QuantMethod::Awq: return "awq";
+  case QuantMethod::Gptq: return "gptq";
+  }
+  return "unknown";
+}
+
+bool Quantization::quantizes(StringRef name) const {
+  if (!active() || !name.ends_with("_proj.weight"))
+    return false;
+  for (const std::string &u : unconverted)
+    if (name.contains(u))
+      return false;
+  return true;
+}
+
+std::string Quantization::describe() const {
+  if (!active())
+    return "unquantized";
+  std::string s = (method == QuantMethod::Awq ? "AWQ " : "GPTQ ") + std::to_string(bits) + "-bit";
+  s += groupSize ? ", group " + std::to_string(groupSize) : ", one group per row";
+  if (method == QuantMethod::Gptq)
+    s += zeroPoint ? ", asymmetric" : ", symmetric";
+  return s;
+}
+
 const char *ropeTypeName(RopeType type) {
   switch (type) {
   case RopeType::Default: return "default";
@@ -102,6 +130,113 @@ Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
   }
   return r.error(typeField, "unsupported rope scaling '" + type +
                                 "' (supported: default, linear, llama3)");
+}
+
+// config.json "quantization_config" (see Quantization in ModelConfig.h).
+// What the kernels cannot take is refused here, with the option named:
+// nothing is silently run in another precision.
+Expected<Quantization> parseQuantization(const json::Object &obj, StringRef file) {
+  FieldReader r(obj, file, "quantization_config.");
+  Quantization q;
+  WEFT_ASSIGN_OR_RETURN(method, r.optString("quant_method"));
+  if (!method)
+    return r.error("quant_method", "missing (expected awq or gptq)");
+  std::string m = llvm::StringRef(*method).lower();
+  if (m == "awq") {
+    q.method = QuantMethod::Awq;
+    WEFT_ASSIGN_OR_RETURN(bits, r.optInt("bits", 1, 64));
+    WEFT_ASSIGN_OR_RETURN(wBit, r.optInt("w_bit", 1, 64)); // AutoAWQ's own spelling
+    q.bits = int(bits.value_or(wBit.value_or(4)));
+    if (q.bits != 4)
+      return r.error(bits ? "bits" : "w_bit",
+                     llvm::formatv("AWQ with {0} bits is not supported (4)", q.bits));
+    WEFT_ASSIGN_OR_RETURN(group, r.optInt("group_size", 1, kMaxDim));
+    WEFT_ASSIGN_OR_RETURN(qGroup, r.optInt("q_group_size", 1, kMaxDim));
+    if (!group && !qGroup)
+      return r.error("group_size", "missing (expected the input features per scale, e.g. 128)");
+    q.groupSize = group.value_or(qGroup.value_or(0));
+    WEFT_ASSIGN_OR_RETURN(zeroPoint, r.optBool("zero_point"));
+    q.zeroPoint = zeroPoint.value_or(true);
+    if (!q.zeroPoint)
+      return r.error("zero_point", "symmetric AWQ (zero_point false) is not supported");
+    WEFT_ASSIGN_OR_RETURN(version, r.optString("version"));
+    std::string v = llvm::StringRef(version.value_or("gemm")).lower();
+    if (v != "gemm")
+      return r.error("version", "'" + *version +
+                                    "': only the GEMM packing is supported (quantize with "
+                                    "version gemm)");
+    if (const json::Value *skip = r.get("modules_to_not_convert")) {
+      const json::Array *list = skip->getAsArray();
+      if (!list)
+        return r.error("modules_to_not_convert",
+                       "expected a list of module names or null, got " + describe(*skip));
+      for (const json::Value &e : *list) {
+        std::optional<StringRef> name = e.getAsString();
+        if (!name || name->empty())
+          return r.error("modules_to_not_convert",
+                         "expected module names, got " + describe(e));
+        q.unconverted.push_back(name->str());
+      }
+    }
+    return q;
+  }
+  if (m == "gptq") {
+    q.method = QuantMethod::Gptq;
+    WEFT_ASSIGN_OR_RETURN(bits, r.optInt("bits", 1, 64));
+    if (!bits)
+      return r.error("bits", "missing (expected 4 or 8)");
+    if (*bits != 4 && *bits != 8)
+      return r.error("bits", llvm::formatv("GPTQ with {0} bits is not supported (4 or 8)",
+                                           *bits));
+    q.bits = int(*bits);
+    WEFT_ASSIGN_OR_RETURN(group, r.optInt("group_size", -1, kMaxDim));
+    if (!group || *group == 0)
+      return r.error("group_size", "missing or 0 (expected -1 or the input features per "
+                                   "scale, e.g. 128)");
+    q.groupSize = *group == -1 ? 0 : *group;
+    WEFT_ASSIGN_OR_RETURN(sym, r.optBool("sym"));
+    q.zeroPoint = !sym.value_or(true);
+    WEFT_ASSIGN_OR_RETURN(descAct, r.optBool("desc_act"));
+    if (descAct.value_or(false))
+      return r.error("desc_act", "act-order (desc_act true) is not supported: quantize "
+                                 "with desc_act false");
+    WEFT_ASSIGN_OR_RETURN(format, r.optString("checkpoint_format"));
+    if (format && *format != "gptq")
+      return r.error("checkpoint_format",
+                     "'" + *format + "' is not supported (gptq, whose zeros are stored "
+                                     "minus one)");
+    return q;
+  }
+  return r.error("quant_method", "'" + *method +
+                                     "' is not supported (awq, gptq); FP16 and BF16 "
+                                     "checkpoints compile as they are");
+}
+
+// Every quantized projection's input splits into whole groups and its
+// packed words into whole values.
+Error checkQuantizedShapes(const ModelConfig &c, const FieldReader &r) {
+  const Quantization &q = c.quant;
+  int perWord = 32 / q.bits;
+  struct Proj {
+    const char *what;
+    int64_t out, in;
+  } projections[] = {{"q_proj", c.qWidth(), c.hiddenSize},
+                     {"k_proj", c.kvWidth(), c.hiddenSize},
+                     {"o_proj", c.hiddenSize, c.qWidth()},
+                     {"gate_proj", c.intermediateSize, c.hiddenSize},
+                     {"down_proj", c.hiddenSize, c.intermediateSize}};
+  for (const Proj &p : projections) {
+    if (q.groupSize && p.in % q.groupSize != 0)
+      return r.error("quantization_config.group_size",
+                     llvm::formatv("{0} does not divide the {1} inputs of {2}", q.groupSize,
+                                   p.in, p.what));
+    if (p.out % perWord != 0 || (q.method == QuantMethod::Gptq && p.in % perWord != 0))
+      return r.error("quantization_config.bits",
+                     llvm::formatv("{0}: {1} x {2} does not pack into 32-bit words of {3} "
+                                   "{4}-bit values",
+                                   p.what, p.out, p.in, perWord, q.bits));
+  }
+  return Error::success();
 }
 
 Expected<io::DType> parseTorchDType(StringRef s, const FieldReader &r,
@@ -237,6 +372,17 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
     c.dtype = parsedDType;
   }
 
+  // Quantized checkpoints (AWQ, GPTQ).
+  if (const json::Value *quant = r.get("quantization_config")) {
+    const json::Object *qObj = quant->getAsObject();
+    if (!qObj)
+      return r.error("quantization_config", "expected an object, got " + describe(*quant));
+    WEFT_ASSIGN_OR_RETURN(q, parseQuantization(*qObj, file));
+    c.quant = std::move(q);
+    if (Error e = checkQuantizedShapes(c, r))
+      return std::move(e);
+  }
+
   // Special tokens (used by generation; optional).
   WEFT_ASSIGN_OR_RETURN(bos, r.optInt("bos_token_id", 0, kMaxDim));
   if (bos && *bos >= c.vocabSize)
@@ -269,17 +415,6 @@ Expected<ModelConfig> readModelConfig(StringRef path) {
   if (!text.isOk())
     return makeError(text.status().message());
   return parseModelConfig(*text, path);
-}
-
-uint64_t parameterCount(const ModelConfig &c) {
-  uint64_t n = 0;
-  for (const ExpectedTensor &t : expectedTensors(c)) {
-    uint64_t e = 1;
-    for (int64_t d : t.shape)
-      e *= uint64_t(d);
-    n += e;
-  }
-  return n;
 }
 
 } // namespace weft

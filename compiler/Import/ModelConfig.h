@@ -29,6 +29,36 @@ struct RopeScaling {
   int64_t originalMaxPositionEmbeddings = 0;
 };
 
+// Weights a checkpoint stores quantized (config.json "quantization_config"):
+// the projections as packed integers with per-group scales and zeros, every
+// other tensor in the model's dtype. The formats, from their public
+// descriptions:
+// - AWQ, GEMM layout: `qweight` int32 [in, out / 8] (8 nibbles per word, in
+//   the order 0, 2, 4, 6, 1, 3, 5, 7 of the 8 columns), `qzeros` int32
+//   [in / group, out / 8] packed alike, `scales` f16 [in / group, out];
+//   w = (q - zero) * scale.
+// - GPTQ: `qweight` int32 [in * bits / 32, out] (packed along the input,
+//   low bits first), `qzeros` int32 [in / group, out * bits / 32] (packed
+//   along the output, each stored as zero - 1), `scales` f16
+//   [in / group, out], `g_idx` int32 [in] (each input's group).
+enum class QuantMethod { None, Awq, Gptq };
+const char *quantMethodName(QuantMethod method); // "awq", "gptq"
+
+struct Quantization {
+  QuantMethod method = QuantMethod::None;
+  int bits = 16;
+  int64_t groupSize = 0; // input features per scale; 0: the whole input (GPTQ -1)
+  bool zeroPoint = true; // asymmetric: stored zeros (AWQ zero_point, GPTQ not sym)
+  std::vector<std::string> unconverted; // AWQ modules_to_not_convert (name parts)
+
+  bool active() const { return method != QuantMethod::None; }
+  // Whether the projection whose weight is `name` ("...mlp.down_proj.weight")
+  // is stored quantized.
+  bool quantizes(llvm::StringRef name) const;
+  // "AWQ 4-bit, group 128" for messages.
+  std::string describe() const;
+};
+
 struct ModelConfig {
   std::string name;         // directory or built-in name, for messages
   std::string architecture; // e.g. "LlamaForCausalLM"
@@ -52,15 +82,20 @@ struct ModelConfig {
   io::DType dtype = io::DType::BF16; // the checkpoint's weight dtype
   std::optional<int64_t> bosTokenId;
   std::vector<int64_t> eosTokenIds;
+  Quantization quant; // how the checkpoint stores the projections
 
   int64_t qWidth() const { return numHeads * headDim; }
   int64_t kvWidth() const { return numKvHeads * headDim; }
 };
 
 // A tensor the model needs from its checkpoint, with its expected shape.
+// `dtype` is set for tensors of a fixed type (the packed integers and
+// scales of a quantized projection); the others share the model's float
+// dtype.
 struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
+  std::optional<io::DType> dtype;
 };
 
 // The tensors a checkpoint of `config` must hold, in a stable order
@@ -68,8 +103,10 @@ struct ExpectedTensor {
 // weights its family's graph reads (Architecture.cpp).
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &config);
 
-// Parameter count and weight bytes in the checkpoint's dtype.
+// Parameters of the model's weights (before any quantized packing), and
+// the bytes its checkpoint holds (packed projections as stored).
 uint64_t parameterCount(const ModelConfig &config);
+uint64_t checkpointBytes(const ModelConfig &config);
 
 // Parses a config.json. Every error is one line that starts with
 // `displayName` and names the field at fault.

@@ -47,11 +47,16 @@ uint64_t WeightFormat::matrixBytes(uint64_t elements, uint64_t rows) const {
   case WeightDType::F32: return elements * 4;
   case WeightDType::F16:
   case WeightDType::BF16: return elements * 2;
-  case WeightDType::FP8:
-  case WeightDType::Int8: return elements + rows * 2;
+  case WeightDType::FP8: return elements + rows * 2;
+  case WeightDType::Int8: {
+    uint64_t group = uint64_t(std::max<int64_t>(1, groupSize));
+    uint64_t scales = grouped8 ? (elements + group - 1) / group : rows;
+    return elements + scales * 2 + (zeros ? scales : 0);
+  }
   case WeightDType::Int4: {
     uint64_t group = uint64_t(std::max<int64_t>(1, groupSize));
-    return (elements + 1) / 2 + (elements + group - 1) / group * 2;
+    uint64_t scales = (elements + group - 1) / group;
+    return (elements + 1) / 2 + scales * 2 + (zeros ? (scales + 1) / 2 : 0);
   }
   }
   return elements * 2;

@@ -24,9 +24,12 @@ llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name);
 
 struct WeightFormat {
   WeightDType dtype = WeightDType::BF16;
-  int64_t groupSize = 128; // int4: elements per fp16 scale
+  int64_t groupSize = 128; // int4 (int8 when grouped8): elements per fp16 scale
+  bool grouped8 = false;   // int8 with a scale per group (GPTQ), not per row
+  bool zeros = false;      // a packed zero per group and column (AWQ, GPTQ)
   // Bytes of a matrix of `elements` in `rows` rows: payload plus scales
-  // (int8: one fp16 scale per row; int4: one per group; fp8: per row).
+  // (int8: one fp16 scale per row or group; int4: one per group; fp8: per
+  // row) and packed zeros.
   uint64_t matrixBytes(uint64_t elements, uint64_t rows) const;
   // Compute dtype of the kernels reading these weights (for the peak rate).
   bool usesFp8Math() const { return dtype == WeightDType::FP8; }

@@ -568,7 +568,16 @@ makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
                  llvm::Twine(config.maxPositionEmbeddings) + " positions");
   o.batch = batch;
   o.context = context;
-  if (weightDType.empty()) {
+  if (config.quant.active()) {
+    // The checkpoint's own packing: its bits, groups and zeros.
+    if (!weightDType.empty())
+      return error("--weight-dtype " + weightDType + ": the checkpoint is already quantized (" +
+                   config.quant.describe() + "); drop the option");
+    o.weights.dtype = config.quant.bits == 4 ? WeightDType::Int4 : WeightDType::Int8;
+    o.weights.groupSize = config.quant.groupSize ? config.quant.groupSize : config.hiddenSize;
+    o.weights.grouped8 = config.quant.bits == 8;
+    o.weights.zeros = true;
+  } else if (weightDType.empty()) {
     o.weights.dtype = nativeWeightDType(config);
   } else {
     llvm::Expected<WeightDType> d = parseWeightDType(weightDType);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 namespace weft {
@@ -220,6 +221,117 @@ INSTANTIATE_TEST_SUITE_P(
         name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name;
     });
+
+} // namespace
+} // namespace weft
+
+namespace weft {
+namespace {
+
+// The tiny Llama with a quantization_config (group 32 divides its 64- and
+// 128-wide inputs).
+std::string quantized(const std::string &quant) {
+  return tinyLlamaWith("\"eos_token_id\": [2, 3]",
+                       "\"eos_token_id\": [2, 3], \"quantization_config\": " + quant);
+}
+
+TEST(QuantizationTest, AwqCheckpointNeedsPackedProjections) {
+  llvm::Expected<ModelConfig> c = parseModelConfig(
+      quantized(R"({"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": true,
+                    "version": "GEMM", "modules_to_not_convert": ["down_proj"]})"),
+      "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->quant.method, QuantMethod::Awq);
+  EXPECT_EQ(c->quant.bits, 4);
+  EXPECT_EQ(c->quant.groupSize, 32);
+  EXPECT_EQ(c->quant.describe(), "AWQ 4-bit, group 32");
+  std::map<std::string, ExpectedTensor> byName;
+  for (const ExpectedTensor &t : expectedTensors(*c))
+    byName[t.name] = t;
+  // q_proj: 64 out (4 heads of 16) x 64 in, so qweight [in, out / 8].
+  const ExpectedTensor &qw = byName["model.layers.0.self_attn.q_proj.qweight"];
+  EXPECT_EQ(qw.shape, (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(qw.dtype, io::DType::I32);
+  EXPECT_EQ(byName["model.layers.0.self_attn.q_proj.qzeros"].shape,
+            (std::vector<int64_t>{2, 8}));
+  const ExpectedTensor &sc = byName["model.layers.0.mlp.gate_proj.scales"];
+  EXPECT_EQ(sc.shape, (std::vector<int64_t>{2, 128}));
+  EXPECT_EQ(sc.dtype, io::DType::F16);
+  EXPECT_FALSE(byName.count("model.layers.0.self_attn.q_proj.weight"));
+  // Not converted: the down projection, and never the embedding or norms.
+  EXPECT_TRUE(byName.count("model.layers.1.mlp.down_proj.weight"));
+  EXPECT_FALSE(byName.count("model.layers.1.mlp.down_proj.qweight"));
+  EXPECT_FALSE(byName["model.embed_tokens.weight"].dtype.has_value());
+  EXPECT_FALSE(byName["model.layers.0.input_layernorm.weight"].dtype.has_value());
+  // The parameters are the model's, not the packed words.
+  ModelConfig plain = *c;
+  plain.quant = Quantization{};
+  EXPECT_EQ(parameterCount(*c), parameterCount(plain));
+  EXPECT_LT(checkpointBytes(*c), checkpointBytes(plain));
+}
+
+TEST(QuantizationTest, GptqPacksAlongTheInput) {
+  llvm::Expected<ModelConfig> c = parseModelConfig(
+      quantized(R"({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": true,
+                    "desc_act": false})"),
+      "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->quant.describe(), "GPTQ 8-bit, one group per row, symmetric");
+  std::map<std::string, ExpectedTensor> byName;
+  for (const ExpectedTensor &t : expectedTensors(*c))
+    byName[t.name] = t;
+  // down_proj: 64 out x 128 in, 4 values a word along the input.
+  EXPECT_EQ(byName["model.layers.0.mlp.down_proj.qweight"].shape,
+            (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(byName["model.layers.0.mlp.down_proj.qzeros"].shape,
+            (std::vector<int64_t>{1, 16}));
+  EXPECT_EQ(byName["model.layers.0.mlp.down_proj.scales"].shape,
+            (std::vector<int64_t>{1, 64}));
+  EXPECT_EQ(byName["model.layers.0.mlp.down_proj.g_idx"].shape, (std::vector<int64_t>{128}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Quantization, BadConfigTest,
+    ::testing::Values(
+        BadConfig{"not an object", quantized("4"),
+                  "field 'quantization_config': expected an object, got 4"},
+        BadConfig{"no method", quantized(R"({"bits": 4})"),
+                  "field 'quantization_config.quant_method': missing"},
+        BadConfig{"unknown method", quantized(R"({"quant_method": "bitsandbytes"})"),
+                  "field 'quantization_config.quant_method': 'bitsandbytes' is not supported "
+                  "(awq, gptq)"},
+        BadConfig{"compressed tensors", quantized(R"({"quant_method": "compressed-tensors"})"),
+                  "'compressed-tensors' is not supported"},
+        BadConfig{"gptq 3 bits",
+                  quantized(R"({"quant_method": "gptq", "bits": 3, "group_size": 32})"),
+                  "field 'quantization_config.bits': GPTQ with 3 bits is not supported (4 or 8)"},
+        BadConfig{"act-order",
+                  quantized(R"({"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                "desc_act": true})"),
+                  "field 'quantization_config.desc_act': act-order (desc_act true) is not "
+                  "supported"},
+        BadConfig{"gptq v2 zeros",
+                  quantized(R"({"quant_method": "gptq", "bits": 4, "group_size": 32,
+                                "checkpoint_format": "gptq_v2"})"),
+                  "field 'quantization_config.checkpoint_format': 'gptq_v2' is not supported"},
+        BadConfig{"awq gemv packing",
+                  quantized(R"({"quant_method": "awq", "bits": 4, "group_size": 32,
+                                "version": "gemv"})"),
+                  "field 'quantization_config.version': 'gemv': only the GEMM packing"},
+        BadConfig{"awq 8 bits",
+                  quantized(R"({"quant_method": "awq", "bits": 8, "group_size": 32})"),
+                  "field 'quantization_config.bits': AWQ with 8 bits is not supported"},
+        BadConfig{"awq without a group",
+                  quantized(R"({"quant_method": "awq", "bits": 4})"),
+                  "field 'quantization_config.group_size': missing"},
+        BadConfig{"group does not divide",
+                  quantized(R"({"quant_method": "awq", "bits": 4, "group_size": 48})"),
+                  "field 'quantization_config.group_size': 48 does not divide the 64 inputs "
+                  "of q_proj"},
+        BadConfig{"bad module list",
+                  quantized(R"({"quant_method": "awq", "bits": 4, "group_size": 32,
+                                "modules_to_not_convert": "lm_head"})"),
+                  "field 'quantization_config.modules_to_not_convert': expected a list"}));
 
 } // namespace
 } // namespace weft

@@ -50,7 +50,10 @@ TEST_P(TokenizerFixture, MatchesHuggingFaceTokenizers) {
 // text full of added tokens' first characters. Each takes 0.1-0.4 s on
 // this project's 2-core machines; the quadratic merge loop, in-place
 // replacement and per-token added-token scan this replaced needed minutes.
-TEST_P(TokenizerFixture, EncodesAMegabyteInUnderASecond) {
+// The bound is 10 s, far from both, so a loaded machine (sanitizers, other
+// jobs) does not fail it while a quadratic path still does; the speed
+// itself is a benchmark's business.
+TEST_P(TokenizerFixture, EncodesAMegabyteInLinearTime) {
   StatusOr<Tokenizer> t = Tokenizer::fromFile(dir(GetParam()) + "/tokenizer.json");
   ASSERT_TRUE(t.isOk()) << t.status().message();
   std::string random;
@@ -73,7 +76,7 @@ TEST_P(TokenizerFixture, EncodesAMegabyteInUnderASecond) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(ids.isOk()) << what << ": " << ids.status().message();
     EXPECT_FALSE(ids->empty()) << what;
-    EXPECT_LT(seconds, 1.0) << what << " (" << GetParam() << ")";
+    EXPECT_LT(seconds, 10.0) << what << " (" << GetParam() << ")";
   }
 }
 

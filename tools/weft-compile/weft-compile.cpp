@@ -279,6 +279,12 @@ int main(int argc, char **argv) {
       // A plan holds what the runtime executes: the checkpoint's own weight
       // dtype, every layer on a GPU. Other choices are predictions only.
       bool buildsPlan = writePlan || emit == Emit::Plan;
+      if (buildsPlan && source->config.quant.active())
+        return fail(llvm::formatv(
+            "{0}: {1} checkpoints are imported and checked, but plans cannot hold quantized "
+            "weights yet (their kernels are not built); drop -o {2} and add --report to see "
+            "the prediction",
+            spec, source->config.quant.describe(), outputFile));
       if (buildsPlan &&
           options->weights.dtype != weft::partition::nativeWeightDType(source->config))
         return fail(llvm::formatv(
