@@ -143,12 +143,16 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
   return std::move(recorder.tensors);
 }
 
-uint64_t parameterCount(const ModelConfig &c) {
-  Quantization none; // the weights the graph reads, before any packing
+std::vector<ExpectedTensor> graphWeights(const ModelConfig &c) {
+  Quantization none; // the weights as the graph reads them, before any packing
   WeightRecorder recorder(none);
   buildDecoder(recorder, c, architectureOf(c));
+  return std::move(recorder.tensors);
+}
+
+uint64_t parameterCount(const ModelConfig &c) {
   uint64_t n = 0;
-  for (const ExpectedTensor &t : recorder.tensors) {
+  for (const ExpectedTensor &t : graphWeights(c)) {
     uint64_t e = 1;
     for (int64_t d : t.shape)
       e *= uint64_t(d);

@@ -102,6 +102,10 @@ struct ExpectedTensor {
 // (embedding, layers in order, final norm, LM head unless tied): the
 // weights its family's graph reads (Architecture.cpp).
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &config);
+// The weights as the graph reads them: for a quantized checkpoint, each
+// projection once as its [out, in] matrix instead of its packed tensors
+// (what memory accounting prices in the chosen weight format).
+std::vector<ExpectedTensor> graphWeights(const ModelConfig &config);
 
 // Parameters of the model's weights (before any quantized packing), and
 // the bytes its checkpoint holds (packed projections as stored).

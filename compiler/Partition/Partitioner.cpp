@@ -32,7 +32,7 @@ WeightTable weightTable(const ModelConfig &c, const WeightFormat &format) {
   WeightTable t;
   t.layer.assign(size_t(c.numLayers), 0);
   uint64_t vecBytes = io::dtypeSize(c.dtype);
-  for (const ExpectedTensor &e : expectedTensors(c)) {
+  for (const ExpectedTensor &e : graphWeights(c)) {
     uint64_t bytes;
     if (e.shape.size() == 2)
       bytes = format.matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));

@@ -6,11 +6,17 @@ The safetensors header is complete and valid, the file has its full size
 check that importing reads only headers.
 
     make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N] [--dtype float16]
-                              [--config JSON]
+                              [--config JSON] [--quant awq|gptq4|gptq8] [--group N]
+                              [--drop TENSOR]...
 
 --config merges keys into the Llama 3.1 8B config.json, e.g. another
 architecture ('{"model_type": "qwen2", ...}': Q/K/V biases), other sizes,
 "head_dim", or "tie_word_embeddings": true (no lm_head tensor).
+
+--quant stores the projections packed, as AWQ (GEMM layout, 4-bit) or GPTQ
+(4- or 8-bit) checkpoints do: qweight, qzeros and scales (and g_idx for
+GPTQ) instead of weight, with a quantization_config in config.json; the
+embedding, norms and LM head stay in --dtype.
 """
 import argparse
 import json
@@ -57,14 +63,37 @@ def tensors(c):
         yield "lm_head.weight", [v, h]
 
 
+def quantized(items, quant, group):
+    """The tensors as a quantized checkpoint stores them: (name, shape, dtype)."""
+    bits = 4 if quant in ("awq", "gptq4") else 8
+    per_word = 32 // bits
+    for name, shape in items:
+        if not (name.endswith("_proj.weight") and len(shape) == 2):
+            yield name, shape, None
+            continue
+        base = name[:-len("weight")]
+        out, inp = shape
+        groups = inp // group if group > 0 else 1
+        if quant == "awq":
+            yield base + "qweight", [inp, out // per_word], "I32"
+            yield base + "qzeros", [groups, out // per_word], "I32"
+            yield base + "scales", [groups, out], "F16"
+        else:
+            yield base + "qweight", [inp // per_word, out], "I32"
+            yield base + "qzeros", [groups, out // per_word], "I32"
+            yield base + "scales", [groups, out], "F16"
+            yield base + "g_idx", [inp], "I32"
+
+
 def write_file(path, items):
     header, offset = {}, 0
-    for name, shape in items:
-        n = 2
+    default = {"bfloat16": "BF16", "float16": "F16"}[CONFIG["torch_dtype"]]
+    for name, shape, dtype in items:
+        dtype = dtype or default
+        n = {"BF16": 2, "F16": 2, "I32": 4}[dtype]
         for s in shape:
             n *= s
-        header[name] = {"dtype": {"bfloat16": "BF16", "float16": "F16"}[CONFIG["torch_dtype"]],
-                        "shape": shape, "data_offsets": [offset, offset + n]}
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
         offset += n
     blob = json.dumps(header).encode()
     with open(path, "wb") as f:
@@ -81,14 +110,29 @@ def main():
     ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default=DTYPE)
     ap.add_argument("--config", default="{}", help="JSON object merged into config.json")
+    ap.add_argument("--quant", choices=["awq", "gptq4", "gptq8"])
+    ap.add_argument("--group", type=int, default=128, help="inputs per scale (-1: per row)")
+    ap.add_argument("--drop", action="append", default=[], help="leave this tensor out")
     args = ap.parse_args()
     CONFIG.update(json.loads(args.config))
     CONFIG["num_hidden_layers"] = args.layers
     CONFIG["torch_dtype"] = args.dtype
+    if args.quant == "awq":
+        CONFIG["quantization_config"] = {"quant_method": "awq", "bits": 4,
+                                         "group_size": args.group, "zero_point": True,
+                                         "version": "gemm"}
+    elif args.quant:
+        CONFIG["quantization_config"] = {"quant_method": "gptq",
+                                         "bits": 4 if args.quant == "gptq4" else 8,
+                                         "group_size": args.group, "sym": True,
+                                         "desc_act": False}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(CONFIG, f)
-    items = list(tensors(CONFIG))
+    items = [(n, s, None) for n, s in tensors(CONFIG)]
+    if args.quant:
+        items = list(quantized([(n, s) for n, s, _ in items], args.quant, args.group))
+    items = [t for t in items if t[0] not in args.drop]
     if args.shards == 1:
         write_file(os.path.join(args.out, "model.safetensors"), items)
         return
@@ -98,7 +142,7 @@ def main():
         name = f"model-{s + 1:05d}-of-{args.shards:05d}.safetensors"
         chunk = items[s * per:(s + 1) * per]
         total += write_file(os.path.join(args.out, name), chunk)
-        weight_map.update({t: name for t, _ in chunk})
+        weight_map.update({t: name for t, _, _ in chunk})
     with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
 
