@@ -137,6 +137,7 @@ Expected<Checkpoint> openCheckpoint(StringRef dir, ModelConfig &config) {
   if (config.tieWordEmbeddings && ckpt.tensors.count("lm_head.weight"))
     --ckpt.unusedTensors;
   config.dtype = *dtype;
+  ckpt.quant = config.quant;
   return ckpt;
 }
 

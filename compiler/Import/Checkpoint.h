@@ -22,6 +22,7 @@ struct Checkpoint {
   uint64_t weightBytes = 0; // bytes of the tensors the model uses
   size_t unusedTensors = 0; // tensors present but not needed
   bool sharded = false;
+  Quantization quant; // how it stores the projections (the config's)
 };
 
 // Reads `dir`/config.json and the safetensors headers (never tensor data) of

@@ -2,6 +2,8 @@
 // with double accumulation, shapes checked against the IR at every step.
 #include "compiler/Reference/Interpreter.h"
 
+#include "compiler/Import/QuantizedWeights.h"
+
 #include "dialects/Dist/IR/DistDialect.h"
 
 #include "dialects/Weft/IR/WeftOps.h"
@@ -15,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <cmath>
 #include <numeric>
@@ -127,6 +130,7 @@ WeightStore::fromCheckpoint(const Checkpoint &checkpoint) {
     store.sources_[name] = Source{tensor.file, tensor.info,
                                   checkpoint.files[tensor.file].dataOffset()};
   }
+  store.quant_ = checkpoint.quant;
   return std::move(store);
 }
 
@@ -145,11 +149,21 @@ WeightStore::get(llvm::StringRef name) const {
   std::lock_guard<std::mutex> lock(*mutex_);
   if (auto it = tensors_.find(name); it != tensors_.end())
     return it->second;
-  auto src = sources_.find(name);
-  if (src == sources_.end())
+  llvm::Expected<Tensor> t = Tensor();
+  if (auto src = sources_.find(name); src != sources_.end())
+    t = decode(name, src->second);
+  else if (quant_.quantizes(name))
+    t = dequantize(name);
+  else
     return error("weight '" + name + "' is not in the weight store");
+  if (!t)
+    return t.takeError();
+  auto shared = std::make_shared<const Tensor>(std::move(*t));
+  tensors_[name.str()] = shared;
+  return shared;
+}
 
-  const Source &s = src->second;
+llvm::Expected<Tensor> WeightStore::decode(llvm::StringRef name, const Source &s) const {
   const io::MappedFile &file = *files_[s.file];
   const io::TensorInfo &info = s.info;
   uint64_t count = info.numElements();
@@ -161,17 +175,56 @@ WeightStore::get(llvm::StringRef name) const {
                  llvm::Twine(begin) + ", " + llvm::Twine(end) +
                  ") that does not hold its " + llvm::Twine(count) +
                  " elements in a file of " + llvm::Twine(file.size()) + " bytes");
-
   Tensor t;
   t.shape = info.shape;
+  if (info.dtype == io::DType::I32) { // packed words, little-endian
+    t.isInt = true;
+    t.i.resize(count);
+    std::memcpy(t.i.data(), file.bytes().data() + begin, count * 4);
+    return t;
+  }
   t.f.resize(count);
   Status decoded =
       io::decodeToFloat(info.dtype, file.bytes().data() + begin, count, t.f.data());
   if (!decoded.isOk())
     return error(file.path() + ": tensor '" + name + "': " + decoded.message());
-  auto shared = std::make_shared<const Tensor>(std::move(t));
-  tensors_[name.str()] = shared;
-  return shared;
+  return t;
+}
+
+llvm::Expected<Tensor> WeightStore::dequantize(llvm::StringRef name) const {
+  std::string base = name.drop_back(std::strlen("weight")).str();
+  std::map<std::string, Tensor> parts;
+  for (const char *part : {"qweight", "qzeros", "scales", "g_idx"}) {
+    if (quant_.method == QuantMethod::Awq && llvm::StringRef(part) == "g_idx")
+      continue;
+    auto src = sources_.find(base + part);
+    if (src == sources_.end())
+      return error("weight '" + name + "': its packed tensor '" + base + part +
+                   "' is not in the checkpoint");
+    llvm::Expected<Tensor> t = decode(base + part, src->second);
+    if (!t)
+      return t.takeError();
+    bool wantInt = llvm::StringRef(part) != "scales";
+    if (t->isInt != wantInt)
+      return error("weight '" + name + "': '" + base + part + "' has the wrong dtype");
+    parts[part] = std::move(*t);
+  }
+  const Tensor &scales = parts["scales"];
+  if (scales.shape.size() != 2)
+    return error("weight '" + name + "': scales are not a matrix");
+  PackedProjection p;
+  p.out = scales.shape[1];
+  p.in = quant_.method == QuantMethod::Awq ? parts["qweight"].shape[0]
+                                           : int64_t(parts["g_idx"].i.size());
+  p.qweight = parts["qweight"].i;
+  p.qzeros = parts["qzeros"].i;
+  p.scales = scales.f;
+  if (quant_.method == QuantMethod::Gptq)
+    p.gIdx = parts["g_idx"].i;
+  llvm::Expected<std::vector<float>> w = dequantizeProjection(quant_, name, p);
+  if (!w)
+    return w.takeError();
+  return Tensor::floats({p.out, p.in}, std::move(*w));
 }
 
 //===----------------------------------------------------------------------===//

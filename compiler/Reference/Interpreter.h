@@ -42,7 +42,9 @@ struct Tensor {
 
 // Weights by name, as f32. Checkpoint tensors are decoded on first use and
 // kept; tensors added directly (tests, transformed weights) replace any
-// checkpoint tensor of the same name. Lookups are safe from several threads.
+// checkpoint tensor of the same name. A quantized checkpoint's projection
+// ("...q_proj.weight") is decoded from its packed tensors
+// (dequantizeProjection). Lookups are safe from several threads.
 class WeightStore {
 public:
   WeightStore();
@@ -66,6 +68,12 @@ private:
     io::TensorInfo info;
     uint64_t dataOffset; // start of the file's data section
   };
+  // The checkpoint tensor `name` decoded (floats, or ints for I32); the
+  // caller holds the lock.
+  llvm::Expected<Tensor> decode(llvm::StringRef name, const Source &s) const;
+  // A quantized projection's "<base>weight", from its packed tensors.
+  llvm::Expected<Tensor> dequantize(llvm::StringRef name) const;
+  Quantization quant_;
   std::vector<std::unique_ptr<io::MappedFile>> files_;
   std::map<std::string, Source, std::less<>> sources_;
   mutable std::map<std::string, std::shared_ptr<const Tensor>, std::less<>> tensors_;
