@@ -53,6 +53,14 @@ DecoderOutputs buildDecoder(ModelGraphBuilder &g, const ModelConfig &c,
 
 namespace layers {
 
+llvm::Error readProjectionBiases(const JsonFields &r, ModelConfig &c) {
+  WEFT_ASSIGN_OR_RETURN(attentionBias, r.optBool("attention_bias"));
+  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
+  c.qkvBias = c.oBias = attentionBias.value_or(false);
+  c.mlpBias = mlpBias.value_or(false);
+  return llvm::Error::success();
+}
+
 GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &prefix,
                       int64_t out, int64_t in, bool bias) {
   GraphValue w = g.weight(prefix + ".weight", {out, in});
@@ -150,25 +158,26 @@ std::vector<ExpectedTensor> graphWeights(const ModelConfig &c) {
   return std::move(recorder.tensors);
 }
 
+namespace {
+uint64_t elementsOf(const ExpectedTensor &t) {
+  uint64_t e = 1;
+  for (int64_t d : t.shape)
+    e *= uint64_t(d);
+  return e;
+}
+} // namespace
+
 uint64_t parameterCount(const ModelConfig &c) {
   uint64_t n = 0;
-  for (const ExpectedTensor &t : graphWeights(c)) {
-    uint64_t e = 1;
-    for (int64_t d : t.shape)
-      e *= uint64_t(d);
-    n += e;
-  }
+  for (const ExpectedTensor &t : graphWeights(c))
+    n += elementsOf(t);
   return n;
 }
 
 uint64_t checkpointBytes(const ModelConfig &c) {
   uint64_t bytes = 0;
-  for (const ExpectedTensor &t : expectedTensors(c)) {
-    uint64_t e = 1;
-    for (int64_t d : t.shape)
-      e *= uint64_t(d);
-    bytes += e * io::dtypeSize(t.dtype.value_or(c.dtype));
-  }
+  for (const ExpectedTensor &t : expectedTensors(c))
+    bytes += elementsOf(t) * io::dtypeSize(t.dtype.value_or(c.dtype));
   return bytes;
 }
 

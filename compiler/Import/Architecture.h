@@ -85,6 +85,9 @@ DecoderOutputs buildDecoder(ModelGraphBuilder &g, const ModelConfig &config,
 
 // Building blocks families share.
 namespace layers {
+// The `attention_bias` (Q, K, V, O) and `mlp_bias` (gate, up, down) flags
+// of Llama-style configs.
+llvm::Error readProjectionBiases(const JsonFields &fields, ModelConfig &config);
 // A projection with its weight (and bias) named `prefix`.weight/.bias.
 GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &prefix,
                       int64_t out, int64_t in, bool bias);

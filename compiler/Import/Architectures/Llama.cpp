@@ -5,21 +5,10 @@
 #include "compiler/Import/Architecture.h"
 
 namespace weft {
-namespace {
-
-llvm::Error readLlamaFields(const JsonFields &r, ModelConfig &c) {
-  WEFT_ASSIGN_OR_RETURN(attentionBias, r.optBool("attention_bias"));
-  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
-  c.qkvBias = c.oBias = attentionBias.value_or(false);
-  c.mlpBias = mlpBias.value_or(false);
-  return llvm::Error::success();
-}
-
-} // namespace
 
 const Architecture &llamaArchitecture() {
-  static const Architecture a{"LlamaForCausalLM", "llama", ModelFamily::Llama, readLlamaFields,
-                              layers::llamaLayer};
+  static const Architecture a{"LlamaForCausalLM", "llama", ModelFamily::Llama,
+                              layers::readProjectionBiases, layers::llamaLayer};
   return a;
 }
 

@@ -6,10 +6,8 @@ namespace weft {
 namespace {
 
 llvm::Error readMistralFields(const JsonFields &r, ModelConfig &c) {
-  WEFT_ASSIGN_OR_RETURN(attentionBias, r.optBool("attention_bias"));
-  WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
-  c.qkvBias = c.oBias = attentionBias.value_or(false);
-  c.mlpBias = mlpBias.value_or(false);
+  if (llvm::Error e = layers::readProjectionBiases(r, c))
+    return e;
   WEFT_ASSIGN_OR_RETURN(window, r.optInt("sliding_window", 1, int64_t(1) << 30));
   if (window && *window < c.maxPositionEmbeddings)
     c.slidingWindow = *window;
