@@ -557,45 +557,11 @@ Results Executor::linear(Operation *op, const Tensor &x, const Tensor &w,
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-constexpr double kPi = 3.14159265358979323846;
-
-// inv_freq of a rope op, scaled as its rope_type says (see WeftOps.td).
+// inv_freq of a rope op (RopeOp::inverseFrequencies), errors named by op.
 llvm::Expected<std::vector<double>> ropeInvFreq(RopeOp op) {
-  int64_t dim = op.getHeadDim();
-  double theta = op.getTheta().convertToDouble();
-  std::vector<double> inv(dim / 2);
-  for (int64_t i = 0; i < dim / 2; ++i)
-    inv[i] = std::pow(theta, -double(2 * i) / double(dim));
-  llvm::StringRef type = op.getRopeType();
-  if (type == "default")
-    return inv;
-  if (!op.getFactor())
-    return error(nameOf(op) + ": rope_type \"" + type + "\" requires 'factor'");
-  double factor = op.getFactor()->convertToDouble();
-  if (type == "linear") {
-    for (double &f : inv)
-      f /= factor;
-    return inv;
-  }
-  if (type != "llama3")
-    return error(nameOf(op) + ": unknown rope_type \"" + type + "\"");
-  if (!op.getLowFreqFactor() || !op.getHighFreqFactor() ||
-      !op.getOriginalMaxPositionEmbeddings())
-    return error(nameOf(op) + ": rope_type \"llama3\" requires 'low_freq_factor', "
-                              "'high_freq_factor' and 'original_max_position_embeddings'");
-  double low = op.getLowFreqFactor()->convertToDouble();
-  double high = op.getHighFreqFactor()->convertToDouble();
-  double original = double(*op.getOriginalMaxPositionEmbeddings());
-  double lowWavelen = original / low, highWavelen = original / high;
-  for (double &f : inv) {
-    double wavelen = 2.0 * kPi / f;
-    if (wavelen > lowWavelen) {
-      f = f / factor;
-    } else if (wavelen >= highWavelen) {
-      double smooth = (original / wavelen - low) / (high - low);
-      f = (1.0 - smooth) * f / factor + smooth * f;
-    }
-  }
+  llvm::Expected<std::vector<double>> inv = op.inverseFrequencies();
+  if (!inv)
+    return error(nameOf(op) + ": " + llvm::toString(inv.takeError()));
   return inv;
 }
 

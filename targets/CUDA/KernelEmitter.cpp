@@ -1164,46 +1164,11 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
 // RoPE + KV-cache write
 //===----------------------------------------------------------------------===//
 
-constexpr double kPi = 3.14159265358979323846;
-
-// inv_freq of a rope op (see weft.rope), in double, at compile time.
+// inv_freq of a rope op (RopeOp::inverseFrequencies), errors named by region.
 llvm::Expected<std::vector<double>> ropeFrequencies(FusionOp region, RopeOp op) {
-  int64_t dim = op.getHeadDim();
-  double theta = op.getTheta().convertToDouble();
-  std::vector<double> inv(size_t(dim / 2));
-  for (int64_t i = 0; i < dim / 2; ++i)
-    inv[size_t(i)] = std::pow(theta, -double(2 * i) / double(dim));
-  llvm::StringRef type = op.getRopeType();
-  if (type == "default")
-    return inv;
-  if (!op.getFactor())
-    return regionError(region, "rope_type '" + type + "' needs 'factor'");
-  double factor = op.getFactor()->convertToDouble();
-  if (type == "linear") {
-    for (double &f : inv)
-      f /= factor;
-    return inv;
-  }
-  if (type != "llama3")
-    return regionError(region, "unsupported rope_type '" + type + "'");
-  if (!op.getLowFreqFactor() || !op.getHighFreqFactor() ||
-      !op.getOriginalMaxPositionEmbeddings())
-    return regionError(region, "rope_type 'llama3' needs low_freq_factor, high_freq_factor "
-                               "and original_max_position_embeddings");
-  double low = op.getLowFreqFactor()->convertToDouble();
-  double high = op.getHighFreqFactor()->convertToDouble();
-  double original = double(*op.getOriginalMaxPositionEmbeddings());
-  // Long wavelengths are slowed by `factor`, short ones kept, and the band
-  // between blends the two.
-  for (double &f : inv) {
-    double wavelength = 2.0 * kPi / f;
-    if (wavelength > original / low) {
-      f /= factor;
-    } else if (wavelength >= original / high) {
-      double smooth = (original / wavelength - low) / (high - low);
-      f = (1.0 - smooth) * f / factor + smooth * f;
-    }
-  }
+  llvm::Expected<std::vector<double>> inv = op.inverseFrequencies();
+  if (!inv)
+    return regionError(region, llvm::toString(inv.takeError()));
   return inv;
 }
 

@@ -1,6 +1,8 @@
 // The weft dialect: registration, type and op verifiers.
 #include "dialects/Weft/IR/WeftOps.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
@@ -160,6 +162,49 @@ LogicalResult LinearOp::verify() {
 //===----------------------------------------------------------------------===//
 // RopeOp
 //===----------------------------------------------------------------------===//
+
+::llvm::Expected<std::vector<double>> RopeOp::inverseFrequencies() {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+  };
+  int64_t dim = getHeadDim();
+  double theta = getTheta().convertToDouble();
+  std::vector<double> inv(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i)
+    inv[size_t(i)] = std::pow(theta, -double(2 * i) / double(dim));
+  StringRef type = getRopeType();
+  if (type == "default")
+    return inv;
+  if (!getFactor())
+    return fail("rope_type \"" + type + "\" requires 'factor'");
+  double factor = getFactor()->convertToDouble();
+  if (type == "linear") {
+    for (double &f : inv)
+      f /= factor;
+    return inv;
+  }
+  if (type != "llama3")
+    return fail("unknown rope_type \"" + type + "\"");
+  if (!getLowFreqFactor() || !getHighFreqFactor() || !getOriginalMaxPositionEmbeddings())
+    return fail("rope_type \"llama3\" requires 'low_freq_factor', 'high_freq_factor' and "
+                "'original_max_position_embeddings'");
+  double low = getLowFreqFactor()->convertToDouble();
+  double high = getHighFreqFactor()->convertToDouble();
+  double original = double(*getOriginalMaxPositionEmbeddings());
+  // Long wavelengths are slowed by `factor`, short ones kept, and the band
+  // between blends the two.
+  constexpr double kPi = 3.14159265358979323846;
+  for (double &f : inv) {
+    double wavelength = 2.0 * kPi / f;
+    if (wavelength > original / low) {
+      f /= factor;
+    } else if (wavelength >= original / high) {
+      double smooth = (original / wavelength - low) / (high - low);
+      f = (1.0 - smooth) * f / factor + smooth * f;
+    }
+  }
+  return inv;
+}
 
 LogicalResult RopeOp::verify() {
   if (failed(verifyStaticFeatureDim(*this, getInput(), "input")))

@@ -8,6 +8,9 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Error.h"
+
+#include <vector>
 
 #define GET_TYPEDEF_CLASSES
 #include "dialects/Weft/IR/WeftTypes.h.inc"

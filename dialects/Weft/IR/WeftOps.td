@@ -162,6 +162,13 @@ def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
   let results = (outs Weft_Activation:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The rotation frequency of each pair of a head, theta^(-2i/head_dim)
+    // scaled as rope_type says: the one definition the interpreter and the
+    // kernels share. An error when a scaling parameter is missing or the
+    // type is unknown (what the verifier also refuses).
+    ::llvm::Expected<std::vector<double>> inverseFrequencies();
+  }];
 }
 
 //===----------------------------------------------------------------------===//
