@@ -67,10 +67,13 @@ public:
 
   GraphValue rope(GraphValue x) override {
     Value v = unwrap(x);
+    RopeKind kind = c.rope.type == RopeType::Llama3   ? RopeKind::Llama3
+                    : c.rope.type == RopeType::Linear ? RopeKind::Linear
+                                                      : RopeKind::Default;
     auto op = b.create<RopeOp>(loc, v.getType(), v, positions,
                                b.getI64IntegerAttr(c.headDim),
                                b.getF64FloatAttr(c.ropeTheta),
-                               b.getStringAttr(ropeTypeName(c.rope.type)),
+                               RopeKindAttr::get(&ctx, kind),
                                FloatAttr(), FloatAttr(), FloatAttr(),
                                IntegerAttr());
     if (c.rope.type != RopeType::Default)

@@ -197,7 +197,7 @@ TEST_F(InterpreterOpTest, RopeLlama3MatchesDirectFormula) {
   auto fn = parse(R"mlir(
     func.func @f(%x: tensor<?x32xf32>, %pos: tensor<?xi32>) -> tensor<?x32xf32> {
       %r = weft.rope %x, %pos {head_dim = 16 : i64, theta = 10000.0 : f64,
-              rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+              rope_type = #weft.rope_kind<llama3>, factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
               high_freq_factor = 4.0 : f64, original_max_position_embeddings = 64 : i64}
           : (tensor<?x32xf32>, tensor<?xi32>) -> tensor<?x32xf32>
       return %r : tensor<?x32xf32>
@@ -249,7 +249,7 @@ TEST_F(InterpreterOpTest, RopeLinearDividesFrequencies) {
   auto fn = parse(R"mlir(
     func.func @f(%x: tensor<1x4xf32>, %pos: tensor<1xi32>) -> tensor<1x4xf32> {
       %r = weft.rope %x, %pos {head_dim = 4 : i64, theta = 100.0 : f64,
-              rope_type = "linear", factor = 2.0 : f64}
+              rope_type = #weft.rope_kind<linear>, factor = 2.0 : f64}
           : (tensor<1x4xf32>, tensor<1xi32>) -> tensor<1x4xf32>
       return %r : tensor<1x4xf32>
     }

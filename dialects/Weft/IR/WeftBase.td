@@ -10,6 +10,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def Weft_Dialect : Dialect {
   let name = "weft";
@@ -34,6 +35,7 @@ def Weft_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Weft_Op<string mnemonic, list<Trait> traits = []>
@@ -42,6 +44,18 @@ class Weft_Op<string mnemonic, list<Trait> traits = []>
 class Weft_Type<string name, string typeMnemonic, list<Trait> traits = []>
     : TypeDef<Weft_Dialect, name, traits> {
   let mnemonic = typeMnemonic;
+}
+
+// How weft.rope scales its frequencies for long contexts.
+def Weft_RopeKind : I32EnumAttr<"RopeKind", "rotary frequency scaling", [
+    I32EnumAttrCase<"Default", 0, "default">,
+    I32EnumAttrCase<"Linear", 1, "linear">,
+    I32EnumAttrCase<"Llama3", 2, "llama3">]> {
+  let cppNamespace = "::weft";
+  let genSpecializedAttr = 0;
+}
+def Weft_RopeKindAttr : EnumAttr<Weft_Dialect, Weft_RopeKind, "rope_kind"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 #endif // WEFT_DIALECT_WEFT_IR_WEFTBASE_TD

@@ -1,12 +1,12 @@
 // The weft dialect: registration, type and op verifiers.
 #include "dialects/Weft/IR/WeftOps.h"
 
-#include <cmath>
-
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace weft;
@@ -14,6 +14,10 @@ using namespace weft;
 #include "dialects/Weft/IR/WeftDialect.cpp.inc"
 
 void WeftDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Weft/IR/WeftAttrs.cpp.inc"
+      >();
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "dialects/Weft/IR/WeftTypes.cpp.inc"
@@ -23,6 +27,11 @@ void WeftDialect::initialize() {
 #include "dialects/Weft/IR/WeftOps.cpp.inc"
       >();
 }
+
+#include "dialects/Weft/IR/WeftEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Weft/IR/WeftAttrs.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "dialects/Weft/IR/WeftTypes.cpp.inc"
@@ -172,19 +181,18 @@ LogicalResult LinearOp::verify() {
   std::vector<double> inv(size_t(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i)
     inv[size_t(i)] = std::pow(theta, -double(2 * i) / double(dim));
-  StringRef type = getRopeType();
-  if (type == "default")
+  RopeKind kind = getRopeType();
+  if (kind == RopeKind::Default)
     return inv;
+  std::string type = stringifyRopeKind(kind).str();
   if (!getFactor())
     return fail("rope_type \"" + type + "\" requires 'factor'");
   double factor = getFactor()->convertToDouble();
-  if (type == "linear") {
+  if (kind == RopeKind::Linear) {
     for (double &f : inv)
       f /= factor;
     return inv;
   }
-  if (type != "llama3")
-    return fail("unknown rope_type \"" + type + "\"");
   if (!getLowFreqFactor() || !getHighFreqFactor() || !getOriginalMaxPositionEmbeddings())
     return fail("rope_type \"llama3\" requires 'low_freq_factor', 'high_freq_factor' and "
                 "'original_max_position_embeddings'");
@@ -220,15 +228,17 @@ LogicalResult RopeOp::verify() {
                          << " is not a multiple of head_dim " << headDim;
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError("theta must be positive");
-  StringRef type = getRopeType();
-  if (type == "default") {
+  switch (getRopeType()) {
+  case RopeKind::Default:
     if (getFactor() || getLowFreqFactor() || getHighFreqFactor() ||
         getOriginalMaxPositionEmbeddings())
       return emitOpError("rope_type \"default\" takes no scaling parameters");
-  } else if (type == "linear") {
+    break;
+  case RopeKind::Linear:
     if (!getFactor())
       return emitOpError("rope_type \"linear\" requires 'factor'");
-  } else if (type == "llama3") {
+    break;
+  case RopeKind::Llama3:
     if (!getFactor() || !getLowFreqFactor() || !getHighFreqFactor() ||
         !getOriginalMaxPositionEmbeddings())
       return emitOpError(
@@ -236,10 +246,9 @@ LogicalResult RopeOp::verify() {
           "'high_freq_factor' and 'original_max_position_embeddings'");
     if (*getHighFreqFactor() <= *getLowFreqFactor())
       return emitOpError("high_freq_factor must exceed low_freq_factor");
-  } else {
-    return emitOpError() << "unknown rope_type \"" << type
-                         << "\" (expected default, linear or llama3)";
+    break;
   }
+
   if (getFactor() && !(getFactor()->convertToDouble() > 0.0))
     return emitOpError("factor must be positive");
   return verifyTokens(*this, getInput(), getPositions(), "positions");

@@ -12,6 +12,11 @@
 
 #include <vector>
 
+#include "dialects/Weft/IR/WeftEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Weft/IR/WeftAttrs.h.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "dialects/Weft/IR/WeftTypes.h.inc"
 

@@ -135,10 +135,11 @@ def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
     (the "rotate half" convention of Hugging Face's Llama).
     `inv_freq[i] = theta^(-2i/head_dim)`.
 
-    `rope_type` selects how `inv_freq` is scaled for long contexts:
-    - `"default"`: not scaled;
-    - `"linear"`: divided by `factor`;
-    - `"llama3"`: Llama 3.1's piecewise scaling with `factor`,
+    `rope_type` (`#weft.rope_kind<...>`) selects how `inv_freq` is scaled
+    for long contexts:
+    - `default`: not scaled;
+    - `linear`: divided by `factor`;
+    - `llama3`: Llama 3.1's piecewise scaling with `factor`,
       `low_freq_factor`, `high_freq_factor` and
       `original_max_position_embeddings`.
 
@@ -146,7 +147,7 @@ def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
 
     ```mlir
     %qr = weft.rope %q, %pos {head_dim = 128 : i64, theta = 5.0e+05 : f64,
-            rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+            rope_type = #weft.rope_kind<llama3>, factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
             high_freq_factor = 4.0 : f64, original_max_position_embeddings = 8192 : i64}
         : (tensor<?x4096xbf16>, tensor<?xi32>) -> tensor<?x4096xbf16>
     ```
@@ -154,7 +155,7 @@ def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
   let arguments = (ins Weft_Activation:$input, Weft_TokenVector:$positions,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        F64Attr:$theta,
-                       DefaultValuedStrAttr<StrAttr, "default">:$rope_type,
+                       DefaultValuedAttr<Weft_RopeKindAttr, "::weft::RopeKind::Default">:$rope_type,
                        OptionalAttr<F64Attr>:$factor,
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,

@@ -111,7 +111,7 @@ func.func @linear_rank(%x: tensor<?x4x16xf16>, %w: tensor<128x64xf16>) {
 // Tests that rope requires the llama3 parameters.
 func.func @rope_llama3(%x: tensor<?x64xf16>, %p: tensor<?xi32>) {
   // expected-error @+1 {{rope_type "llama3" requires 'factor', 'low_freq_factor', 'high_freq_factor' and 'original_max_position_embeddings'}}
-  %y = weft.rope %x, %p {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = "llama3", factor = 8.0 : f64}
+  %y = weft.rope %x, %p {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = #weft.rope_kind<llama3>, factor = 8.0 : f64}
       : (tensor<?x64xf16>, tensor<?xi32>) -> tensor<?x64xf16>
   return
 }
@@ -120,8 +120,9 @@ func.func @rope_llama3(%x: tensor<?x64xf16>, %p: tensor<?xi32>) {
 
 // Tests that rope rejects unknown scaling types.
 func.func @rope_type(%x: tensor<?x64xf16>, %p: tensor<?xi32>) {
-  // expected-error @+1 {{unknown rope_type "yarn" (expected default, linear or llama3)}}
-  %y = weft.rope %x, %p {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "yarn"}
+  // expected-error @+2 {{expected ::weft::RopeKind to be one of: default, linear, llama3}}
+  // expected-error @+1 {{failed to parse Weft_RopeKindAttr parameter 'value'}}
+  %y = weft.rope %x, %p {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = #weft.rope_kind<yarn>}
       : (tensor<?x64xf16>, tensor<?xi32>) -> tensor<?x64xf16>
   return
 }

@@ -40,10 +40,10 @@ func.func @rope(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16
       : (tensor<2x64xbf16>, tensor<2xi32>, tensor<2x32xbf16>, tensor<2x32xbf16>, tensor<2xi32>, !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>) -> tensor<2x64xbf16> {
   ^bb0(%a: tensor<2x64xbf16>, %p: tensor<2xi32>, %b: tensor<2x32xbf16>, %c: tensor<2x32xbf16>, %s: tensor<2xi32>,
        %kv: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>):
-    %qr = weft.rope %a, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64, rope_type = "llama3", factor = 8.0 : f64,
+    %qr = weft.rope %a, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64, rope_type = #weft.rope_kind<llama3>, factor = 8.0 : f64,
                              low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position_embeddings = 8192 : i64}
         : (tensor<2x64xbf16>, tensor<2xi32>) -> tensor<2x64xbf16>
-    %kr = weft.rope %b, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64, rope_type = "llama3", factor = 8.0 : f64,
+    %kr = weft.rope %b, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64, rope_type = #weft.rope_kind<llama3>, factor = 8.0 : f64,
                              low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position_embeddings = 8192 : i64}
         : (tensor<2x32xbf16>, tensor<2xi32>) -> tensor<2x32xbf16>
     weft.kv_write %kr, %c, %p, %s, %kv {layer = 3 : i64}
