@@ -112,15 +112,15 @@ const char *argKindName(fb::ArgKind k) {
   return "scalar";
 }
 
-fb::ArgKind argKindOf(llvm::StringRef name) {
-  return llvm::StringSwitch<fb::ArgKind>(name)
-      .Case("buffer", fb::ArgKind::Buffer)
-      .Case("weight", fb::ArgKind::Weight)
-      .Case("k_cache", fb::ArgKind::KCache)
-      .Case("v_cache", fb::ArgKind::VCache)
-      .Case("input", fb::ArgKind::Input)
-      .Default(fb::ArgKind::Scalar);
-}
+// The plan dialect's argument kinds are plan.fbs's, value for value.
+static_assert(int(plan_ir::ArgKind::Buffer) == int(fb::ArgKind::Buffer) &&
+              int(plan_ir::ArgKind::Weight) == int(fb::ArgKind::Weight) &&
+              int(plan_ir::ArgKind::KCache) == int(fb::ArgKind::KCache) &&
+              int(plan_ir::ArgKind::VCache) == int(fb::ArgKind::VCache) &&
+              int(plan_ir::ArgKind::Input) == int(fb::ArgKind::Input) &&
+              int(plan_ir::ArgKind::Scalar) == int(fb::ArgKind::Scalar));
+plan_ir::ArgKind irArgKind(fb::ArgKind k) { return plan_ir::ArgKind(int(k)); }
+fb::ArgKind fbArgKind(plan_ir::ArgKind k) { return fb::ArgKind(int(k)); }
 
 const char *dtypeName(fb::DType t) {
   switch (t) {
@@ -894,7 +894,7 @@ OwningOpRef<ModuleOp> toPlanIR(MLIRContext *ctx, const Lowering &lowering) {
       int64_t index = a.index;
       if (a.kind == fb::ArgKind::Buffer)
         index = bucket.buffers[size_t(a.index)].local;
-      return plan_ir::ArgAttr::get(ctx, argKindName(a.kind), index, int64_t(a.offset), a.value);
+      return plan_ir::ArgAttr::get(ctx, irArgKind(a.kind), index, int64_t(a.offset), a.value);
     };
     std::map<int, std::vector<const BufferRec *>> byDevice;
     for (const BufferRec &r : bucket.buffers)
@@ -1150,7 +1150,7 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   std::vector<flatbuffers::Offset<fb::Bucket>> buckets;
   for (auto bucket : ir->getOps<plan_ir::BucketOp>()) {
     auto arg = [&](plan_ir::ArgAttr a) {
-      return fb::CreateArg(b, argKindOf(a.getKind()), int32_t(a.getIndex()),
+      return fb::CreateArg(b, fbArgKind(a.getKind()), int32_t(a.getIndex()),
                            uint64_t(a.getOffset()), a.getValue());
     };
     std::vector<flatbuffers::Offset<fb::Step>> steps;

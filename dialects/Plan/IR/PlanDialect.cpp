@@ -23,14 +23,14 @@ void PlanDialect::initialize() {
       >();
 }
 
+#include "dialects/Plan/IR/PlanEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Plan/IR/PlanAttrs.cpp.inc"
 
-LogicalResult ArgAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                              StringRef kind, int64_t index, int64_t offset, int64_t value) {
-  if (!llvm::is_contained({"buffer", "weight", "k_cache", "v_cache", "input", "scalar"}, kind))
-    return emitError() << "unknown argument kind '" << kind
-                       << "' (expected buffer, weight, k_cache, v_cache, input or scalar)";
+LogicalResult ArgAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArgKind kind,
+                              int64_t index, int64_t offset, int64_t value) {
+  (void)kind;
   if (index < 0 || offset < 0)
     return emitError() << "argument index and offset must be non-negative";
   (void)value;
@@ -51,7 +51,7 @@ LogicalResult BucketOp::verify() {
     }
   auto check = [&](Operation *op, int64_t device, Attribute attr) -> LogicalResult {
     auto arg = llvm::dyn_cast_or_null<ArgAttr>(attr);
-    if (arg && arg.getKind() == "buffer" && arg.getIndex() >= buffers[device])
+    if (arg && arg.getKind() == ArgKind::Buffer && arg.getIndex() >= buffers[device])
       return op->emitOpError() << "buffer " << arg.getIndex() << " is not a buffer of device "
                                << device << " (it has " << buffers[device] << ")";
     return success();

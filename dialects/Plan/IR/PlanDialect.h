@@ -9,6 +9,8 @@
 
 #include "dialects/Plan/IR/PlanDialect.h.inc"
 
+#include "dialects/Plan/IR/PlanEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Plan/IR/PlanAttrs.h.inc"
 

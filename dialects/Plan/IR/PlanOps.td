@@ -12,6 +12,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/EnumAttr.td"
 
 def Plan_Dialect : Dialect {
   let name = "plan";
@@ -33,6 +34,18 @@ def Plan_Dialect : Dialect {
 class Plan_Op<string mnemonic, list<Trait> traits = []>
     : Op<Plan_Dialect, mnemonic, traits>;
 
+// What a step argument refers to (plan.fbs ArgKind, the same order).
+def Plan_ArgKind : I32EnumAttr<"ArgKind", "what a step argument refers to", [
+    I32EnumAttrCase<"Buffer", 0, "buffer">,
+    I32EnumAttrCase<"Weight", 1, "weight">,
+    I32EnumAttrCase<"KCache", 2, "k_cache">,
+    I32EnumAttrCase<"VCache", 3, "v_cache">,
+    I32EnumAttrCase<"Input", 4, "input">,
+    I32EnumAttrCase<"Scalar", 5, "scalar">]> {
+  let cppNamespace = "::weft::plan_ir";
+  let genSpecializedAttr = 0;
+}
+
 def Plan_ArgAttr : AttrDef<Plan_Dialect, "Arg"> {
   let mnemonic = "arg";
   let summary = "What a step argument refers to.";
@@ -46,10 +59,10 @@ def Plan_ArgAttr : AttrDef<Plan_Dialect, "Arg"> {
     Example:
 
     ```mlir
-    #plan.arg<kind = "buffer", index = 3, offset = 0, value = 0>
+    #plan.arg<kind = buffer, index = 3, offset = 0, value = 0>
     ```
   }];
-  let parameters = (ins StringRefParameter<>:$kind, "int64_t":$index,
+  let parameters = (ins EnumParameter<Plan_ArgKind>:$kind, "int64_t":$index,
                         "int64_t":$offset, "int64_t":$value);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -65,9 +78,9 @@ def Plan_BucketOp : Plan_Op<"bucket", [NoTerminator, SingleBlock]> {
       plan.buffer {device = 0 : i64, index = 0 : i64, offset = 0 : i64, bytes = 8192 : i64}
       plan.launch {device = 0 : i64, region = "embedding", kernel = 0 : i64,
                    grid = array<i64: 2, 1, 1>, block = array<i64: 256, 1, 1>,
-                   shared = 0 : i64, args = [#plan.arg<kind = "weight", index = 0, offset = 0, value = 0>,
-                   #plan.arg<kind = "input", index = 0, offset = 0, value = 0>,
-                   #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>]}
+                   shared = 0 : i64, args = [#plan.arg<kind = weight, index = 0, offset = 0, value = 0>,
+                   #plan.arg<kind = input, index = 0, offset = 0, value = 0>,
+                   #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>]}
     }
     ```
   }];
@@ -166,7 +179,7 @@ def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"BucketOp">]> {
     ```mlir
     plan.all_reduce {device = 0 : i64, devices = array<i64: 0, 1>, count = 4096 : i64, dtype = "bf16",
                      buffers = [#plan.arg<kind = "buffer", index = 4, offset = 0, value = 0>,
-                                #plan.arg<kind = "buffer", index = 3, offset = 0, value = 0>],
+                                #plan.arg<kind = buffer, index = 3, offset = 0, value = 0>],
                      scratch = #plan.arg<kind = "buffer", index = 5, offset = 0, value = 0>,
                      accumulate_kernel = 12 : i64}
     ```

@@ -2,8 +2,9 @@
 
 // Tests that argument kinds are checked.
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
-  // expected-error @+1 {{unknown argument kind 'tensor'}}
-  plan.launch {args = [#plan.arg<kind = "tensor", index = 0, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
+  // expected-error @+2 {{expected ::weft::plan_ir::ArgKind to be one of: buffer, weight, k_cache, v_cache, input, scalar}}
+  // expected-error @+1 {{failed to parse Plan_ArgAttr parameter 'kind'}}
+  plan.launch {args = [#plan.arg<kind = tensor, index = 0, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
 }
 
 // -----
@@ -12,7 +13,7 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
   // expected-error @+1 {{buffer 1 is not a buffer of device 0 (it has 1)}}
-  plan.launch {args = [#plan.arg<kind = "buffer", index = 1, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
+  plan.launch {args = [#plan.arg<kind = buffer, index = 1, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = 0 : i64, region = "x", shared = 0 : i64}
 }
 
 // -----
@@ -29,7 +30,7 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
   // expected-error @+1 {{source and target are the same device}}
-  plan.copy {bytes = 256 : i64, source = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>, source_device = 0 : i64, target = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>, target_device = 0 : i64}
+  plan.copy {bytes = 256 : i64, source = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, source_device = 0 : i64, target = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, target_device = 0 : i64}
 }
 
 // -----
@@ -46,7 +47,7 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
   // expected-error @+1 {{1 buffers for 2 devices (expected one per device)}}
-  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [#plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>], count = 64 : i64, device = 0 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>], count = 64 : i64, device = 0 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>}
 }
 
 // -----
@@ -54,5 +55,5 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 // Tests that rank 0 runs an all-reduce.
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   // expected-error @+1 {{runs on rank 0 of its group, device 0}}
-  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [], count = 64 : i64, device = 1 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = "scalar", index = 0, offset = 0, value = 0>}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [], count = 64 : i64, device = 1 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = scalar, index = 0, offset = 0, value = 0>}
 }
