@@ -408,9 +408,15 @@ StatusOr<Calibration> calibrate(const Detection &detection,
           progress("GPUs " + names + ": all-reduce");
         AllReduceMeasurement m;
         m.gpus = g;
+        // A group NCCL cannot run (no peer path, an NCCL error) keeps the
+        // ring model; the rest of the calibration stands.
         Status st = measureAllReduce(**nccl, cuda, m);
-        if (!st.isOk())
-          return Status(st.code(), "all-reduce over GPUs " + names + ": " + st.message());
+        if (!st.isOk()) {
+          c.allReduceSkipped += (c.allReduceSkipped.empty() ? "" : "; ") + std::string("GPUs ") +
+                                names + ": " + st.message();
+          cudaGetLastError();
+          continue;
+        }
         c.allReduces.push_back(std::move(m));
       }
     }

@@ -101,7 +101,7 @@ struct Calibration {
   std::vector<GpuMeasurement> gpus; // in the detection's (NVML, PCI bus) order
   std::vector<PairMeasurement> pairs;
   std::vector<AllReduceMeasurement> allReduces;
-  std::string allReduceSkipped; // why no all-reduce was measured ("" when measured or one GPU)
+  std::string allReduceSkipped; // why a group's all-reduce was not measured ("" when all were)
   double seconds = 0;
 };
 
