@@ -6,6 +6,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <cstring>
+#include <set>
 
 namespace weft {
 
@@ -105,9 +106,8 @@ public:
   std::vector<ExpectedTensor> tensors;
 
   GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) override {
-    for (const ExpectedTensor &t : tensors)
-      if (t.name == name)
-        return {0}; // used twice (tied): listed once
+    if (!seen.insert(name).second)
+      return {0}; // used twice (tied): listed once
     if (shape.size() != 2 || !quant.quantizes(name)) {
       tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end()), {}});
       return {0};
@@ -141,6 +141,7 @@ public:
 
 private:
   const Quantization &quant;
+  std::set<std::string> seen;
 };
 
 } // namespace

@@ -23,14 +23,12 @@ using mlir::BlockArgument;
 using mlir::RankedTensorType;
 using mlir::Value;
 
-enum class ElemType { F32, F16, BF16 };
-
 // Everything a kernel is specialized for, read from the region.
 struct AttentionShape {
   int64_t tokens = 0, heads = 0, kvHeads = 0, headDim = 0, layer = 0;
   int64_t window = 0; // 0: no sliding window
   double scale = 0.0;
-  ElemType elem = ElemType::BF16;
+  ElementType elem = ElementType::BF16;
   // Operand indices of the weft.fusion.
   int64_t queryInput = 0, positionsInput = 1, slotsInput = 2;
 };
@@ -38,31 +36,6 @@ struct AttentionShape {
 llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  ("attention region: " + message).str());
-}
-
-int64_t elementBytes(ElemType e) { return e == ElemType::F32 ? 4 : 2; }
-
-const char *elemSuffix(ElemType e) {
-  switch (e) {
-  case ElemType::F32:
-    return "f32";
-  case ElemType::F16:
-    return "f16";
-  case ElemType::BF16:
-    return "bf16";
-  }
-  return "?";
-}
-
-// Float literal that round-trips through float.
-std::string floatLiteral(double v) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << llvm::format("%.9g", v);
-  os.flush();
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s + "f";
 }
 
 llvm::Expected<AttentionShape> readShape(FusionOp region) {
@@ -123,14 +96,10 @@ llvm::Expected<AttentionShape> readShape(FusionOp region) {
     return fail("query width " + llvm::Twine(qType.getDimSize(1)) +
                 " is not num_heads * head_dim");
   mlir::Type et = qType.getElementType();
-  if (et.isF32())
-    s.elem = ElemType::F32;
-  else if (et.isF16())
-    s.elem = ElemType::F16;
-  else if (et.isBF16())
-    s.elem = ElemType::BF16;
-  else
+  std::optional<ElementType> elem = elementTypeOf(et);
+  if (!elem)
     return fail("unsupported activation dtype (f32, f16 or bf16 expected)");
+  s.elem = *elem;
   KvCacheType cache = attn.getCache().getType();
   if (cache.getDtype() != et)
     return fail("the KV cache dtype differs from the query dtype");
@@ -138,7 +107,7 @@ llvm::Expected<AttentionShape> readShape(FusionOp region) {
     return fail("the KV cache shape differs from the attention's");
   if (s.headDim > 512)
     return fail("head_dim " + llvm::Twine(s.headDim) + " is above the supported 512");
-  if ((s.headDim * elementBytes(s.elem)) % 4 != 0)
+  if ((s.headDim * bytesOf(s.elem)) % 4 != 0)
     return fail("head_dim " + llvm::Twine(s.headDim) +
                 " is too odd for vector loads (head_dim * element size must be "
                 "a multiple of 4 bytes)");
@@ -164,18 +133,6 @@ llvm::Expected<AttentionShape> readShape(FusionOp region) {
   return s;
 }
 
-const char *cudaElemType(ElemType e) {
-  switch (e) {
-  case ElemType::F32:
-    return "float";
-  case ElemType::F16:
-    return "__half";
-  case ElemType::BF16:
-    return "__nv_bfloat16";
-  }
-  return "?";
-}
-
 std::string kernelBaseName(const AttentionShape &s, const char *what) {
   std::string name;
   llvm::raw_string_ostream os(name);
@@ -183,7 +140,7 @@ std::string kernelBaseName(const AttentionShape &s, const char *what) {
      << s.kvHeads << "_d" << s.headDim;
   if (s.window)
     os << "_w" << s.window;
-  os << "_" << elemSuffix(s.elem);
+  os << "_" << elementTypeName(s.elem);
   // The scale is almost always 1/sqrt(head_dim); another one changes the
   // source, so it must change the name too.
   double standard = 1.0 / std::sqrt(double(s.headDim));
@@ -231,7 +188,7 @@ constexpr const char *kNoScore = "-1.0e30f";
 // takes: the element type, model and cache dimensions.
 void emitModelConstants(llvm::raw_ostream &os, const AttentionShape &s,
                         const EmitOptions &o, bool chunkKernel) {
-  os << "  using elem_t = " << cudaElemType(s.elem) << ";\n"
+  os << "  using elem_t = " << cudaType(s.elem) << ";\n"
      << "  // Model and cache dimensions, fixed at compile time.\n"
      << "  static constexpr int kTokens = " << s.tokens << ";\n"
      << "  static constexpr int kHeads = " << s.heads << ";\n"
@@ -277,7 +234,7 @@ void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
   } else {
     int64_t chunks = s.headDim / p.vec;
     os << "  static constexpr int kVec = " << p.vec << "; // elements per vector load\n"
-       << "  static constexpr int kWords = " << p.vec * elementBytes(s.elem) / 4
+       << "  static constexpr int kWords = " << p.vec * bytesOf(s.elem) / 4
        << "; // 32-bit words per vector load\n"
        << "  static constexpr int kChunks = " << chunks << "; // vectors per head row\n"
        << "  static constexpr int kLanesPerRow = " << p.lanesPerRow << ";\n"
@@ -299,15 +256,15 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
                                     int64_t maxSpan, bool chunkKernel) {
   AttentionSplitPlan p =
       planAttentionSplits(s.tokens, s.heads, s.kvHeads, s.headDim,
-                          elementBytes(s.elem), maxSpan, o.smCount);
+                          bytesOf(s.elem), maxSpan, o.smCount);
   std::string base = kernelBaseName(s, "decode") + "_s" + std::to_string(p.splits);
   int64_t stageBytes, mergeBytes;
   if (p.tensorCores) {
-    stageBytes = 2 * p.keysPerTile * (s.headDim + 8) * elementBytes(s.elem);
+    stageBytes = 2 * p.keysPerTile * (s.headDim + 8) * bytesOf(s.elem);
     mergeBytes = p.warps * 16 * (s.headDim + 2) * int64_t(sizeof(float));
   } else {
     stageBytes = 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * s.headDim *
-                 elementBytes(s.elem);
+                 bytesOf(s.elem);
     mergeBytes = p.warps * p.headsPerBlock * (s.headDim + 2) * int64_t(sizeof(float));
   }
 
@@ -414,7 +371,7 @@ int64_t prefillSharedBytes(int64_t headDim) {
 }
 
 bool prefillTakesTensorCores(const AttentionShape &s, const EmitOptions &o) {
-  return s.elem != ElemType::F32 && s.headDim % 16 == 0 && s.headDim <= 128 &&
+  return s.elem != ElementType::F32 && s.headDim % 16 == 0 && s.headDim <= 128 &&
          o.computeCapability >= 80;
 }
 

@@ -37,24 +37,6 @@ const char *elementTypeName(ElementType type) {
   return "?";
 }
 
-namespace {
-
-using mlir::BlockArgument;
-using mlir::Operation;
-using mlir::RankedTensorType;
-using mlir::Value;
-
-constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
-
-//===----------------------------------------------------------------------===//
-// Small helpers
-//===----------------------------------------------------------------------===//
-
-llvm::Error regionError(FusionOp region, const llvm::Twine &why) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 ("region kind '" + region.getKind() + "': " + why).str());
-}
-
 std::optional<ElementType> elementTypeOf(mlir::Type type) {
   if (auto t = llvm::dyn_cast<mlir::ShapedType>(type))
     type = t.getElementType();
@@ -81,6 +63,42 @@ const char *cudaType(ElementType type) {
 
 int64_t bytesOf(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
 
+namespace {
+// `v` printed with `fmt`, always with a decimal point or exponent.
+std::string formatDouble(const char *fmt, double v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(fmt, v);
+  os.flush();
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+} // namespace
+
+std::string floatLiteral(double v) { return formatDouble("%.9g", v) + "f"; }
+
+namespace {
+
+using mlir::BlockArgument;
+using mlir::Operation;
+using mlir::RankedTensorType;
+using mlir::Value;
+
+constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
+
+//===----------------------------------------------------------------------===//
+// Small helpers
+//===----------------------------------------------------------------------===//
+
+llvm::Error regionError(FusionOp region, const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 ("region kind '" + region.getKind() + "': " + why).str());
+}
+
+
+
+
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
@@ -100,18 +118,6 @@ std::string typeString(mlir::Type type) {
   return s;
 }
 
-std::string formatDouble(const char *fmt, double v) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << llvm::format(fmt, v);
-  os.flush();
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
-}
-
-// A float literal that reads back as the same float.
-std::string floatLiteral(double v) { return formatDouble("%.9g", v) + "f"; }
 
 // A double literal that reads back as the same double.
 std::string doubleLiteral(double v) { return formatDouble("%.17g", v); }

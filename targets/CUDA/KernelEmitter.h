@@ -57,6 +57,12 @@ struct EmittedKernel {
 // f32 while activations are f16/bf16).
 enum class ElementType { F16, BF16, F32 };
 const char *elementTypeName(ElementType type); // "f16", "bf16", "f32"
+const char *cudaType(ElementType type);        // "__half", "__nv_bfloat16", "float"
+int64_t bytesOf(ElementType type);
+// The element type of `type` (or of its elements), if one of the three.
+std::optional<ElementType> elementTypeOf(mlir::Type type);
+// A float literal that reads back as the same float ("0.125f", "2.0f").
+std::string floatLiteral(double v);
 
 // out[m, n] = A[m, k] · B[n, k]ᵀ (+ bias[n]) (+ residual[m, n]), row-major,
 // f32 accumulation, run by cuBLASLt: the large-M projections of prefill.
