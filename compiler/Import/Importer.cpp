@@ -50,8 +50,11 @@ public:
   }
 
   GraphValue weight(const std::string &name, ArrayRef<int64_t> shape) override {
+    QuantAttr quant;
+    if (shape.size() == 2 && c.quant.quantizes(name))
+      quant = QuantAttr::get(&ctx, c.quant.bits, c.quant.groupSize ? c.quant.groupSize : shape[1]);
     return wrap(b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
-                                   b.getStringAttr(name)));
+                                   b.getStringAttr(name), quant));
   }
 
   GraphValue linear(GraphValue x, GraphValue w, std::optional<GraphValue> bias,

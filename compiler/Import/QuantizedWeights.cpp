@@ -1,13 +1,28 @@
-// Unpacking AWQ and GPTQ projections (see QuantizedWeights.h).
+// Unpacking AWQ and GPTQ projections, and repacking them for the kernels
+// (see QuantizedWeights.h).
 #include "compiler/Import/QuantizedWeights.h"
 
 #include "compiler/Support/Error.h"
+#include "runtime/io/MappedFile.h"
+#include "runtime/plan/Fnv1a.h"
 
 #include "llvm/ADT/APFloat.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
 
 namespace weft {
 namespace {
+
+uint16_t halfBits(float v) {
+  llvm::APFloat f(v);
+  bool lost = false;
+  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return uint16_t(f.bitcastToAPInt().getZExtValue());
+}
 
 float roundToHalf(float v) {
   llvm::APFloat f(v);
@@ -26,46 +41,250 @@ uint32_t field(int32_t word, int k, int bits) {
 // order 0, 2, 4, 6, 1, 3, 5, 7 of the columns, nibble by nibble).
 int awqNibble(int column) { return (column % 2) * 4 + column / 2; }
 
+// Element access to one projection's packed tensors, in the checkpoint's
+// format: input i, output j.
+class PackedReader {
+public:
+  PackedReader(const Quantization &q, const PackedProjection &p)
+      : q(q), p(p), bits(q.bits), perWord(32 / q.bits),
+        group(q.groupSize ? q.groupSize : p.in), groups(p.in / group),
+        awq(q.method == QuantMethod::Awq) {}
+
+  // An error message when the tensors' sizes disagree with the shapes.
+  std::optional<std::string> checkSizes() const {
+    uint64_t wantWeight = awq ? uint64_t(p.in * (p.out / perWord))
+                              : uint64_t((p.in / perWord) * p.out);
+    if (p.qweight.size() != wantWeight ||
+        p.qzeros.size() != uint64_t(groups * (p.out / perWord)) ||
+        p.scales.size() != uint64_t(groups * p.out) ||
+        (!awq && p.gIdx.size() != uint64_t(p.in)))
+      return std::string(llvm::formatv("packed tensors of {0} x {1} do not match {2}", p.out,
+                                       p.in, q.describe()));
+    return std::nullopt;
+  }
+  int64_t groupOf(int64_t i) const { return awq ? i / group : p.gIdx[size_t(i)]; }
+  uint32_t code(int64_t i, int64_t j) const {
+    if (awq)
+      return field(p.qweight[size_t(i * (p.out / 8) + j / 8)], awqNibble(int(j % 8)), 4);
+    return field(p.qweight[size_t((i / perWord) * p.out + j)], int(i % perWord), bits);
+  }
+  uint32_t zero(int64_t g, int64_t j) const {
+    if (awq)
+      return field(p.qzeros[size_t(g * (p.out / 8) + j / 8)], awqNibble(int(j % 8)), 4);
+    // GPTQ (v1) stores the zero points minus one.
+    return field(p.qzeros[size_t(g * (p.out / perWord) + j / perWord)], int(j % perWord),
+                 bits) + 1;
+  }
+  float scale(int64_t g, int64_t j) const { return p.scales[size_t(g * p.out + j)]; }
+
+  const Quantization &q;
+  const PackedProjection &p;
+  const int bits, perWord;
+  const int64_t group, groups;
+  const bool awq;
+};
+
 } // namespace
 
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                         llvm::StringRef name,
                                                         const PackedProjection &p) {
-  auto fail = [&](const llvm::Twine &msg) {
-    return makeOneLineError(name + ": " + msg);
-  };
-  const int bits = q.bits, perWord = 32 / bits;
-  const int64_t group = q.groupSize ? q.groupSize : p.in;
-  const int64_t groups = p.in / group;
-  bool awq = q.method == QuantMethod::Awq;
-  uint64_t wantWeight = awq ? uint64_t(p.in * (p.out / perWord))
-                            : uint64_t((p.in / perWord) * p.out);
-  if (p.qweight.size() != wantWeight || p.qzeros.size() != uint64_t(groups * (p.out / perWord)) ||
-      p.scales.size() != uint64_t(groups * p.out) ||
-      (!awq && p.gIdx.size() != uint64_t(p.in)))
-    return fail(llvm::formatv("packed tensors of {0} x {1} do not match {2}", p.out, p.in,
-                              q.describe()));
+  PackedReader r(q, p);
+  if (std::optional<std::string> bad = r.checkSizes())
+    return makeOneLineError(name + ": " + *bad);
   std::vector<float> w(size_t(p.out * p.in));
   for (int64_t i = 0; i < p.in; ++i) {
-    int64_t g = awq ? i / group : p.gIdx[size_t(i)];
-    if (g < 0 || g >= groups)
-      return fail(llvm::formatv("g_idx[{0}] = {1} is not one of the {2} groups", i, g, groups));
-    for (int64_t j = 0; j < p.out; ++j) {
-      uint32_t code, zero;
-      if (awq) {
-        int nibble = awqNibble(int(j % 8));
-        code = field(p.qweight[size_t(i * (p.out / 8) + j / 8)], nibble, 4);
-        zero = field(p.qzeros[size_t(g * (p.out / 8) + j / 8)], nibble, 4);
-      } else {
-        code = field(p.qweight[size_t((i / perWord) * p.out + j)], int(i % perWord), bits);
-        zero = field(p.qzeros[size_t(g * (p.out / perWord) + j / perWord)],
-                     int(j % perWord), bits) + 1; // stored minus one
-      }
-      float scale = p.scales[size_t(g * p.out + j)];
-      w[size_t(j * p.in + i)] = roundToHalf(float(int64_t(code) - int64_t(zero)) * scale);
-    }
+    int64_t g = r.groupOf(i);
+    if (g < 0 || g >= r.groups)
+      return makeOneLineError(name + ": " + llvm::formatv("g_idx[{0}] = {1} is not one of the "
+                                                          "{2} groups",
+                                                          i, g, r.groups));
+    for (int64_t j = 0; j < p.out; ++j)
+      w[size_t(j * p.in + i)] = roundToHalf(
+          float(int64_t(r.code(i, j)) - int64_t(r.zero(g, j))) * r.scale(g, j));
   }
   return w;
+}
+
+llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::StringRef name,
+                                                  const PackedProjection &p) {
+  PackedReader r(q, p);
+  if (std::optional<std::string> bad = r.checkSizes())
+    return makeOneLineError(name + ": " + *bad);
+  KernelProjection k;
+  k.out = p.out;
+  k.in = p.in;
+  k.bits = q.bits;
+  k.group = r.group;
+  const int perWord = 32 / q.bits;
+  for (int64_t i = 0; i < p.in; ++i)
+    if (r.groupOf(i) != i / r.group)
+      return makeOneLineError(
+          name + ": " + llvm::formatv("g_idx[{0}] = {1}, not {2}: the input features are "
+                                      "reordered (act-order), which the kernels do not support",
+                                      i, r.groupOf(i), i / r.group));
+  k.codes.assign(size_t(p.out * (p.in / perWord)), 0u);
+  for (int64_t j = 0; j < p.out; ++j)
+    for (int64_t i = 0; i < p.in; ++i) {
+      int slot = kernelCodeSlot(int(i % perWord), q.bits);
+      k.codes[size_t(j * (p.in / perWord) + i / perWord)] |= r.code(i, j) << slot;
+    }
+  k.scales.resize(size_t(p.out * r.groups * 2));
+  for (int64_t j = 0; j < p.out; ++j)
+    for (int64_t g = 0; g < r.groups; ++g) {
+      k.scales[size_t((j * r.groups + g) * 2)] = halfBits(r.scale(g, j));
+      k.scales[size_t((j * r.groups + g) * 2 + 1)] = halfBits(float(r.zero(g, j)));
+    }
+  return k;
+}
+
+float KernelProjection::weight(int64_t j, int64_t i) const {
+  const int perWord = 32 / bits;
+  uint32_t word = codes[size_t(j * (in / perWord) + i / perWord)];
+  uint32_t code = (word >> kernelCodeSlot(int(i % perWord), bits)) & ((1u << bits) - 1);
+  auto half = [](uint16_t h) {
+    llvm::APFloat f(llvm::APFloat::IEEEhalf(), llvm::APInt(16, h));
+    bool lost = false;
+    f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return f.convertToFloat();
+  };
+  size_t g = size_t(j * (in / group) + i / group);
+  return roundToHalf((float(code) - half(scales[2 * g + 1])) * half(scales[2 * g]));
+}
+
+namespace {
+
+// A checkpoint tensor's bytes, checked to be `dtype` and to lie in its file.
+llvm::Expected<llvm::ArrayRef<char>> tensorBytes(const Checkpoint &ck,
+                                                 const std::vector<io::MappedFile> &maps,
+                                                 const std::string &name, io::DType dtype) {
+  auto it = ck.tensors.find(name);
+  if (it == ck.tensors.end())
+    return makeOneLineError(ck.dir + ": tensor '" + name + "' is missing");
+  const CheckpointTensor &t = it->second;
+  const io::SafetensorsHeader &h = ck.files[t.file];
+  uint64_t begin = h.dataOffset() + t.info.dataBegin, end = h.dataOffset() + t.info.dataEnd;
+  if (t.info.dtype != dtype || t.info.dataEnd < t.info.dataBegin ||
+      t.info.dataEnd - t.info.dataBegin != t.info.numBytes() || end > maps[t.file].size())
+    return makeOneLineError(h.path + ": tensor '" + name + "' is not " +
+                            io::dtypeName(dtype) + " data inside the file");
+  return llvm::ArrayRef<char>(maps[t.file].bytes().data() + begin, end - begin);
+}
+
+template <class T> std::vector<T> copyOut(llvm::ArrayRef<char> bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+} // namespace
+
+llvm::Expected<KernelWeightsFile>
+writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weights,
+                   llvm::StringRef path,
+                   const std::function<void(uint64_t, uint64_t)> &progress) {
+  const Quantization &q = ck.quant;
+  std::vector<io::MappedFile> maps;
+  for (const io::SafetensorsHeader &h : ck.files) {
+    StatusOr<io::MappedFile> m = io::MappedFile::open(h.path);
+    if (!m.isOk())
+      return makeOneLineError(m.status().message());
+    maps.push_back(std::move(m.value()));
+  }
+  // The header: every tensor's place is known from the shapes.
+  llvm::json::Object header;
+  uint64_t offset = 0;
+  for (const QuantizedWeightRef &w : weights) {
+    int64_t groups = w.in / (q.groupSize ? q.groupSize : w.in);
+    uint64_t codeBytes = uint64_t(w.out) * uint64_t(w.in) * uint64_t(q.bits) / 8;
+    uint64_t scaleBytes = uint64_t(w.out) * uint64_t(groups) * 4;
+    header[w.name + ".codes"] = llvm::json::Object{
+        {"dtype", "I32"},
+        {"shape", llvm::json::Array{w.out, w.in * q.bits / 32}},
+        {"data_offsets", llvm::json::Array{offset, offset + codeBytes}}};
+    offset += codeBytes;
+    header[w.name + ".scales"] = llvm::json::Object{
+        {"dtype", "F16"},
+        {"shape", llvm::json::Array{w.out, 2 * groups}},
+        {"data_offsets", llvm::json::Array{offset, offset + scaleBytes}}};
+    offset += scaleBytes;
+  }
+  std::string json;
+  llvm::raw_string_ostream(json) << llvm::json::Value(std::move(header));
+  while (json.size() % 8)
+    json += ' ';
+
+  std::error_code ec;
+  std::string tmp = (path + ".partial").str();
+  llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return makeOneLineError(tmp + ": cannot write: " + ec.message());
+  uint64_t headerSize = json.size();
+  char size[8];
+  for (int b = 0; b < 8; ++b)
+    size[b] = char((headerSize >> (8 * b)) & 0xff);
+  os.write(size, 8);
+  os << json;
+  uint64_t done = 0;
+  for (const QuantizedWeightRef &w : weights) {
+    std::string base = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str();
+    PackedProjection p;
+    p.out = w.out;
+    p.in = w.in;
+    llvm::Expected<llvm::ArrayRef<char>> qweight =
+        tensorBytes(ck, maps, base + "qweight", io::DType::I32);
+    llvm::Expected<llvm::ArrayRef<char>> qzeros =
+        tensorBytes(ck, maps, base + "qzeros", io::DType::I32);
+    llvm::Expected<llvm::ArrayRef<char>> scales =
+        tensorBytes(ck, maps, base + "scales", io::DType::F16);
+    if (!qweight || !qzeros || !scales) {
+      llvm::Error e = llvm::joinErrors(qweight.takeError(),
+                                       llvm::joinErrors(qzeros.takeError(), scales.takeError()));
+      return std::move(e);
+    }
+    std::vector<int32_t> qw = copyOut<int32_t>(*qweight), qz = copyOut<int32_t>(*qzeros), gi;
+    std::vector<uint16_t> sh = copyOut<uint16_t>(*scales);
+    std::vector<float> sf(sh.size());
+    for (size_t i = 0; i < sh.size(); ++i) {
+      llvm::APFloat f(llvm::APFloat::IEEEhalf(), llvm::APInt(16, sh[i]));
+      bool lost = false;
+      f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
+      sf[i] = f.convertToFloat();
+    }
+    if (q.method == QuantMethod::Gptq) {
+      llvm::Expected<llvm::ArrayRef<char>> g = tensorBytes(ck, maps, base + "g_idx", io::DType::I32);
+      if (!g)
+        return g.takeError();
+      gi = copyOut<int32_t>(*g);
+    }
+    p.qweight = qw;
+    p.qzeros = qz;
+    p.scales = sf;
+    p.gIdx = gi;
+    llvm::Expected<KernelProjection> k = repackForKernels(q, w.name, p);
+    if (!k)
+      return k.takeError();
+    os.write(reinterpret_cast<const char *>(k->codes.data()), k->codes.size() * 4);
+    os.write(reinterpret_cast<const char *>(k->scales.data()), k->scales.size() * 2);
+    done += k->codes.size() * 4 + k->scales.size() * 2;
+    if (progress)
+      progress(done, offset);
+  }
+  os.close();
+  if (os.has_error()) {
+    std::string msg = os.error().message();
+    os.clear_error();
+    llvm::sys::fs::remove(tmp);
+    return makeOneLineError(tmp + ": write failed: " + msg);
+  }
+  if (std::error_code rc = llvm::sys::fs::rename(tmp, path))
+    return makeOneLineError((path + ": cannot move the written file into place: ").str() +
+                            rc.message());
+  KernelWeightsFile f;
+  f.headerSize = headerSize;
+  f.fileSize = 8 + headerSize + offset;
+  f.headerFnv = plan::fnv1a64(json.data(), json.size());
+  return f;
 }
 
 } // namespace weft

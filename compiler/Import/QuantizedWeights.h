@@ -1,16 +1,19 @@
 // Decoding the packed tensors of a quantized projection (AWQ, GPTQ; the
 // layouts are described at Quantization in ModelConfig.h) back into its
 // [out, in] matrix, for the reference interpreter and the checks against
-// it.
+// it; and repacking them into the layout the kernels read, written by the
+// compiler into a file beside the plan.
 #ifndef WEFT_COMPILER_IMPORT_QUANTIZEDWEIGHTS_H_
 #define WEFT_COMPILER_IMPORT_QUANTIZEDWEIGHTS_H_
 
+#include "compiler/Import/Checkpoint.h"
 #include "compiler/Import/ModelConfig.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace weft {
@@ -30,6 +33,49 @@ struct PackedProjection {
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &quant,
                                                         llvm::StringRef name,
                                                         const PackedProjection &p);
+
+// A projection as the kernels read it (weft/mma_weights.cuh, PackedRows):
+// row j's codes in in * bits / 32 words, input i at bit
+// kernelCodeSlot(i % (32 / bits), bits) of word i / (32 / bits), so that
+// one mask gives an f16 pair of neighbours; and one f16 (scale, zero) pair
+// per group of `group` inputs of each row.
+struct KernelProjection {
+  int64_t out = 0, in = 0, bits = 4, group = 0;
+  std::vector<uint32_t> codes;   // [out, in * bits / 32]
+  std::vector<uint16_t> scales;  // [out, 2 * in / group]: f16 bits, (scale, zero)
+  // (code - zero) * scale rounded to f16, as the kernels expand it.
+  float weight(int64_t j, int64_t i) const;
+};
+
+inline int kernelCodeSlot(int k, int bits) { return (k % 2) * 16 + (k / 2) * bits; }
+
+// Repacks a checkpoint's projection for the kernels. Errors name `name`:
+// sizes that disagree with the shapes, or a g_idx that reorders the inputs
+// (GPTQ act-order).
+llvm::Expected<KernelProjection> repackForKernels(const Quantization &quant,
+                                                  llvm::StringRef name,
+                                                  const PackedProjection &p);
+
+// A quantized projection of the model: its weight name ("...q_proj.weight")
+// and [out, in] shape.
+struct QuantizedWeightRef {
+  std::string name;
+  int64_t out = 0, in = 0;
+};
+
+// What the plan's manifest records of a written file.
+struct KernelWeightsFile {
+  uint64_t headerSize = 0, fileSize = 0, headerFnv = 0;
+};
+
+// Repacks every projection of `weights` from the checkpoint and writes them
+// to `path` as a safetensors file of "<name>.codes" (I32) and
+// "<name>.scales" (F16) tensors, in that order (written to a temporary
+// file first, then moved into place). `progress(done, total)` in bytes.
+llvm::Expected<KernelWeightsFile>
+writeKernelWeights(const Checkpoint &checkpoint, llvm::ArrayRef<QuantizedWeightRef> weights,
+                   llvm::StringRef path,
+                   const std::function<void(uint64_t, uint64_t)> &progress);
 
 } // namespace weft
 

@@ -76,6 +76,7 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
 
   // Tensor-parallel stages: shard the weights of their layers, reduce after
   // row-parallel projections.
+  LogicalResult sharding = success();
   fn.walk([&](FusionOp region) {
     const Stage &st = stages[size_t(stageOf[region])];
     int64_t parts = int64_t(st.devices.size());
@@ -96,6 +97,18 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
         bool replicated = name.contains("layernorm") || name.contains("o_proj.bias") ||
                           name.contains("down_proj.bias");
         rowParallel |= row;
+        // A quantized weight's groups cannot straddle two devices.
+        if (QuantAttr q = w.getQuantAttr(); q && !replicated) {
+          int64_t cut = w.getType().getDimSize(row ? 1 : 0) / parts;
+          if (row ? cut % q.getGroup() != 0 : cut % 16 != 0) {
+            sharding = w.emitError() << "weft-partition: " << parts << "-way tensor parallelism "
+                                     << "cuts '" << w.getName() << "' into " << cut
+                                     << (row ? " inputs, not a multiple of its quantization group "
+                                               + std::to_string(q.getGroup())
+                                             : std::string(" rows, not a multiple of 16"));
+            return;
+          }
+        }
         if (!replicated)
           w->setAttr("dist.shard", dist::ShardAttr::get(ctx, row ? 1 : 0, parts));
       }
@@ -110,6 +123,9 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
       }
     }
   });
+
+  if (failed(sharding))
+    return failure();
 
   // Transfers: an activation produced in one stage and used in a later one
   // is sent once, stage to stage, to each later stage that reads it.

@@ -541,6 +541,8 @@ llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
 }
 
 WeightDType nativeWeightDType(const ModelConfig &config) {
+  if (config.quant.active())
+    return config.quant.bits == 4 ? WeightDType::Int4 : WeightDType::Int8;
   return config.dtype == io::DType::F16   ? WeightDType::F16
          : config.dtype == io::DType::F32 ? WeightDType::F32
                                           : WeightDType::BF16;

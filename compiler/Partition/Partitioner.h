@@ -80,8 +80,8 @@ struct PartitionResult {
   size_t candidatesEvaluated = 0;
 };
 
-// The weight dtype a checkpoint's kernels run in (its torch_dtype); the only
-// one a plan can hold today.
+// The weight dtype a checkpoint's kernels run in: its torch_dtype, or its
+// quantization's bits; the only one a plan can hold today.
 WeightDType nativeWeightDType(const ModelConfig &config);
 
 // Options from their command-line spellings: objective "latency" or

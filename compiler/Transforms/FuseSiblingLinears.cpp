@@ -14,16 +14,19 @@ namespace weft {
 namespace {
 
 // Siblings can merge when their weights and biases are plain weight
-// references of one dtype and either all or none have a bias.
+// references of one dtype and one storage (quantization) and either all or
+// none have a bias.
 bool canMerge(ArrayRef<LinearOp> linears) {
   LinearOp first = linears.front();
   Type dtype = first.getWeight().getType().getElementType();
   bool bias = bool(first.getBias());
+  auto firstWeight = first.getWeight().getDefiningOp<WeightOp>();
   for (LinearOp op : linears) {
     if (op.getWeight().getType().getElementType() != dtype ||
         bool(op.getBias()) != bias)
       return false;
-    if (!op.getWeight().getDefiningOp<WeightOp>())
+    auto w = op.getWeight().getDefiningOp<WeightOp>();
+    if (!w || !firstWeight || w.getQuantAttr() != firstWeight.getQuantAttr())
       return false;
     if (bias && (!op.getBias().getDefiningOp<WeightOp>() ||
                  llvm::cast<RankedTensorType>(op.getBias().getType())

@@ -19,6 +19,9 @@ struct EngineOptions {
   // on GPU i, or every declared device on GPU 0 when there is only one.
   std::vector<int> deviceMap;
   std::string weightsDir;     // checkpoint directory; empty with randomWeights
+  // Where the weights the compiler wrote beside the plan are (repacked
+  // quantized projections); empty: the directory of the plan file's path.
+  std::string planDir;
   bool randomWeights = false; // fill weights with random values (benchmarks)
   // Accept a checkpoint whose safetensors headers differ from the ones the
   // plan was compiled against, as long as every tensor's name, dtype and

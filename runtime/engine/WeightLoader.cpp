@@ -185,6 +185,10 @@ private:
 
 } // namespace
 
+std::string sourcePath(const fb::SourceFile &f, const EngineOptions &options) {
+  return (f.beside_plan() ? options.planDir : options.weightsDir) + "/" + f.file()->str();
+}
+
 Status checkWeightsSource(const fb::Plan &plan, const EngineOptions &options) {
   if (options.randomWeights)
     return Status::ok();
@@ -200,9 +204,12 @@ Status checkWeightsSource(const fb::Plan &plan, const EngineOptions &options) {
     return notFound(options.weightsDir + ": not a directory (the checkpoint the plan was "
                                          "compiled from)");
   for (const fb::SourceFile *f : *files) {
-    std::string path = options.weightsDir + "/" + f->file()->str();
+    std::string path = sourcePath(*f, options);
     if (::stat(path.c_str(), &st) != 0)
-      return notFound(path + ": missing (the plan's weights are in " + f->file()->str() +
+      return notFound(path + ": missing (" +
+                      (f->beside_plan() ? std::string("the weights the compiler wrote beside the "
+                                                      "plan; copy them with it")
+                                        : "the plan's weights are in " + f->file()->str()) +
                       ")");
   }
   return Status::ok();
@@ -227,7 +234,7 @@ Status loadWeights(const fb::Plan &plan, const EngineOptions &options, DeviceSet
   WEFT_RETURN_IF_ERROR(checkWeightsSource(plan, options));
   if (!options.randomWeights) {
     for (const fb::SourceFile *f : *m->files()) {
-      std::string path = options.weightsDir + "/" + f->file()->str();
+      std::string path = sourcePath(*f, options);
       StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(path);
       if (!h.isOk())
         return h.status();

@@ -15,6 +15,10 @@ namespace weft::engine {
 // options.weightsDir, whose safetensors headers must be the ones the plan
 // was compiled against unless options.skipHeaderChecksums, or with random
 // values when options.randomWeights.
+// Where a source file of the manifest is: in the checkpoint directory, or
+// beside the plan.
+std::string sourcePath(const plan::fb::SourceFile &f, const EngineOptions &options);
+
 Status loadWeights(const plan::fb::Plan &plan, const EngineOptions &options,
                    DeviceSet &devices, const Progress &progress);
 

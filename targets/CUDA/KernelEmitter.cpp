@@ -223,6 +223,9 @@ struct Projection {
   llvm::SmallVector<int64_t, 1> outResults; // Plain/Residual/Swiglu/Logits
   llvm::SmallVector<Segment, 3> segments;   // Split
   int64_t gateOffset = 0, upOffset = 0, width = 0; // Swiglu: columns = width
+  // The weight's storage when quantized (#weft.quant): codes of quantBits
+  // bits, a (scale, zero) pair per quantGroup inputs; 0: 16-bit weights.
+  int64_t quantBits = 0, quantGroup = 0;
   // Token selection after logits.
   enum class Select { None, Argmax, Sample } select = Select::None;
   llvm::SmallVector<int64_t, 1> idResults;
@@ -318,6 +321,10 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
                                                   .getElementType()) +
                                    " are not supported (f16, bf16 or f32)");
   p.weightType = *wt;
+  if (QuantAttr q = quantOf(region.getOperand(unsigned(p.weightIn)))) {
+    p.quantBits = q.getBits();
+    p.quantGroup = q.getGroup();
+  }
   if (auto linear = llvm::dyn_cast<LinearOp>(proj); linear && linear.getBias()) {
     p.biasIn = inputIndex(region, linear.getBias());
     auto bt = elementTypeOf(linear.getBias().getType());
@@ -579,7 +586,28 @@ struct GemvPlan {
   bool mma = false; // tensor-core engine (else one FMA per weight and token)
   int64_t vec = 8, cpw = 4, rpc = 1, kw = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
   ElementType stageType = ElementType::BF16;
+  bool prenorm = false;     // the rms of every token first, normalized staging
+  int64_t tileTokens = 0;   // tokens per tile (grid.z: tokens / tileTokens)
+  int64_t mmaK = 16;        // MMA: consecutive k a lane reads of a row per step
 };
+
+// Quantized projections with a fused RMSNorm: up to this many tokens, each
+// block reads the tokens' whole rows for their rms (PRENORM); more are
+// normalized by a kernel of their own first.
+constexpr int64_t kMaxPrenormTokens = 4;
+
+// Quantized projections of more tokens than this come in tiles of at most
+// kMaxTileTokens / rows per column (the MMA engine holds a tile's sums in
+// registers, then 4 bytes per token and weight row in shared memory).
+constexpr int64_t kMaxTileTokens = 64;
+
+// The largest divisor of `tokens` that is at most `most`.
+int64_t tileTokensFor(int64_t tokens, int64_t most) {
+  for (int64_t t = std::min(tokens, most); t > 1; --t)
+    if (tokens % t == 0)
+      return t;
+  return 1;
+}
 
 // Tokens above this use the tensor-core engine where it applies: with one
 // FMA per weight and token, 8-16 tokens make the GEMV compute-bound.
@@ -588,16 +616,28 @@ constexpr int64_t kMaxSimtTokens = 4;
 GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   GemvPlan g;
   g.rpc = p.rowsPerColumn();
-  g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
+  g.tileTokens = p.tokens;
+  if (p.quantBits) {
+    // Codes expanded to f16 pairs for the tensor cores, whatever the
+    // token count; inputs staged in f16, normalized first (PRENORM) when
+    // the norm is fused (emitProjection normalizes many tokens apart).
+    g.vec = 8;
+    g.mma = true;
+    g.stageType = ElementType::F16;
+    g.prenorm = p.normIn >= 0;
+    g.tileTokens = tileTokensFor(p.tokens, kMaxTileTokens / g.rpc);
+    g.mmaK = p.quantBits == 4 && p.k % 128 == 0 ? 32 : 16;
+  } else {
+    g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
+  }
   // The normalized input is x * norm_weight; the 1/rms factor is applied to
   // the dot products at the end. f16 could overflow there, so stage f32.
-  if (p.normIn >= 0)
-    g.stageType = p.xType == ElementType::F16 ? ElementType::F32 : p.xType;
-  else
-    g.stageType = p.xType;
-  g.mma = o.computeCapability >= 80 && p.tokens > kMaxSimtTokens &&
-          p.weightType != ElementType::F32 && g.stageType == p.weightType && p.k % 64 == 0 &&
-          g.vec == 8;
+  if (!p.quantBits) {
+    g.stageType = p.normIn >= 0 && p.xType == ElementType::F16 ? ElementType::F32 : p.xType;
+    g.mma = o.computeCapability >= 80 && p.tokens > kMaxSimtTokens &&
+            p.weightType != ElementType::F32 && g.stageType == p.weightType && p.k % 64 == 0 &&
+            g.vec == 8;
+  }
   // SIMT: four weight rows in flight per warp. MMA: one 16-row tile per
   // row kind (two for SwiGLU: gate and up).
   g.cpw = g.mma ? 16 : 4 / g.rpc;
@@ -618,14 +658,15 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   // One block per SM keeps enough bytes in flight; with fewer column
   // blocks than SMs, split K up to two blocks per SM, keeping each split at
   // least 512 wide so the stream stays efficient.
-  int64_t want = g.gx >= sms ? 1 : ceilDiv(2 * sms, g.gx);
+  int64_t blocks = g.gx * (p.tokens / g.tileTokens);
+  int64_t want = blocks >= sms ? 1 : ceilDiv(2 * sms, blocks);
   int64_t maxSplits = std::max<int64_t>(1, p.k / std::max<int64_t>(512, g.kw * granule));
   g.splits = std::clamp<int64_t>(want, 1, maxSplits);
   g.ks = roundUp(ceilDiv(p.k, g.splits), granule);
   if (g.ks > p.k)
     g.ks = p.k;
   g.splits = ceilDiv(p.k, g.ks);
-  int64_t fit = kStageBytes / (p.tokens * bytesOf(g.stageType));
+  int64_t fit = kStageBytes / (g.tileTokens * bytesOf(g.stageType));
   fit = std::max<int64_t>(granule, fit / granule * granule);
   g.kc = std::min(fit, roundUp(g.ks, granule));
   if (g.kc > g.ks)
@@ -635,14 +676,17 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
 
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
 // runs the epilogue).
-std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o) {
+std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
+                                  std::optional<ParamBinding> xFrom = std::nullopt) {
   GemvPlan g = planGemv(p, o);
   bool norm = p.normIn >= 0;
   bool split = g.splits > 1;
   bool argmax = p.select == Projection::Select::Argmax;
   // Scratch ids: 0 partials (split K), 1 argmax candidates, 2 logits when
   // they are not a result.
-  uint64_t partialFloats = uint64_t(g.splits * p.tokens * p.nw + (norm ? g.splits * p.tokens : 0));
+  int64_t tiles = p.tokens / g.tileTokens;
+  uint64_t partialFloats =
+      uint64_t(tiles * (g.splits * g.tileTokens * p.nw + (norm ? g.splits * g.tileTokens : 0)));
   EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2);
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
@@ -657,8 +701,9 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     llvm::raw_string_ostream os(config);
     os << "#include \"weft/gemv.cuh\"\n\n"
        << "struct Config {\n"
-       << "  static constexpr int T = " << p.tokens << ", K = " << p.k << ", NW = " << p.nw
-       << ", NC = " << p.columns() << ";  // tokens, input features, weight rows, outputs\n"
+       << "  static constexpr int T = " << g.tileTokens << ", TILES = " << tiles << ", K = " << p.k
+       << ", NW = " << p.nw << ", NC = " << p.columns()
+       << ";  // tokens per tile, tiles, input features, weight rows, outputs\n"
        << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
        << ", WARPS = THREADS / 32;\n"
        << "  static constexpr int KW = " << g.kw << ", CPW = " << g.cpw << ", RPC = " << g.rpc
@@ -667,12 +712,22 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << g.kc << ", XS = " << g.kc + (g.mma ? 16 : 0)
        << ";  // K splits, K per split, K staged at a time, staged row stride\n"
        << "  static constexpr bool NORM = " << (norm ? "true" : "false")
+       << ", PRENORM = " << (g.prenorm ? "true" : "false")
        << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
        << (argmax ? "true" : "false") << ";\n"
        << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0) << ";\n"
        << "  using x_t = " << cudaType(p.xType) << ";\n"
-       << "  using w_t = " << cudaType(p.weightType) << ";\n"
+       << "  using w_t = " << (p.quantBits ? "unsigned" : cudaType(p.weightType)) << ";\n"
        << "  using s_t = " << cudaType(g.stageType) << ";\n"
+       << "  using m_t = " << cudaType(p.quantBits ? ElementType::F16 : p.weightType) << ";\n";
+    if (p.quantBits)
+      os << "  // " << p.quantBits << "-bit codes, a (scale, zero) pair per " << p.quantGroup
+         << " inputs of a row\n"
+         << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
+         << ", " << g.mmaK << ">;\n";
+    else
+      os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
+    os
        << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
        << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up).\n"
        << "  static __device__ __forceinline__ int row(int col, int j) {\n";
@@ -714,13 +769,19 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     std::vector<ParamBinding> params;
     std::vector<std::string> decls;
     decls.push_back("const Config::x_t *__restrict__ x");
-    params.push_back(binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
+    params.push_back(xFrom ? *xFrom : binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
     if (norm) {
       decls.push_back("const Config::norm_t *__restrict__ norm_w");
       params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
     }
     decls.push_back("const Config::w_t *__restrict__ w");
     params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
+    if (p.quantBits) {
+      decls.push_back("const __half2 *__restrict__ w_scales");
+      ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
+      scales.part = 1;
+      params.push_back(scales);
+    }
     if (split) {
       decls.push_back("float *__restrict__ partials");
       params.push_back(scratchBinding(0, partialFloats * 4, "partials"));
@@ -737,13 +798,14 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
        << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
        << "  weft::kernels::gemv<Config>(x, " << (norm ? "norm_w" : "nullptr") << ", w, "
+       << (p.quantBits ? "w_scales" : "nullptr") << ", "
        << (split ? "weft::kernels::NoEpilogue{}" : makeEpilogue) << ", "
        << (split ? "partials" : "nullptr") << ", "
        << (argmax && !split ? "candidates" : "nullptr") << ");\n}\n";
     os.flush();
     steps.push_back(kernelStep(finishKernel(
         region, base + (split ? "_splitk" : "_gemv"), std::move(src),
-        {int(g.gx), int(g.splits), 1}, {kGemvThreads, 1, 1}, std::move(params))));
+        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1}, std::move(params))));
   }
 
   // --- Split K: sum the partials, then the epilogue.
@@ -770,7 +832,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << (argmax ? "candidates" : "nullptr") << ");\n}\n";
     os.flush();
     steps.push_back(kernelStep(finishKernel(region, base + "_reduce", std::move(src),
-                                            {int(g.gx), 1, 1}, {kGemvThreads, 1, 1},
+                                            {int(g.gx), 1, int(tiles)}, {kGemvThreads, 1, 1},
                                             std::move(params))));
   }
 
@@ -1100,6 +1162,34 @@ llvm::Expected<std::vector<EmittedStep>> emitPrefillProjection(FusionOp region,
 
 llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
                                                         const EmitOptions &o) {
+  if (p.quantBits) {
+    // Quantized weights: the GEMV's tensor-core engine at every token
+    // count (cuBLASLt reads 16-bit weights only). Many tokens are
+    // normalized once by their own kernel rather than by every block.
+    if (p.xType != ElementType::F16 || p.weightType != ElementType::F16 ||
+        (p.normIn >= 0 && p.normOutType != ElementType::F16))
+      return regionError(region, "quantized weights need f16 activations (bf16 and f32 "
+                                 "models cannot use them yet)");
+    if (p.k % 64 != 0 || p.quantGroup % 32 != 0)
+      return regionError(region, "quantized weights need inputs and groups in multiples of 64 "
+                                 "and 32");
+    if (p.select != Projection::Select::None)
+      return regionError(region, "quantized LM heads are not supported (the LM head stays "
+                                 "16-bit)");
+    if (p.normIn >= 0 && p.tokens > kMaxPrenormTokens) {
+      std::vector<EmittedStep> steps;
+      ParamBinding normalized = scratchBinding(
+          3, uint64_t(p.tokens * p.k * bytesOf(p.normOutType)), "normalized");
+      steps.push_back(emitRmsNormRows(region, p, normalized));
+      Projection plain = p;
+      plain.normIn = -1;
+      plain.xType = p.normOutType;
+      for (EmittedStep &s : emitGemv(region, plain, o, normalized))
+        steps.push_back(std::move(s));
+      return steps;
+    }
+    return emitGemv(region, p, o);
+  }
   if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))
     return emitPrefillProjection(region, p);
   std::vector<EmittedStep> steps = emitGemv(region, p, o);

@@ -38,6 +38,9 @@ struct ParamBinding {
   uint64_t bytes = 0; // Scratch: size in bytes (zero-initialized if zeroInit)
   bool zeroInit = false;
   int64_t value = 0;  // Scalar
+  // RegionInput of a quantized weight (#weft.quant): 0 its codes, 1 its
+  // (scale, zero) pairs, which the plan holds as a second weight.
+  int part = 0;
   std::string name;   // the C++ parameter name, for docs and FileCheck
 };
 

@@ -1,6 +1,8 @@
 // Lowering of specialized modules to the FlatBuffers plan.
 #include "targets/Plan/PlanBuilder.h"
 
+#include "compiler/Import/QuantizedWeights.h"
+
 #include "runtime/io/ReadFile.h"
 
 #include "compiler/Partition/ShardRegion.h"
@@ -183,6 +185,24 @@ struct WeightRec {
   std::vector<std::pair<std::string, std::vector<int64_t>>> sources; // name, shape
   int shardAxis = -1, shardParts = 1;
   std::set<int> devices;
+  // Part of a quantized weight (#weft.quant): its codes or its (scale,
+  // zero) pairs, read from the file the compiler writes beside the plan.
+  bool kernelWeights = false;
+
+  uint64_t bytes() const {
+    uint64_t n = 1;
+    for (int64_t d : shape)
+      n *= uint64_t(d);
+    switch (dtype) {
+    case fb::DType::F32:
+    case fb::DType::I32: return n * 4;
+    case fb::DType::I64: return n * 8;
+    case fb::DType::I8:
+    case fb::DType::FP8_E4M3: return n;
+    case fb::DType::I4: return n / 2;
+    default: return n * 2;
+    }
+  }
 };
 
 class Lowering {
@@ -390,8 +410,11 @@ public:
     switch (p.kind) {
     case cuda::ParamBinding::Kind::RegionInput:
       ofValue(region.getInputs()[size_t(p.index)]);
-      if (a.kind == fb::ArgKind::Weight) // one device's shard of it
-        r.bytes /= uint64_t(std::max(1, weights[size_t(a.index)].shardParts));
+      if (a.kind == fb::ArgKind::Weight) { // one device's shard of it, as stored
+        const WeightRec &w = weights[size_t(a.index)];
+        r.dtype = w.dtype;
+        r.bytes = w.bytes() / uint64_t(std::max(1, w.shardParts));
+      }
       break;
     case cuda::ParamBinding::Kind::RegionResult:
       ofValue(region.getResult(unsigned(p.index)));
@@ -451,7 +474,7 @@ public:
         return makeError(what + ": parameter '" + p.name + "' binds input " +
                          llvm::Twine(p.index) + " of " +
                          llvm::Twine(region.getInputs().size()));
-      return bindValue(region.getInputs()[size_t(p.index)], device, step, what);
+      return bindValue(region.getInputs()[size_t(p.index)], device, step, what, p.part);
     }
     case cuda::ParamBinding::Kind::RegionResult: {
       if (p.index < 0 || p.index >= int64_t(region.getNumResults()))
@@ -500,7 +523,8 @@ public:
     return makeError(what + ": unknown parameter binding");
   }
 
-  llvm::Expected<ArgRef> bindValue(Value v, int device, int step, const std::string &what) {
+  llvm::Expected<ArgRef> bindValue(Value v, int device, int step, const std::string &what,
+                                   int part = 0) {
     ArgRef a;
     if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
       static const fb::InputKind kArgs[] = {
@@ -518,9 +542,11 @@ public:
     Operation *def = v.getDefiningOp();
     if (isa<WeightOp, WeightConcatOp>(def)) {
       a.kind = fb::ArgKind::Weight;
-      a.index = weightIndex(def, device);
+      a.index = weightIndex(def, device, part);
       return a;
     }
+    if (part != 0)
+      return makeError(what + ": a weight part bound to an activation");
     auto it = locations.find({v, device});
     if (it == locations.end()) {
       for (int other = 0; other < int(topology.devices.size()); ++other)
@@ -676,16 +702,35 @@ public:
     return index;
   }
 
-  int weightIndex(Operation *def, int device) {
+  // The manifest weight of a weight value on `device`; for a quantized
+  // one (#weft.quant), part 0 is its codes and part 1 its scales, two
+  // weights of the manifest.
+  int weightIndex(Operation *def, int device, int part = 0) {
     std::string key;
     WeightRec rec;
     auto type = llvm::cast<RankedTensorType>(def->getResult(0).getType());
     rec.dtype = dtypeOf(type.getElementType());
     rec.shape.assign(type.getShape().begin(), type.getShape().end());
+    QuantAttr quant = quantOf(def->getResult(0));
+    // [out, in] as stored: codes [out, in * bits / 32] I32, scales
+    // [out, 2 * in / group] F16.
+    auto stored = [&](llvm::ArrayRef<int64_t> shape) -> std::vector<int64_t> {
+      if (!quant)
+        return std::vector<int64_t>(shape.begin(), shape.end());
+      if (part == 0)
+        return {shape[0], shape[1] * quant.getBits() / 32};
+      return {shape[0], 2 * shape[1] / quant.getGroup()};
+    };
+    const char *suffix = "";
+    if (quant) {
+      rec.kernelWeights = true;
+      rec.dtype = part == 0 ? fb::DType::I32 : fb::DType::F16;
+      rec.shape = stored(type.getShape());
+      suffix = part == 0 ? ".codes" : ".scales";
+    }
     auto addSource = [&](WeightOp w) {
       auto t = w.getType();
-      rec.sources.push_back({w.getName().str(),
-                             std::vector<int64_t>(t.getShape().begin(), t.getShape().end())});
+      rec.sources.push_back({w.getName().str() + suffix, stored(t.getShape())});
       if (auto shard = w->getAttrOfType<dist::ShardAttr>("dist.shard")) {
         rec.shardAxis = int(shard.getAxis());
         rec.shardParts = int(shard.getParts());
@@ -693,7 +738,7 @@ public:
     };
     if (auto w = dyn_cast<WeightOp>(def)) {
       addSource(w);
-      key = rec.name = w.getName().str();
+      key = rec.name = w.getName().str() + suffix;
     } else {
       auto c = cast<WeightConcatOp>(def);
       rec.concat = true;
@@ -703,6 +748,7 @@ public:
           addSource(w);
           key += (key.empty() ? "" : "+") + w.getName().str();
         }
+      key += suffix;
       rec.name = key;
     }
     auto it = weightByKey.find(key);
@@ -768,7 +814,12 @@ namespace {
 
 // Everything about the source checkpoint the loader checks against.
 struct SourceFiles {
-  std::vector<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> files; // name, header, size, fnv
+  struct File {
+    std::string name;
+    uint64_t headerSize = 0, fileSize = 0, headerFnv = 0;
+    bool besidePlan = false;
+  };
+  std::vector<File> files;
   std::map<std::string, int> fileOfTensor;
 };
 
@@ -784,8 +835,8 @@ llvm::Expected<SourceFiles> describeSources(const ModelSource &source) {
       return makeError(h.path + ": cannot read the header again: " +
                        buffer.getError().message());
     llvm::StringRef bytes = (*buffer)->getBuffer();
-    out.files.emplace_back(llvm::sys::path::filename(h.path).str(), h.headerSize,
-                           h.fileSize, fnv1a64(bytes.data(), bytes.size()));
+    out.files.push_back({llvm::sys::path::filename(h.path).str(), h.headerSize, h.fileSize,
+                         fnv1a64(bytes.data(), bytes.size()), false});
   }
   for (const auto &[name, tensor] : ck.tensors)
     out.fileOfTensor[name] = int(tensor.file);
@@ -1042,6 +1093,34 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   llvm::Expected<SourceFiles> sources = describeSources(source);
   if (!sources)
     return sources.takeError();
+  // Quantized projections, repacked for the kernels into a file beside the
+  // plan (the checkpoint's own layouts are not the kernels').
+  std::vector<QuantizedWeightRef> quantized;
+  std::set<std::string> seen;
+  module.walk([&](WeightOp w) {
+    if (w.getQuantAttr() && seen.insert(w.getName().str()).second)
+      quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
+                           w.getType().getDimSize(1)});
+  });
+  if (!quantized.empty() && source.checkpoint && !options.kernelWeightsPath.empty()) {
+    std::function<void(uint64_t, uint64_t)> progress;
+    if (options.progress)
+      progress = [&](uint64_t done, uint64_t total) {
+        options.progress("repacking quantized weights", size_t(done), size_t(total));
+      };
+    llvm::Expected<KernelWeightsFile> written = writeKernelWeights(
+        *source.checkpoint, quantized, options.kernelWeightsPath, progress);
+    if (!written)
+      return written.takeError();
+    int index = int(sources->files.size());
+    sources->files.push_back({llvm::sys::path::filename(options.kernelWeightsPath).str(),
+                              written->headerSize, written->fileSize, written->headerFnv,
+                              true});
+    for (const QuantizedWeightRef &w : quantized) {
+      sources->fileOfTensor[w.name + ".codes"] = index;
+      sources->fileOfTensor[w.name + ".scales"] = index;
+    }
+  }
 
   flatbuffers::FlatBufferBuilder b(1 << 20);
   auto str = [&](llvm::StringRef s) { return b.CreateString(s.data(), s.size()); };
@@ -1100,8 +1179,9 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
 
   // Manifest.
   std::vector<flatbuffers::Offset<fb::SourceFile>> files;
-  for (const auto &[name, header, size, fnv] : sources->files)
-    files.push_back(fb::CreateSourceFile(b, str(name), header, size, fnv));
+  for (const SourceFiles::File &f : sources->files)
+    files.push_back(fb::CreateSourceFile(b, str(f.name), f.headerSize, f.fileSize, f.headerFnv,
+                                         f.besidePlan));
   std::vector<flatbuffers::Offset<fb::Weight>> weights;
   for (const WeightRec &w : lowering.weights) {
     std::vector<flatbuffers::Offset<fb::SourceTensor>> parts;

@@ -41,6 +41,11 @@ struct PlanBuildOptions {
   std::function<std::vector<Prediction>(bool prefill, int64_t tokens)> predict;
   // Called as work progresses: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
+  // Where to write the model's quantized projections, repacked for the
+  // kernels (QuantizedWeights.h): a file beside the plan, which the
+  // manifest names by its file name. Empty: nothing is written and the
+  // manifest names no file for them (a plan to look at, not to run).
+  std::string kernelWeightsPath;
   // Signs the plan's seal (weft-compile --sign); null: sealed unsigned.
   const SigningKey *signingKey = nullptr;
 };

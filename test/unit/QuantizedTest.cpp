@@ -9,7 +9,13 @@
 #include "compiler/Reference/FixtureRunner.h"
 #include "compiler/Reference/Interpreter.h"
 
+#include "runtime/io/MappedFile.h"
+#include "runtime/io/Safetensors.h"
+
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -80,6 +86,60 @@ TEST_P(QuantizedFixtureTest, DecodesAsNumpyAndRunsAsTheDequantizedModel) {
   EXPECT_EQ(*g1, *g2) << GetParam();
 }
 
+// The file the compiler writes beside a plan: every projection repacked
+// into the kernels' layout, which expands to the same f16 values numpy
+// decoded (the plain twin's weights).
+TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
+  Loaded packed = load(kDir + "/" + GetParam());
+  Loaded plain = load(kDir + "/" + GetParam() + "-dequant");
+  const Quantization &q = packed.source.config.quant;
+  std::vector<QuantizedWeightRef> refs;
+  for (const ExpectedTensor &t : graphWeights(packed.source.config))
+    if (q.quantizes(t.name))
+      refs.push_back({t.name, t.shape[0], t.shape[1]});
+  ASSERT_EQ(refs.size(), 14u);
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("weft-kernel-weights", "safetensors", path));
+  uint64_t lastDone = 0, lastTotal = 0;
+  auto written = writeKernelWeights(*packed.source.checkpoint, refs, path,
+                                    [&](uint64_t done, uint64_t total) {
+                                      lastDone = done;
+                                      lastTotal = total;
+                                    });
+  ASSERT_TRUE(bool(written)) << llvm::toString(written.takeError());
+  EXPECT_EQ(lastDone, lastTotal);
+  StatusOr<io::SafetensorsHeader> h = io::readSafetensorsHeader(std::string(path));
+  ASSERT_TRUE(h.isOk()) << h.status().message();
+  EXPECT_EQ(h->headerSize, written->headerSize);
+  EXPECT_EQ(h->fileSize, written->fileSize);
+  StatusOr<io::MappedFile> map = io::MappedFile::open(std::string(path));
+  ASSERT_TRUE(map.isOk());
+  for (const QuantizedWeightRef &r : refs) {
+    const io::TensorInfo *codes = h->find(r.name + ".codes");
+    const io::TensorInfo *scales = h->find(r.name + ".scales");
+    ASSERT_TRUE(codes && scales) << r.name;
+    KernelProjection k;
+    k.out = r.out;
+    k.in = r.in;
+    k.bits = q.bits;
+    k.group = q.groupSize ? q.groupSize : r.in;
+    EXPECT_EQ(codes->shape, (std::vector<int64_t>{r.out, r.in * q.bits / 32}));
+    EXPECT_EQ(scales->shape, (std::vector<int64_t>{r.out, 2 * r.in / k.group}));
+    const char *data = map->bytes().data() + h->dataOffset();
+    k.codes.resize(size_t(codes->numElements()));
+    std::memcpy(k.codes.data(), data + codes->dataBegin, codes->numBytes());
+    k.scales.resize(size_t(scales->numElements()));
+    std::memcpy(k.scales.data(), data + scales->dataBegin, scales->numBytes());
+    auto want = plain.weights.get(r.name);
+    ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
+    for (int64_t j = 0; j < r.out; ++j)
+      for (int64_t i = 0; i < r.in; ++i)
+        ASSERT_EQ(k.weight(j, i), (*want)->f[size_t(j * r.in + i)])
+            << r.name << " [" << j << ", " << i << "]";
+  }
+  llvm::sys::fs::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedFixtureTest,
                          ::testing::Values("awq", "gptq4", "gptq8"));
 
@@ -115,6 +175,44 @@ TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
             "model.layers.0.mlp.up_proj.weight: g_idx[2] = 1 is not one of the 1 groups");
+}
+
+TEST(KernelLayoutTest, NeighbourCodesShareAMaskAndActOrderIsRefused) {
+  // 4-bit: inputs 0..7 of a word at bits 0, 16, 4, 20, 8, 24, 12, 28, so
+  // (word >> 4j) & 0x000F000F holds inputs 2j and 2j + 1; 8-bit likewise.
+  EXPECT_EQ(kernelCodeSlot(0, 4), 0);
+  EXPECT_EQ(kernelCodeSlot(1, 4), 16);
+  EXPECT_EQ(kernelCodeSlot(2, 4), 4);
+  EXPECT_EQ(kernelCodeSlot(7, 4), 28);
+  EXPECT_EQ(kernelCodeSlot(1, 8), 16);
+  EXPECT_EQ(kernelCodeSlot(2, 8), 8);
+  EXPECT_EQ(kernelCodeSlot(3, 8), 24);
+  // GPTQ 4-bit, 8 inputs x 8 outputs, group 4: code i + j at input i,
+  // output j; zeros 3 (stored 2); scale 0.25.
+  Quantization gptq;
+  gptq.method = QuantMethod::Gptq;
+  gptq.bits = 4;
+  gptq.groupSize = 4;
+  std::vector<int32_t> qweight(8, 0), qzeros(2, 0x22222222), gIdx = {0, 0, 0, 0, 1, 1, 1, 1};
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j)
+      qweight[size_t(j)] |= int32_t(uint32_t((i + j) % 16) << (4 * i));
+  std::vector<float> scales(16, 0.25f);
+  PackedProjection p{8, 8, qweight, qzeros, gIdx, scales};
+  auto k = repackForKernels(gptq, "w", p);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  ASSERT_EQ(k->codes.size(), 8u);
+  EXPECT_EQ(k->codes[1] & 0xfu, 1u);          // output 1, input 0
+  EXPECT_EQ((k->codes[1] >> 16) & 0xfu, 2u);  // output 1, input 1
+  EXPECT_EQ(k->weight(1, 1), (2 - 3) * 0.25f);
+  EXPECT_EQ(k->weight(7, 7), ((14 % 16) - 3) * 0.25f);
+  // Act-order: g_idx that is not input / group.
+  gIdx = {1, 0, 0, 0, 0, 1, 1, 1};
+  auto bad = repackForKernels(gptq, "model.layers.3.mlp.down_proj.weight", p);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "model.layers.3.mlp.down_proj.weight: g_idx[0] = 1, not 0: the input features are "
+            "reordered (act-order), which the kernels do not support");
 }
 
 } // namespace

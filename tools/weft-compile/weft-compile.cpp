@@ -279,12 +279,6 @@ int main(int argc, char **argv) {
       // A plan holds what the runtime executes: the checkpoint's own weight
       // dtype, every layer on a GPU. Other choices are predictions only.
       bool buildsPlan = writePlan || emit == Emit::Plan;
-      if (buildsPlan && source->config.quant.active())
-        return fail(llvm::formatv(
-            "{0}: {1} checkpoints are imported and checked, but plans cannot hold quantized "
-            "weights yet (their kernels are not built); drop -o {2} and add --report to see "
-            "the prediction",
-            spec, source->config.quant.describe(), outputFile));
       if (buildsPlan &&
           options->weights.dtype != weft::partition::nativeWeightDType(source->config))
         return fail(llvm::formatv(
@@ -367,6 +361,10 @@ int main(int argc, char **argv) {
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");
     planOptions.maxGemvTokens = maxGemvTokens;
+    if (writePlan && source->config.quant.active())
+      planOptions.kernelWeightsPath =
+          llvm::StringRef(outputFile).drop_back(std::strlen(".weft")).str() +
+          ".weights.safetensors";
     // Each bucket's predicted step time, for weft-run --bench to set beside
     // the measured one: decode at contexts 64, 128, ... up to the plan's.
     planOptions.predict = [&](bool prefill, int64_t tokens) {
@@ -423,6 +421,15 @@ int main(int argc, char **argv) {
         "from the kernel cache), {6} steps\n",
         outputFile, weft::formatBytes(double(plan->size())), stats.kernels, stats.binaries,
         stats.compiledSources, stats.cachedBinaries, stats.steps);
+    if (!planOptions.kernelWeightsPath.empty()) {
+      uint64_t size = 0;
+      llvm::sys::fs::file_size(planOptions.kernelWeightsPath, size);
+      llvm::outs() << llvm::formatv("weights      {0}: {1}, the {2} projections repacked for "
+                                    "the kernels (keep it beside the plan)\n",
+                                    planOptions.kernelWeightsPath,
+                                    weft::formatBytes(double(size)),
+                                    source->config.quant.describe());
+    }
     {
       // The buckets, so the batch sizes a plan serves are never a surprise.
       std::vector<std::string> decode, prefill;

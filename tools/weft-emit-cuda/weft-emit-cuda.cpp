@@ -96,6 +96,8 @@ void printBinding(llvm::raw_ostream &os, const weft::cuda::ParamBinding &b) {
     break;
   default:
     os << " " << b.index;
+    if (b.part == 1)
+      os << " (its scales)";
   }
 }
 

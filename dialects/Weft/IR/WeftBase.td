@@ -58,4 +58,23 @@ def Weft_RopeKindAttr : EnumAttr<Weft_Dialect, Weft_RopeKind, "rope_kind"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// How a projection's weight is stored quantized: `bits`-bit integer codes
+// with one (scale, zero) pair per `group` input features of each output
+// row, w = (code - zero) * scale rounded to the activation dtype.
+def Weft_QuantAttr : AttrDef<Weft_Dialect, "Quant"> {
+  let mnemonic = "quant";
+  let summary = "grouped integer quantization of a weight";
+  let description = [{
+    `#weft.quant<bits = 4, group = 128>`: each row of the `[out, in]`
+    weight is stored as `bits`-bit integer codes (4 or 8), with one scale and
+    one zero point per `group` consecutive input features (`group` divides
+    `in`; the whole row when it equals `in`). The weight's value is
+    `(code - zero) * scale`, rounded to the weight's element type: the type
+    the IR shows is the one the codes are expanded to.
+  }];
+  let parameters = (ins "int64_t":$bits, "int64_t":$group);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // WEFT_DIALECT_WEFT_IR_WEFTBASE_TD

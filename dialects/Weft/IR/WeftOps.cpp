@@ -101,6 +101,33 @@ LogicalResult WeightOp::verify() {
                          << "' must have a static shape, got " << t;
   if (t.getNumElements() == 0)
     return emitOpError() << "weight '" << getName() << "' is empty";
+  if (QuantAttr q = getQuantAttr()) {
+    if (t.getRank() != 2 || !llvm::isa<FloatType>(t.getElementType()))
+      return emitOpError() << "quantized weight '" << getName()
+                           << "' must be a float matrix, got " << t;
+    if (t.getDimSize(1) % q.getGroup() != 0)
+      return emitOpError() << "quantized weight '" << getName() << "': group " << q.getGroup()
+                           << " does not divide its " << t.getDimSize(1) << " inputs";
+  }
+  return success();
+}
+
+QuantAttr weft::quantOf(Value weight) {
+  if (auto w = weight.getDefiningOp<WeightOp>())
+    return w.getQuantAttr();
+  if (auto c = weight.getDefiningOp<WeightConcatOp>())
+    if (!c.getInputs().empty())
+      if (auto w = c.getInputs().front().getDefiningOp<WeightOp>())
+        return w.getQuantAttr();
+  return {};
+}
+
+LogicalResult QuantAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                int64_t bits, int64_t group) {
+  if (bits != 4 && bits != 8)
+    return emitError() << "#weft.quant: bits must be 4 or 8, got " << bits;
+  if (group <= 0 || group % 32 != 0)
+    return emitError() << "#weft.quant: group must be a positive multiple of 32, got " << group;
   return success();
 }
 

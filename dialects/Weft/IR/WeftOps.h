@@ -23,4 +23,11 @@
 #define GET_OP_CLASSES
 #include "dialects/Weft/IR/WeftOps.h.inc"
 
+namespace weft {
+// How a weight value is stored quantized: the `quant` of a weft.weight, or
+// of the parts of a weft.weight_concat (fusion concatenates only weights
+// stored alike); null for 16-bit weights and for activations.
+QuantAttr quantOf(mlir::Value weight);
+} // namespace weft
+
 #endif // WEFT_DIALECT_WEFT_IR_WEFTOPS_H_

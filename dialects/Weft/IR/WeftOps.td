@@ -42,8 +42,17 @@ def Weft_WeightOp : Weft_Op<"weight", [Pure]> {
     ```mlir
     %w = weft.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xbf16>
     ```
+
+    A projection stored quantized carries `quant`: the tensor type is the
+    matrix its codes expand to, which is what the interpreter and the
+    analyses see; kernels read the codes and their scales.
+
+    ```mlir
+    %w = weft.weight "model.layers.0.mlp.down_proj.weight"
+        {quant = #weft.quant<bits = 4, group = 128>} : tensor<4096x14336xf16>
+    ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<Weft_QuantAttr>:$quant);
   let results = (outs Weft_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

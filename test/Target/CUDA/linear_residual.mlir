@@ -16,7 +16,7 @@
 // CHECK: static constexpr int KW = 4, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
 // CHECK-NEXT: static constexpr int SPLITS = 2, KS = 1024, KC = 1024, XS = 1024;
 // CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::w_t *__restrict__ w, float *__restrict__ partials) {
-// CHECK: weft::kernels::gemv<Config>(x, nullptr, w, weft::kernels::NoEpilogue{}, partials, nullptr);
+// CHECK: weft::kernels::gemv<Config>(x, nullptr, w, nullptr, weft::kernels::NoEpilogue{}, partials, nullptr);
 // CHECK: // step 1: kernel [[REDUCE:weft_linear_residual_t4_k2048_n64_reduce_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (8, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 partials: Scratch 0 (2048 bytes)

@@ -14,11 +14,11 @@
 // CHECK-NEXT: //   param 4 out1: RegionResult 1
 // CHECK-NEXT: //   param 5 out2: RegionResult 2
 // CHECK: #include "weft/gemv.cuh"
-// CHECK: static constexpr int T = 1, K = 64, NW = 96, NC = 96;
+// CHECK: static constexpr int T = 1, TILES = 1, K = 64, NW = 96, NC = 96;
 // CHECK-NEXT: static constexpr int VEC = 8, THREADS = 256, WARPS = THREADS / 32;
 // CHECK-NEXT: static constexpr int KW = 1, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
 // CHECK-NEXT: static constexpr int SPLITS = 1,
-// CHECK-NEXT: static constexpr bool NORM = true, MMA = false, ARGMAX = false;
+// CHECK-NEXT: static constexpr bool NORM = true, PRENORM = false, MMA = false, ARGMAX = false;
 // CHECK-NEXT: static constexpr float EPS = 1e-06f;
 // CHECK-NEXT: using x_t = __nv_bfloat16;
 // CHECK-NEXT: using w_t = __nv_bfloat16;
@@ -31,7 +31,7 @@
 // CHECK-NEXT: out2[(size_t)t * 16 + (col - 80)] = wf_to<out2_t>(v[0]);
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
 // CHECK-NEXT: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out0_t *__restrict__ out0, out1_t *__restrict__ out1, out2_t *__restrict__ out2) {
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, Epilogue{out0, out1, out2}, nullptr, nullptr);
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{out0, out1, out2}, nullptr, nullptr);
 func.func @qkv(%x: tensor<1x64xbf16>, %wn: tensor<64xbf16>, %w: tensor<96x64xbf16>)
     -> (tensor<1x64xbf16>, tensor<1x16xbf16>, tensor<1x16xbf16>) {
   %r:3 = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {hidden = 64 : i64, k = 64 : i64, n = 96 : i64, tokens = 1 : i64}}

@@ -13,25 +13,39 @@
 // - SIMT: each lane loads 16 bytes of each of the warp's rows per step and
 //   applies them to every token (one FMA per weight and token);
 // - MMA: mma.m16n8k16 with the weights as A and the staged tokens as B
-//   (several tokens: the FMA engine would be compute-bound).
+//   (several tokens: the FMA engine would be compute-bound; and every
+//   quantized projection, whose codes are expanded to f16 pairs on the way,
+//   weft/mma_weights.cuh).
 // Without split K the warps' sums go through the epilogue here; with it,
 // partial sums go to `partials` and gemvReduce sums them and runs the
 // epilogue.
 //
-// Config: T, K, NW (weight rows), NC (output columns), VEC, THREADS, WARPS,
-// KW, CPW, RPC, CPB, SPLITS, KS, KC, XS (staged row stride), EPS; NORM, MMA,
-// ARGMAX (bool); x_t, w_t, s_t (staging), norm_t; static row(col, j).
+// Many tokens (prefill, large batches of a quantized projection) come as
+// TILES tiles of T tokens, one per grid.z: each reads the weights again,
+// from L2 where they fit.
+//
+// Config: T (tokens per tile), TILES, K, NW (weight rows), NC (output
+// columns), VEC, THREADS, WARPS, KW, CPW, RPC, CPB, SPLITS, KS, KC, XS
+// (staged row stride), EPS; NORM, PRENORM, MMA, ARGMAX (bool); x_t, w_t,
+// s_t (staging), norm_t; MMA: W (the weight-format policy of
+// weft/mma_weights.cuh), m_t (the 16-bit type it expands to); static
+// row(col, j). NORM multiplies the staged inputs by the norm weight and the
+// sums by 1/rms at the end; PRENORM (f16 staging, which could overflow
+// before 1/rms) first reads every token's whole row for its rms and stages
+// the normalized inputs.
 // Epilogue E: a callable (t, col, v[RPC], key) that stores one column of
 // one token (and sets `key` for argmax).
-// Grid: (ceil(NC / CPB), SPLITS); block: THREADS.
+// Grid: (ceil(NC / CPB), SPLITS, TILES); block: THREADS.
 #pragma once
 
-#include "weft/common.cuh"
+#include "weft/mma_weights.cuh"
 
 namespace weft::kernels {
 
 // The epilogue of a split-K GEMV, which only writes partial sums.
-struct NoEpilogue {};
+struct NoEpilogue {
+  template <class... A> __device__ __forceinline__ void operator()(A &&...) const {}
+};
 
 // The loop over a block's (token, column) items, consecutive threads on
 // consecutive columns; `item(t, cl, col, key)` handles one. With argmax, a
@@ -80,7 +94,8 @@ __device__ __forceinline__ float gemvColumnSum(const float *res, int t, int cl, 
 template <class C, class E>
 __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
                                      const typename C::norm_t *__restrict__ norm_w,
-                                     const typename C::w_t *__restrict__ w, E epilogue,
+                                     const typename C::w_t *__restrict__ w,
+                                     const __half2 *__restrict__ scales, E tileEpilogue,
                                      float *__restrict__ partials,
                                      unsigned long long *__restrict__ candidates) {
   using x_t = typename C::x_t;
@@ -93,6 +108,17 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   constexpr bool SPLIT = SPLITS > 1;
   static_assert(WARPS % KW == 0 && CPB == WARPS / KW * CPW, "warp groups must tile the block");
   static_assert(KW == 1 || !C::MMA, "the MMA engine gives each warp whole K chunks");
+  static_assert(C::TILES == 1 || !C::ARGMAX, "argmax candidates are per launch, not per tile");
+  static_assert(!C::PRENORM || C::NORM, "PRENORM is a way of doing NORM");
+
+  // This block's tile of tokens.
+  const int t0 = blockIdx.z * T;
+  x += (size_t)t0 * K;
+  if constexpr (SPLIT)
+    partials += (size_t)blockIdx.z * (SPLITS * T * NW + (C::NORM ? SPLITS * T : 0));
+  auto epilogue = [&](int t, int col, float (&v)[C::RPC], unsigned long long &key) {
+    tileEpilogue(t0 + t, col, v, key);
+  };
 
   // The staged inputs, then (after the main loop) the warps' sums
   // res[warp][column * RPC + j][token].
@@ -111,9 +137,10 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   // Columns past NC read the last row (no branch in the loop); dropped later.
   constexpr int MT = C::MMA ? CPW * RPC / 16 : 1; // MMA: 16-row tiles per warp
   constexpr int NT = (T + 7) / 8;                 // MMA: 8-token tiles
+  using W = typename C::W;
+  constexpr int ME = C::MMA ? W::CHUNKS * 8 : 8; // MMA: k per lane, row and step
   const int g = lane >> 2, q = lane & 3;
   const w_t *rows[C::MMA ? 1 : CPW * RPC];
-  const w_t *rowLo[MT], *rowHi[MT]; // MMA: rows g and g + 8 of each tile
   float acc[C::MMA ? 1 : CPW * RPC][T];
   float accMma[MT][NT][4];
   if constexpr (!C::MMA) {
@@ -128,18 +155,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       for (int t = 0; t < T; ++t)
         acc[r][t] = 0.0f;
   } else {
-    // The 16 consecutive k (two 16-byte loads, 128 contiguous bytes per row
-    // and lane quad) that lane (g, q) loads of rows g and g + 8 are taken as
-    // its A fragments of four k16 steps: k 16q + 4s + {0..3} of step s are
-    // its columns 2q, 2q+1, 2q+8, 2q+9; the B fragments are read from
-    // shared memory with the same permutation (the sum does not care about
-    // the order of k).
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      const int j = m / (CPW / 16), c = colBase + (m % (CPW / 16)) * 16 + g;
-      rowLo[m] = w + (size_t)C::row(c < C::NC ? c : C::NC - 1, j) * K + 16 * q;
-      rowHi[m] = w + (size_t)C::row(c + 8 < C::NC ? c + 8 : C::NC - 1, j) * K + 16 * q;
-    }
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -148,11 +163,46 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         for (int e = 0; e < 4; ++e)
           accMma[m][n][e] = 0.0f;
   }
+  // MMA: the ME consecutive k (one or two 16-byte loads per row and lane,
+  // 4 * ME contiguous k per row and lane quad) that lane (g, q) reads of
+  // rows g and g + 8 of a 16-row tile are taken as its A fragments of
+  // ME / 4 k16 steps: k ME*q + 4s + {0..3} of step s are its columns 2q,
+  // 2q+1, 2q+8, 2q+9; the B fragments are read from shared memory with the
+  // same permutation (the sum does not care about the order of k).
+  auto mmaRow = [&](int m, int half) {
+    const int j = m / (C::MMA ? CPW / 16 : 1);
+    const int c = colBase + (m % (C::MMA ? CPW / 16 : 1)) * 16 + g + 8 * half;
+    return W(w, scales, C::row(c < C::NC ? c : C::NC - 1, j), K, ME * q);
+  };
   __shared__ float ssum[C::NORM ? T : 1]; // sums of squares over this block's K range
   __shared__ float inv[C::NORM ? T : 1];
   if constexpr (C::NORM)
     if (threadIdx.x < T)
       ssum[threadIdx.x] = 0.0f;
+  if constexpr (C::PRENORM) {
+    // Every token's rms over the whole row first (the rows are small and
+    // in L2: the other blocks read them too).
+    __syncthreads();
+    const int vecs = K / VEC;
+    for (int idx = threadIdx.x; idx < T * vecs; idx += THREADS) {
+      const int t = idx / vecs, i = (idx - t * vecs) * VEC;
+      const wf_pack<x_t, VEC> xv = wf_load<x_t, VEC>(x + (size_t)t * K + i);
+      float ss = 0.0f;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        ss += wf_f32(xv.v[e]) * wf_f32(xv.v[e]);
+      if (vecs % 32 == 0) {
+        ss = wf_warp_sum(ss);
+        if (lane == 0)
+          atomicAdd(&ssum[t], ss);
+      } else {
+        atomicAdd(&ssum[t], ss);
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < T)
+      inv[threadIdx.x] = 1.0f / sqrtf(ssum[threadIdx.x] / K + C::EPS);
+  }
   __shared__ unsigned long long s_best[C::ARGMAX && !SPLIT ? T : 1];
   if constexpr (C::ARGMAX && !SPLIT)
     if (threadIdx.x < T)
@@ -177,14 +227,17 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         float f = wf_f32(xv.v[e]);
-        if constexpr (C::NORM) {
+        if constexpr (C::PRENORM) {
+          // As the rms_norm op rounds its result: x / rms * weight.
+          f = f * inv[t] * wf_f32(nv.v[e]);
+        } else if constexpr (C::NORM) {
           ss += f * f;
           f *= wf_f32(nv.v[e]);
         }
         sv.v[e] = wf_to<s_t>(f);
       }
       wf_store<s_t, VEC>(xs + t * XS + i, sv);
-      if constexpr (C::NORM) {
+      if constexpr (C::NORM && !C::PRENORM) {
         // A warp covers 32 vectors of one token when the chunk is a
         // multiple of 32 vectors (all but a ragged last chunk).
         if (vecs % 32 == 0) {
@@ -221,32 +274,38 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         }
       }
     } else {
+      constexpr int CH = ME / 8;
 #pragma unroll 2
-      for (int k = 0; k < len; k += 64) {
-        uint4 lo[MT][2], hi[MT][2];
+      for (int k = 0; k < len; k += 4 * ME) {
+        // All loads of the step first, then their expansion and the MMAs.
+        typename W::Raw rawLo[MT], rawHi[MT];
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+        for (int m = 0; m < MT; ++m) {
+          rawLo[m] = mmaRow(m, 0).load(k0 + k);
+          rawHi[m] = mmaRow(m, 1).load(k0 + k);
+        }
+        uint4 lo[MT][CH], hi[MT][CH];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            lo[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowLo[m] + k0 + k + 8 * h));
-            hi[m][h] = __ldcs(reinterpret_cast<const uint4 *>(rowHi[m] + k0 + k + 8 * h));
-          }
+        for (int m = 0; m < MT; ++m) {
+          mmaRow(m, 0).expand(rawLo[m], k0 + k, lo[m]);
+          mmaRow(m, 1).expand(rawHi[m], k0 + k, hi[m]);
+        }
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           const int token = n * 8 + g;
-          uint4 b[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
-          if (token < T) {
-            b[0] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q);
-            b[1] = *reinterpret_cast<const uint4 *>(xs + token * XS + k + 16 * q + 8);
-          }
+          uint4 b[CH];
+#pragma unroll
+          for (int h = 0; h < CH; ++h)
+            b[h] = token < T ? *reinterpret_cast<const uint4 *>(xs + token * XS + k + ME * q + 8 * h)
+                             : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
           for (int m = 0; m < MT; ++m)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              wf_mma_m16n8k16<w_t>(accMma[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y, hi[m][h].y,
-                                b[h].x, b[h].y);
-              wf_mma_m16n8k16<w_t>(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w, hi[m][h].w,
-                                b[h].z, b[h].w);
+            for (int h = 0; h < CH; ++h) {
+              wf_mma_m16n8k16<typename C::m_t>(accMma[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y,
+                                               hi[m][h].y, b[h].x, b[h].y);
+              wf_mma_m16n8k16<typename C::m_t>(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w,
+                                               hi[m][h].w, b[h].z, b[h].w);
             }
         }
       }
@@ -279,7 +338,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         }
   }
   __syncthreads();
-  if constexpr (C::NORM) {
+  if constexpr (C::NORM && !C::PRENORM) {
     if (threadIdx.x < T) {
       const float s = ssum[threadIdx.x];
       if constexpr (SPLIT) {
@@ -307,7 +366,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
         v[j] = gemvColumnSum<C>(res, t, cl, j);
-        if constexpr (C::NORM)
+        if constexpr (C::NORM && !C::PRENORM)
           v[j] = v[j] * inv[t];
       }
       epilogue(t, col, v, key);
@@ -322,17 +381,23 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
 }
 
 // Split K: sums the partials (and the norm's partial sums of squares), then
-// runs the epilogue. Grid: (ceil(NC / CPB)); block: THREADS.
+// runs the epilogue. Grid: (ceil(NC / CPB), 1, TILES); block: THREADS.
 template <class C, class E>
-__device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E epilogue,
+__device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E tileEpilogue,
                                            unsigned long long *__restrict__ candidates) {
   constexpr int T = C::T, NW = C::NW, RPC = C::RPC, SPLITS = C::SPLITS;
+  constexpr bool NORM = C::NORM && !C::PRENORM; // partial sums of squares to add up
+  const int t0 = blockIdx.z * T;
+  partials += (size_t)blockIdx.z * (SPLITS * T * NW + (C::NORM ? SPLITS * T : 0));
+  auto epilogue = [&](int t, int col, float (&v)[C::RPC], unsigned long long &key) {
+    tileEpilogue(t0 + t, col, v, key);
+  };
   __shared__ unsigned long long s_best[C::ARGMAX ? T : 1];
   if constexpr (C::ARGMAX)
     if (threadIdx.x < T)
       s_best[threadIdx.x] = 0ull;
-  __shared__ float inv[C::NORM ? T : 1];
-  if constexpr (C::NORM) {
+  __shared__ float inv[NORM ? T : 1];
+  if constexpr (NORM) {
     if (threadIdx.x < T) {
       float sumsq = 0.0f;
 #pragma unroll
@@ -341,7 +406,7 @@ __device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E
       inv[threadIdx.x] = 1.0f / sqrtf(sumsq / C::K + C::EPS);
     }
   }
-  if constexpr (C::ARGMAX || C::NORM)
+  if constexpr (C::ARGMAX || NORM)
     __syncthreads();
   gemvItems<C, C::ARGMAX>(s_best, [&](int t, int, int col, unsigned long long &key) {
     float v[RPC];
@@ -352,7 +417,7 @@ __device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E
 #pragma unroll
       for (int q = 0; q < SPLITS; ++q)
         s += partials[((size_t)q * T + t) * NW + row];
-      if constexpr (C::NORM)
+      if constexpr (NORM)
         s = s * inv[t];
       v[j] = s;
     }

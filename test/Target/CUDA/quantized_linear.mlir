@@ -1,0 +1,59 @@
+// Quantized projections (#weft.quant on the weight): the GEMV's
+// tensor-core engine expands the codes at every token count, with the
+// codes and their (scale, zero) pairs as two parameters. Few tokens
+// normalize inside the kernel (PRENORM); many get an RMSNorm kernel first,
+// then tiles of tokens.
+// RUN: weft-emit-cuda %s | FileCheck %s
+// RUN: weft-emit-cuda --no-source --function=prefill %s | FileCheck %s --check-prefix=PREFILL
+
+// CHECK-LABEL: // @decode region 0 "rms_norm_linear_swiglu": 1 step
+// CHECK-NEXT: // step 0: kernel [[NAME:weft_rms_norm_linear_swiglu_t1_k256_n1024_gemv_[0-9a-f]+]]
+// CHECK: //   param 2 w: RegionInput 2
+// CHECK-NEXT: //   param 3 w_scales: RegionInput 2 (its scales)
+// CHECK: static constexpr int T = 1, TILES = 1, K = 256, NW = 1024, NC = 512;
+// CHECK: static constexpr bool NORM = true, PRENORM = true, MMA = true, ARGMAX = false;
+// CHECK: using w_t = unsigned;
+// CHECK: using m_t = __half;
+// CHECK: // 4-bit codes, a (scale, zero) pair per 128 inputs of a row
+// CHECK-NEXT: using W = weft::kernels::PackedRows<4, 128, 32>;
+// CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, const __half2 *__restrict__ w_scales,
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, w_scales,
+func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf16> {
+  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
+  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 1 : i64}}
+      : (tensor<1x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<1x512xf16> {
+  ^bb0(%a: tensor<1x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<1x256xf16>, tensor<256xf16>) -> tensor<1x256xf16>
+    %l = weft.linear %n, %c : (tensor<1x256xf16>, tensor<1024x256xf16>) -> tensor<1x1024xf16>
+    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<1x1024xf16> -> (tensor<1x512xf16>, tensor<1x512xf16>)
+    %g = weft.silu %s#0 : tensor<1x512xf16>
+    %m = weft.mul %g, %s#1 : tensor<1x512xf16>
+    weft.yield %m : tensor<1x512xf16>
+  }
+  return %r : tensor<1x512xf16>
+}
+
+// 96 tokens, 8-bit codes with one group per row: the norm first, then
+// tiles of 32 tokens (two weight rows per column: 64 / 2 at most).
+// PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 2 steps
+// PREFILL-NEXT: // step 0: kernel weft_rms_norm_k256_
+// PREFILL: //   param 2 normalized: Scratch 3 (49152 bytes)
+// PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t96_k256_n1024_gemv_
+// PREFILL-NEXT: //   grid (4, 1, 3) block (256, 1, 1) shared 0
+// PREFILL-NEXT: //   param 0 normalized: Scratch 3 (49152 bytes)
+// PREFILL-NEXT: //   param 1 w: RegionInput 2
+// PREFILL-NEXT: //   param 2 w_scales: RegionInput 2 (its scales)
+func.func @prefill(%x: tensor<96x256xf16>, %wn: tensor<256xf16>) -> tensor<96x512xf16> {
+  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 8, group = 256>} : tensor<1024x256xf16>
+  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 96 : i64}}
+      : (tensor<96x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<96x512xf16> {
+  ^bb0(%a: tensor<96x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<96x256xf16>, tensor<256xf16>) -> tensor<96x256xf16>
+    %l = weft.linear %n, %c : (tensor<96x256xf16>, tensor<1024x256xf16>) -> tensor<96x1024xf16>
+    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<96x1024xf16> -> (tensor<96x512xf16>, tensor<96x512xf16>)
+    %g = weft.silu %s#0 : tensor<96x512xf16>
+    %m = weft.mul %g, %s#1 : tensor<96x512xf16>
+    weft.yield %m : tensor<96x512xf16>
+  }
+  return %r : tensor<96x512xf16>
+}
