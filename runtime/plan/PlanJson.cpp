@@ -161,8 +161,7 @@ Json sourceFileJson(const fb::SourceFile &f) {
   j["header_size"] = f.header_size();
   j["file_size"] = f.file_size();
   j["header_fnv1a64"] = hex(f.header_fnv1a64());
-  if (f.beside_plan())
-    j["beside_plan"] = true;
+  j["beside_plan"] = f.beside_plan();
   return j;
 }
 

@@ -18,6 +18,10 @@ committed fixture), saves it as safetensors, runs the C++ runtime
 Two-device plans run with both declared devices on GPU 0 (peer copies) and,
 when the machine has two GPUs, on GPUs 0 and 1 (NCCL / peer-to-peer).
 
+A model "quant:NAME" is a quantized checkpoint DIR/NAME that weft-run reads
+and its dequantized twin DIR/NAME-dequant that transformers runs (the same
+f16 weights, so the math is compared exactly).
+
 A check with "batch" (a list of prompt lengths) runs all its prompts at once
 through `weft-run --prompts` (the scheduler: decode tokens of many
 sequences and prefill chunks of several in one step, every decode bucket
@@ -89,6 +93,13 @@ class Models:
             d = os.path.join(FIXTURES, spec.split(":", 1)[1])
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 d, dtype=dtype, attn_implementation="eager").cuda().eval()
+        elif spec.startswith("quant:"):
+            # A quantized checkpoint (weft-run reads it, through the file
+            # the compiler repacked beside the plan) and its dequantized
+            # twin, the same f16 weights, which transformers runs.
+            d = os.path.join(self.plans, spec.split(":", 1)[1])
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                d + "-dequant", dtype=dtype, attn_implementation="eager").cuda().eval()
         else:
             cfg = transformers.AutoConfig.from_pretrained(os.path.join(self.plans, spec))
             torch.manual_seed(0)

@@ -14,7 +14,7 @@ build="${WEFT_BUILD_DIR:-$root/build}"
 compile="$build/tools/weft-compile/weft-compile"
 cache="${WEFT_KERNEL_CACHE:-$build/test/kernel-cache}"
 sparse="$root/test/Inputs/make_sparse_checkpoint.py"
-rm -rf "$out/cfg" "$out"/*.weft
+rm -rf "$out/cfg" "$out"/*.weft "$out"/*.weights.safetensors
 mkdir -p "$out/cfg"
 checks="$out/checks.jsonl"
 : > "$checks"
@@ -62,6 +62,28 @@ done
 build_plan --model "$root/test/fixtures/qwen2" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32 \
   -o "$out/qwen2-mb32.weft"
 check_batch "fixture qwen2 (bf16), 24 sequences" qwen2-mb32.weft fixture:qwen2 bfloat16 16 1 "$(lengths 24 60)"
+
+# Quantized (issue 12): the AWQ, GPTQ 4-bit and GPTQ 8-bit twins of the
+# llama fixture that make_quantized_fixture.py writes at build time, with
+# their dequantized twins for transformers. One sequence, 24 at once
+# (batched decode, prefill chunks, token tiles), and TP 2 where the groups
+# allow it (GPTQ 8-bit has one group per row).
+quantized="$build/test/unit/quantized"
+for f in awq gptq4 gptq8; do
+  rm -rf "$out/q-$f" "$out/q-$f-dequant"
+  cp -r "$quantized/$f" "$out/q-$f"
+  cp -r "$quantized/$f-dequant" "$out/q-$f-dequant"
+  build_plan --model "$out/q-$f" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/q-$f.weft"
+  check "quantized $f" "q-$f.weft" "quant:q-$f" float16 8 32 1
+  build_plan --model "$out/q-$f" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32 \
+    -o "$out/q-$f-mb32.weft"
+  check_batch "quantized $f, 24 sequences" "q-$f-mb32.weft" "quant:q-$f" float16 16 1 "$(lengths 24 60)"
+  if [[ $f != gptq8 ]]; then
+    build_plan --model "$out/q-$f" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 \
+      --prefill-chunks 8 -o "$out/q-$f-tp.weft"
+    check "quantized $f, TP 2" "q-$f-tp.weft" "quant:q-$f" float16 8 32 2
+  fi
+done
 
 # model NAME LAYERS CONFIG_JSON: a sparse checkpoint (headers only), its
 # config.json kept in cfg/NAME for transformers on the GPU machine.
@@ -181,6 +203,27 @@ build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --batch 
 check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
 check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama8b float16 16 1 "$(lengths 100 700)"
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
+build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,100 \
+  --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
+rm -rf "$out/ckpt"
+
+# Llama 3.1 8B with 4-bit (AWQ, group 128) and 8-bit (GPTQ, one group per
+# row) projections beside fp16, for bench_quantized.py: decode buckets 1
+# and 100, a 512-token prefill chunk, random weights (the file the compiler
+# repacks from these header-only checkpoints holds zeros: not carried).
+# Also 2-layer plans of the same formats for sanitize.sh (every decode
+# bucket to 64, prefill chunks 32 and 512).
+for q in awq:128 gptq8:-1; do
+  rm -rf "$out/ckpt"
+  python3 "$sparse" "$out/ckpt" --layers 32 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
+  build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,100 \
+    --prefill-chunks 512 --context 1024 -o "$out/llama8b-${q%%:*}-bench.weft"
+  rm -rf "$out/ckpt"
+  python3 "$sparse" "$out/ckpt" --layers 2 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
+  build_plan --model "$out/ckpt" --topology h200 --batch 8 --max-batch 64 --prefill-chunks 32,512 \
+    -o "$out/llama8b-2l-${q%%:*}-mb64.weft"
+  rm -f "$out"/llama8b-*"${q%%:*}"*.weights.safetensors
+done
 rm -rf "$out/ckpt"
 
 rm -rf "$out/pyfb" "$out"/*.whl

@@ -4,7 +4,8 @@
 # devices on GPU 0, and on GPUs 0 and 1 where there are two), each at
 # decode buckets 1, 2, 4, 8 and 64 and with a
 # step that mixes prefill chunks of several sequences with decode tokens;
-# then the pipeline with two micro-batches in flight, and sampling.
+# then the pipeline with two micro-batches in flight, and sampling; and the
+# quantized projections (4-bit groups, 8-bit rows) on one device.
 #   test/gpu/sanitize.sh DIR
 # Prints one line per run and exits non-zero on any reported error.
 set -uo pipefail
@@ -33,7 +34,8 @@ memcheck() {
     grep -E "Invalid|error|Error" <<<"$log" | head -20
   fi
 }
-runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0")
+runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0"
+      "llama8b-2l-awq-mb64:" "llama8b-2l-gptq8-mb64:")
 if [[ $gpus -ge 2 ]]; then
   runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")
 fi

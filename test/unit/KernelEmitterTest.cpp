@@ -204,7 +204,7 @@ TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
     if (fn.getName() == "decode_b1" && !sawQkv) {
       sawQkv = true;
       const EmittedKernel &k = *steps->front().kernel;
-      EXPECT_NE(k.source.find("static constexpr int T = 1, K = 3584, NW = 4608, NC = 4608;"),
+      EXPECT_NE(k.source.find("static constexpr int T = 1, TILES = 1, K = 3584, NW = 4608, NC = 4608;"),
                 std::string::npos)
           << k.source;
       EXPECT_NE(k.source.find("__nv_bfloat16"), std::string::npos);

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Llama 3.1 8B with quantized projections beside fp16, on one GPU, in one
+run: batch-1 and batch-100 decode steps and a 512-token prefill chunk,
+each against its own bytes floor (the bytes a step reads over the measured
+device-to-device copy bandwidth). make_plans.sh writes the plans:
+
+  llama8b-fp16-bench.weft   fp16 weights
+  llama8b-awq-bench.weft    4-bit codes, (scale, zero) per 128 inputs (AWQ)
+  llama8b-gptq8-bench.weft  8-bit codes, one (scale, zero) per row (GPTQ)
+
+    python3 test/gpu/bench_quantized.py DIR WEFT_RUN
+"""
+import subprocess
+import sys
+import time
+
+import torch
+
+HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 4096, 14336, 32, 32, 8, 128256
+HEAD_DIM = HIDDEN // HEADS
+CONTEXT = 512
+PROJECTIONS = [(HIDDEN, HIDDEN), (KV_HEADS * HEAD_DIM, HIDDEN), (KV_HEADS * HEAD_DIM, HIDDEN),
+               (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)]  # (out, in)
+
+
+def projection_bytes(kind):
+    total = 0
+    for out, inp in PROJECTIONS:
+        if kind == "fp16":
+            total += out * inp * 2
+        elif kind == "awq":  # 4-bit codes, an f16 (scale, zero) pair per 128 inputs
+            total += out * inp // 2 + out * (inp // 128) * 4
+        elif kind == "gptq8":  # 8-bit codes, one pair per row
+            total += out * inp + out * 4
+    return total
+
+
+def step_bytes(kind, sequences):
+    """Weights (LM head fp16, one embedding row per token) and KV cache."""
+    weights = LAYERS * (projection_bytes(kind) + 2 * HIDDEN * 2) + VOCAB * HIDDEN * 2 + HIDDEN * 2
+    weights += sequences * HIDDEN * 2
+    kv = sequences * CONTEXT * LAYERS * 2 * KV_HEADS * HEAD_DIM * 2
+    return weights + kv
+
+
+def copy_bandwidth():
+    x = torch.empty(int(4e9) // 2, dtype=torch.float16, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    torch.cuda.synchronize()
+    t0 = time.time()
+    for _ in range(10):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    seconds = time.time() - t0
+    del x, y
+    torch.cuda.empty_cache()
+    return 2 * int(4e9) * 10 / seconds
+
+
+def bench(runner, plan):
+    out = subprocess.run([runner, plan, "--random-weights", "--bench",
+                          "decode_b1,decode_b100,prefill_c512", "--bench-context", str(CONTEXT),
+                          "--bench-steps", "50"], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"weft-run {plan} failed: {out.stderr.strip()}")
+    times = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("bucket "):
+            name = line.split()[1].rstrip(":")
+            times[name] = float(line.split(" ms/step")[0].split(", ")[-1]) / 1e3
+            print("   ", line)
+    return times
+
+
+def main():
+    plans, runner = sys.argv[1], sys.argv[2]
+    bw = copy_bandwidth()
+    rows = {}
+    for kind in ["fp16", "awq", "gptq8"]:
+        print(f"{kind}:")
+        rows[kind] = bench(runner, f"{plans}/llama8b-{kind}-bench.weft")
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; floors: bytes a step reads (weights as stored, "
+          f"LM head fp16, KV cache at context {CONTEXT}) / bandwidth")
+    print("| weights | batch 1 ms | tok/s | vs floor | vs fp16 | batch 100 ms | tok/s | vs floor "
+          "| prefill 512 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    names = {"fp16": "fp16", "awq": "int4, group 128 (AWQ)", "gptq8": "int8, per row (GPTQ)"}
+    for kind, t in rows.items():
+        f1, f100 = step_bytes(kind, 1) / bw, step_bytes(kind, 100) / bw
+        b1, b100 = t["decode_b1"], t["decode_b100"]
+        print(f"| {names[kind]} | {b1 * 1e3:.2f} | {1 / b1:.0f} | {f1 / b1 * 100:.0f}% "
+              f"| {rows['fp16']['decode_b1'] / b1:.2f}x | {b100 * 1e3:.2f} | {100 / b100:.0f} "
+              f"| {f100 / b100 * 100:.0f}% | {t['prefill_c512'] * 1e3:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
