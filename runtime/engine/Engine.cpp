@@ -184,11 +184,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(plan::PlanFile plan, const Engi
   e->impl_ = std::make_unique<Impl>(std::move(plan));
   Impl &impl = *e->impl_;
   impl.options = options;
-  if (impl.options.planDir.empty()) {
-    const std::string &path = impl.file.displayName();
-    size_t slash = path.rfind('/');
-    impl.options.planDir = slash == std::string::npos ? "." : path.substr(0, slash);
-  }
+  if (impl.options.planDir.empty())
+    impl.options.planDir = impl.file.directory();
   Progress progress = [&impl](const std::string &phase, uint64_t done, uint64_t total) {
     impl.progress(phase, done, total);
   };

@@ -20,7 +20,7 @@ struct EngineOptions {
   std::vector<int> deviceMap;
   std::string weightsDir;     // checkpoint directory; empty with randomWeights
   // Where the weights the compiler wrote beside the plan are (repacked
-  // quantized projections); empty: the directory of the plan file's path.
+  // quantized projections); empty: the plan file's directory.
   std::string planDir;
   bool randomWeights = false; // fill weights with random values (benchmarks)
   // Accept a checkpoint whose safetensors headers differ from the ones the

@@ -1241,7 +1241,10 @@ StatusOr<PlanFile> PlanFile::open(const std::string &path, const SealPolicy &sea
     if (!bytes)
       return bytes.status();
     WEFT_RETURN_IF_ERROR(checkBytes(*bytes, display, seal));
-    return PlanFile(std::move(bytes).value(), path);
+    PlanFile file(std::move(bytes).value(), path);
+    size_t slash = path.rfind('/');
+    file.directory_ = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    return file;
   });
 }
 

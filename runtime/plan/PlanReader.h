@@ -47,6 +47,10 @@ public:
   const fb::Plan &plan() const { return *fb::GetPlan(bytes_.data()); }
   const std::vector<uint8_t> &bytes() const { return bytes_; }
   const std::string &displayName() const { return displayName_; }
+  // The directory of the file it was opened from ("." for a relative name
+  // without one; empty for fromBytes): where files written beside the plan
+  // are.
+  const std::string &directory() const { return directory_; }
 
 private:
   PlanFile(std::vector<uint8_t> bytes, std::string displayName)
@@ -54,6 +58,7 @@ private:
 
   std::vector<uint8_t> bytes_;
   std::string displayName_;
+  std::string directory_;
 };
 
 // Bytes per element of `dtype` times `elements`, rounded up (I4 packs two per

@@ -507,6 +507,7 @@ int main(int argc, char **argv) {
   if (!plan.isOk())
     return fail(plan.status().message());
   // What the plan alone can refuse, before any GPU is touched.
+  options.planDir = plan->directory();
   if (weft::Status s = weft::engine::checkWeightsSource(plan->plan(), options); !s.isOk())
     return fail(s.message());
   // Predictions calibrated on another driver than this machine's may no
