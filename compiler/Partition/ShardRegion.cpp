@@ -115,6 +115,11 @@ llvm::Expected<ShardedRegion> shardRegion(FusionOp region, int64_t rank, int64_t
   }
   auto fn = b.create<func::FuncOp>(loc, "shard", b.getFunctionType(inputTypes, {}));
   Block *entry = fn.addEntryBlock();
+  // A quantized weight stays quantized in the shard: the clone's inputs are
+  // arguments, so they carry the weight's storage as an argument attribute.
+  for (auto [i, input] : llvm::enumerate(region.getInputs()))
+    if (QuantAttr q = quantOf(input))
+      fn.setArgAttr(unsigned(i), kQuantArgAttr, q);
 
   Block &src = region.getBody().front();
   auto body = std::make_unique<Block>();

@@ -626,7 +626,8 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
     g.stageType = ElementType::F16;
     g.prenorm = p.normIn >= 0;
     g.tileTokens = tileTokensFor(p.tokens, kMaxTileTokens / g.rpc);
-    g.mmaK = p.quantBits == 4 && p.k % 128 == 0 ? 32 : 16;
+    // 16 bytes of codes per lane where K allows (4 * mmaK k per step).
+    g.mmaK = p.quantBits == 4 && p.k % 128 == 0 ? 32 : p.k % 64 == 0 ? 16 : 8;
   } else {
     g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
   }
@@ -1170,9 +1171,8 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
         (p.normIn >= 0 && p.normOutType != ElementType::F16))
       return regionError(region, "quantized weights need f16 activations (bf16 and f32 "
                                  "models cannot use them yet)");
-    if (p.k % 64 != 0 || p.quantGroup % 32 != 0)
-      return regionError(region, "quantized weights need inputs and groups in multiples of 64 "
-                                 "and 32");
+    if (p.k % 32 != 0 || p.quantGroup % 32 != 0)
+      return regionError(region, "quantized weights need inputs and groups in multiples of 32");
     if (p.select != Projection::Select::None)
       return regionError(region, "quantized LM heads are not supported (the LM head stays "
                                  "16-bit)");

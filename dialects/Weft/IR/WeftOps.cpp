@@ -113,6 +113,12 @@ LogicalResult WeightOp::verify() {
 }
 
 QuantAttr weft::quantOf(Value weight) {
+  if (auto arg = dyn_cast<BlockArgument>(weight)) {
+    auto fn = dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (fn && arg.getOwner()->isEntryBlock())
+      return fn.getArgAttrOfType<QuantAttr>(arg.getArgNumber(), kQuantArgAttr);
+    return {};
+  }
   if (auto w = weight.getDefiningOp<WeightOp>())
     return w.getQuantAttr();
   if (auto c = weight.getDefiningOp<WeightConcatOp>())

@@ -24,9 +24,14 @@
 #include "dialects/Weft/IR/WeftOps.h.inc"
 
 namespace weft {
-// How a weight value is stored quantized: the `quant` of a weft.weight, or
-// of the parts of a weft.weight_concat (fusion concatenates only weights
-// stored alike); null for 16-bit weights and for activations.
+// The argument attribute that marks a function argument as a quantized
+// weight (a region cloned per tensor-parallel rank takes its weights as
+// arguments).
+inline constexpr llvm::StringLiteral kQuantArgAttr = "weft.quant";
+// How a weight value is stored quantized: the `quant` of a weft.weight, of
+// the parts of a weft.weight_concat (fusion concatenates only weights
+// stored alike), or the kQuantArgAttr of a function argument; null for
+// 16-bit weights and for activations.
 QuantAttr quantOf(mlir::Value weight);
 } // namespace weft
 

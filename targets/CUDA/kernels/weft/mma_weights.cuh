@@ -1,5 +1,6 @@
 // How the GEMV's tensor-core engine reads weight rows, one policy per
-// storage format. Each lane reads ME consecutive weights of a row per step
+// storage format. Each lane reads ME (8, 16 or 32) consecutive weights of a
+// row per step
 // and hands them to mma.sync as ME / 8 uint4 chunks of f16 (or bf16) pairs,
 // 8 weights each (see the fragment mapping in gemv.cuh).
 //
@@ -49,7 +50,7 @@ template <int BITS, int GROUP, int ME> struct PackedRows {
   static constexpr int PER_WORD = 32 / BITS;
   static constexpr int WORDS = ME / PER_WORD; // per lane, row and step
   static constexpr int CHUNKS = ME / 8;
-  static_assert(WORDS == 2 || WORDS == 4, "one 8- or 16-byte load");
+  static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "one 4-, 8- or 16-byte load");
   struct Raw {
     unsigned w[WORDS];
     __half2 sz; // (scale, zero) of the lane's group
@@ -66,9 +67,11 @@ template <int BITS, int GROUP, int ME> struct PackedRows {
     if constexpr (WORDS == 4) {
       const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(row + k / PER_WORD));
       raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
-    } else {
+    } else if constexpr (WORDS == 2) {
       const uint2 v = __ldcs(reinterpret_cast<const uint2 *>(row + k / PER_WORD));
       raw.w[0] = v.x, raw.w[1] = v.y;
+    } else {
+      raw.w[0] = __ldcs(row + k / PER_WORD);
     }
     raw.sz = __ldg(sz + (k + kLane) / GROUP);
     return raw;
