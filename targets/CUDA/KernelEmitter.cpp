@@ -591,9 +591,6 @@ struct GemvPlan {
   int64_t mmaK = 16;        // MMA: consecutive k a lane reads of a row per step
 };
 
-// Quantized projections: steps of codes loaded ahead of the one expanded.
-constexpr int kCodePrefetchSteps = 3;
-
 // Quantized projections with a fused RMSNorm: up to this many tokens, each
 // block reads the tokens' whole rows for their rms (PRENORM); more are
 // normalized by a kernel of their own first.
@@ -660,7 +657,8 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
       g.gx = ceilDiv(p.columns(), g.cpb);
     }
   // One block per SM keeps enough bytes in flight; with fewer column
-  // blocks than SMs, split K up to two blocks per SM, keeping each split at least 512 wide so the stream stays efficient.
+  // blocks than SMs, split K up to two blocks per SM, keeping each split at
+  // least 512 wide so the stream stays efficient.
   int64_t blocks = g.gx * (p.tokens / g.tileTokens);
   int64_t want = blocks >= sms ? 1 : ceilDiv(2 * sms, blocks);
   int64_t maxSplits = std::max<int64_t>(1, p.k / std::max<int64_t>(512, g.kw * granule));
@@ -727,11 +725,9 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
       os << "  // " << p.quantBits << "-bit codes, a (scale, zero) pair per " << p.quantGroup
          << " inputs of a row\n"
          << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
-         << ", " << g.mmaK << ">;\n"
-         << "  static constexpr int PREFETCH = " << kCodePrefetchSteps << ";\n";
+         << ", " << g.mmaK << ">;\n";
     else
-      os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n"
-         << "  static constexpr int PREFETCH = 0;\n";
+      os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
     os
        << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
        << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up).\n"

@@ -28,9 +28,7 @@
 // columns), VEC, THREADS, WARPS, KW, CPW, RPC, CPB, SPLITS, KS, KC, XS
 // (staged row stride), EPS; NORM, PRENORM, MMA, ARGMAX (bool); x_t, w_t,
 // s_t (staging), norm_t; MMA: W (the weight-format policy of
-// weft/mma_weights.cuh), m_t (the 16-bit type it expands to), PREFETCH
-// (steps whose loads are in flight ahead of the one expanded; 0: none,
-// two steps unrolled); static
+// weft/mma_weights.cuh), m_t (the 16-bit type it expands to); static
 // row(col, j). NORM multiplies the staged inputs by the norm weight and the
 // sums by 1/rms at the end; PRENORM (f16 staging, which could overflow
 // before 1/rms) first reads every token's whole row for its rms and stages
@@ -277,11 +275,15 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       }
     } else {
       constexpr int CH = ME / 8;
-      constexpr int STEP = 4 * ME;
-      // Expands one step's loads (rows g and g + 8 of each tile) and runs
-      // its MMAs against the staged tokens at k.
-      auto mmaStep = [&](const typename W::Raw (&rawLo)[MT], const typename W::Raw (&rawHi)[MT],
-                         int k) {
+#pragma unroll 2
+      for (int k = 0; k < len; k += 4 * ME) {
+        // All loads of the step first, then their expansion and the MMAs.
+        typename W::Raw rawLo[MT], rawHi[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          rawLo[m] = mmaRow(m, 0).load(k0 + k);
+          rawHi[m] = mmaRow(m, 1).load(k0 + k);
+        }
         uint4 lo[MT][CH], hi[MT][CH];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
@@ -305,46 +307,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
               wf_mma_m16n8k16<typename C::m_t>(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w,
                                                hi[m][h].w, b[h].z, b[h].w);
             }
-        }
-      };
-      auto loadStep = [&](typename W::Raw (&rawLo)[MT], typename W::Raw (&rawHi)[MT], int k) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          rawLo[m] = mmaRow(m, 0).load(k0 + k);
-          rawHi[m] = mmaRow(m, 1).load(k0 + k);
-        }
-      };
-      if constexpr (C::PREFETCH == 0) {
-#pragma unroll 2
-        for (int k = 0; k < len; k += STEP) {
-          // All loads of the step first, then their expansion and the MMAs.
-          typename W::Raw rawLo[MT], rawHi[MT];
-          loadStep(rawLo, rawHi, k);
-          mmaStep(rawLo, rawHi, k);
-        }
-      } else {
-        // Codes: a step's loads are few bytes and its expansion long, so
-        // the loads of the next PREFETCH steps are in flight meanwhile.
-        constexpr int PF = C::PREFETCH;
-        const int steps = len / STEP;
-        typename W::Raw rawLo[PF][MT], rawHi[PF][MT];
-#pragma unroll
-        for (int p = 0; p < PF; ++p)
-          if (p < steps)
-            loadStep(rawLo[p], rawHi[p], p * STEP);
-        for (int s0 = 0; s0 < steps; s0 += PF) {
-#pragma unroll
-          for (int p = 0; p < PF; ++p) {
-            if (s0 + p < steps) {
-              typename W::Raw lo[MT], hi[MT];
-#pragma unroll
-              for (int m = 0; m < MT; ++m)
-                lo[m] = rawLo[p][m], hi[m] = rawHi[p][m];
-              if (s0 + p + PF < steps)
-                loadStep(rawLo[p], rawHi[p], (s0 + p + PF) * STEP);
-              mmaStep(lo, hi, (s0 + p) * STEP);
-            }
-          }
         }
       }
     }
