@@ -10,19 +10,16 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Parallel.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace weft {
 namespace {
 
-uint16_t halfBits(float v) {
-  llvm::APFloat f(v);
-  bool lost = false;
-  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  return uint16_t(f.bitcastToAPInt().getZExtValue());
-}
 
 float roundToHalf(float v) {
   llvm::APFloat f(v);
@@ -86,6 +83,26 @@ public:
 
 } // namespace
 
+uint16_t halfBits(float v) {
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) // infinity, NaN
+    return uint16_t(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (abs >= 0x477ff000u) // 65520 and up round to infinity
+    return uint16_t(sign | 0x7c00u);
+  if (abs < 0x38800000u) { // below 2^-14: an f16 subnormal, in units of 2^-24
+    float a;
+    std::memcpy(&a, &abs, 4);
+    return uint16_t(sign | uint32_t(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t h = ((abs >> 23) - 112u) << 10 | ((abs >> 13) & 0x3ffu);
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h; // may carry into the exponent, which is the right rounding
+  return uint16_t(sign | h);
+}
+
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                         llvm::StringRef name,
                                                         const PackedProjection &p) {
@@ -123,18 +140,27 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
           name + ": " + llvm::formatv("g_idx[{0}] = {1}, not {2}: the input features are "
                                       "reordered (act-order), which the kernels do not support",
                                       i, r.groupOf(i), i / r.group));
-  k.codes.assign(size_t(p.out * (p.in / perWord)), 0u);
-  for (int64_t j = 0; j < p.out; ++j)
-    for (int64_t i = 0; i < p.in; ++i) {
-      int slot = kernelCodeSlot(int(i % perWord), q.bits);
-      k.codes[size_t(j * (p.in / perWord) + i / perWord)] |= r.code(i, j) << slot;
-    }
+  const int64_t wordsPerRow = p.in / perWord;
+  k.codes.assign(size_t(p.out * wordsPerRow), 0u);
   k.scales.resize(size_t(p.out * r.groups * 2));
-  for (int64_t j = 0; j < p.out; ++j)
-    for (int64_t g = 0; g < r.groups; ++g) {
-      k.scales[size_t((j * r.groups + g) * 2)] = halfBits(r.scale(g, j));
-      k.scales[size_t((j * r.groups + g) * 2 + 1)] = halfBits(float(r.zero(g, j)));
+  // Blocks of 64 output rows on LLVM's thread pool. Within a block, inputs
+  // go in order, since both formats keep one input's codes of consecutive
+  // outputs together, and each row's words fill in order.
+  constexpr int64_t kRows = 64;
+  llvm::parallelFor(0, size_t((p.out + kRows - 1) / kRows), [&](size_t block) {
+    const int64_t j0 = int64_t(block) * kRows, j1 = std::min(p.out, j0 + kRows);
+    for (int64_t i = 0; i < p.in; ++i) {
+      const int shift = kernelCodeSlot(int(i % perWord), q.bits);
+      uint32_t *words = k.codes.data() + i / perWord;
+      for (int64_t j = j0; j < j1; ++j)
+        words[j * wordsPerRow] |= r.code(i, j) << shift;
     }
+    for (int64_t g = 0; g < r.groups; ++g)
+      for (int64_t j = j0; j < j1; ++j) {
+        k.scales[size_t((j * r.groups + g) * 2)] = halfBits(r.scale(g, j));
+        k.scales[size_t((j * r.groups + g) * 2 + 1)] = halfBits(float(r.zero(g, j)));
+      }
+  });
   return k;
 }
 
@@ -142,14 +168,10 @@ float KernelProjection::weight(int64_t j, int64_t i) const {
   const int perWord = 32 / bits;
   uint32_t word = codes[size_t(j * (in / perWord) + i / perWord)];
   uint32_t code = (word >> kernelCodeSlot(int(i % perWord), bits)) & ((1u << bits) - 1);
-  auto half = [](uint16_t h) {
-    llvm::APFloat f(llvm::APFloat::IEEEhalf(), llvm::APInt(16, h));
-    bool lost = false;
-    f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
-    return f.convertToFloat();
-  };
   size_t g = size_t(j * (in / group) + i / group);
-  return roundToHalf((float(code) - half(scales[2 * g + 1])) * half(scales[2 * g]));
+  float pair[2];
+  io::decodeToFloat(io::DType::F16, &scales[2 * g], 2, pair);
+  return roundToHalf((float(code) - pair[1]) * pair[0]);
 }
 
 namespace {
@@ -243,14 +265,8 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
       return std::move(e);
     }
     std::vector<int32_t> qw = copyOut<int32_t>(*qweight), qz = copyOut<int32_t>(*qzeros), gi;
-    std::vector<uint16_t> sh = copyOut<uint16_t>(*scales);
-    std::vector<float> sf(sh.size());
-    for (size_t i = 0; i < sh.size(); ++i) {
-      llvm::APFloat f(llvm::APFloat::IEEEhalf(), llvm::APInt(16, sh[i]));
-      bool lost = false;
-      f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
-      sf[i] = f.convertToFloat();
-    }
+    std::vector<float> sf(scales->size() / 2);
+    io::decodeToFloat(io::DType::F16, scales->data(), sf.size(), sf.data());
     if (q.method == QuantMethod::Gptq) {
       llvm::Expected<llvm::ArrayRef<char>> g = tensorBytes(ck, maps, base + "g_idx", io::DType::I32);
       if (!g)

@@ -49,6 +49,10 @@ struct KernelProjection {
 
 inline int kernelCodeSlot(int k, int bits) { return (k % 2) * 16 + (k / 2) * bits; }
 
+// The f16 bits of `v`, rounded to nearest even (infinities beyond f16's
+// range, NaN kept a NaN).
+uint16_t halfBits(float v);
+
 // Repacks a checkpoint's projection for the kernels. Errors name `name`:
 // sizes that disagree with the shapes, or a g_idx that reorders the inputs
 // (GPTQ act-order).

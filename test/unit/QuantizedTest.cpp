@@ -13,8 +13,10 @@
 #include "runtime/io/Safetensors.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -175,6 +177,29 @@ TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
             "model.layers.0.mlp.up_proj.weight: g_idx[2] = 1 is not one of the 1 groups");
+}
+
+TEST(KernelLayoutTest, HalfBitsRoundsAsApFloat) {
+  auto reference = [](float v) {
+    llvm::APFloat f(v);
+    bool lost = false;
+    f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return uint16_t(f.bitcastToAPInt().getZExtValue());
+  };
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65519.0f, 65520.0f, 1e30f,
+                               -1e30f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                               2.98023259e-08f, 1e-9f, 0.1f, 1.0009765625f, 1.00048828125f};
+  uint32_t state = 12345;
+  for (int i = 0; i < 200000; ++i) { // every exponent an f16 can reach, and some beyond
+    state = state * 1664525u + 1013904223u;
+    uint32_t bits = (state & 0x807fffffu) | (((state >> 23) % 48u + 95u) << 23);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  for (float v : values)
+    ASSERT_EQ(halfBits(v), reference(v)) << v;
+  EXPECT_EQ(halfBits(std::nanf("")) & 0x7e00u, 0x7e00u);
 }
 
 TEST(KernelLayoutTest, NeighbourCodesShareAMaskAndActOrderIsRefused) {
