@@ -304,4 +304,15 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
   os << " (total " << total << ")\n";
 }
 
+void quantizeProjections(ModuleOp module, int bits) {
+  module.walk([&](WeightOp w) {
+    RankedTensorType t = w.getType();
+    if (t.getRank() != 2 || !w.getName().ends_with("_proj.weight"))
+      return;
+    int64_t in = t.getDimSize(1);
+    int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
+    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group));
+  });
+}
+
 } // namespace weft

@@ -164,6 +164,55 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
   return k;
 }
 
+KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
+                                    int64_t group, bool symmetric) {
+  KernelProjection k;
+  k.out = out;
+  k.in = in;
+  k.bits = bits;
+  k.group = group;
+  const int perWord = 32 / bits, top = (1 << bits) - 1;
+  const int64_t groups = in / group, wordsPerRow = in / perWord;
+  k.codes.assign(size_t(out * wordsPerRow), 0u);
+  k.scales.resize(size_t(out * groups * 2));
+  llvm::parallelFor(0, size_t(out), [&](size_t row) {
+    const int64_t j = int64_t(row);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float *v = w.data() + j * in + g * group;
+      float lo = v[0], hi = v[0], amax = 0.0f;
+      for (int64_t i = 0; i < group; ++i) {
+        lo = std::min(lo, v[i]);
+        hi = std::max(hi, v[i]);
+        amax = std::max(amax, std::fabs(v[i]));
+      }
+      float scale;
+      int zero;
+      if (symmetric) {
+        scale = amax / (float(top) / 2.0f);
+        zero = 1 << (bits - 1);
+      } else {
+        scale = (hi - lo) / float(top);
+        // At least 1, as GPTQ stores zeros minus one (the same rule as the
+        // checkpoints' quantizers, so one format serves both).
+        zero = int(std::clamp(std::nearbyint(-lo / (scale > 0.0f ? scale : 1.0f)), 1.0f,
+                              float(top)));
+      }
+      const uint16_t stored = halfBits(scale > 0.0f ? scale : 1e-3f);
+      float s;
+      io::decodeToFloat(io::DType::F16, &stored, 1, &s);
+      for (int64_t i = 0; i < group; ++i) {
+        const int code = int(std::clamp(std::nearbyint(v[i] / s) + float(zero), 0.0f, float(top)));
+        const int64_t at = g * group + i;
+        k.codes[size_t(j * wordsPerRow + at / perWord)] |=
+            uint32_t(code) << kernelCodeSlot(int(at % perWord), bits);
+      }
+      k.scales[size_t((j * groups + g) * 2)] = stored;
+      k.scales[size_t((j * groups + g) * 2 + 1)] = halfBits(float(zero));
+    }
+  });
+  return k;
+}
+
 float KernelProjection::weight(int64_t j, int64_t i) const {
   const int perWord = 32 / bits;
   uint32_t word = codes[size_t(j * (in / perWord) + i / perWord)];
@@ -199,6 +248,65 @@ template <class T> std::vector<T> copyOut(llvm::ArrayRef<char> bytes) {
   return v;
 }
 
+// A projection of a checkpoint stored quantized, repacked.
+llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
+                                                      const std::vector<io::MappedFile> &maps,
+                                                      const QuantizedWeightRef &w) {
+  const Quantization &q = ck.quant;
+  std::string base = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str();
+  llvm::Expected<llvm::ArrayRef<char>> qweight =
+      tensorBytes(ck, maps, base + "qweight", io::DType::I32);
+  if (!qweight)
+    return qweight.takeError();
+  llvm::Expected<llvm::ArrayRef<char>> qzeros =
+      tensorBytes(ck, maps, base + "qzeros", io::DType::I32);
+  if (!qzeros)
+    return qzeros.takeError();
+  llvm::Expected<llvm::ArrayRef<char>> scales =
+      tensorBytes(ck, maps, base + "scales", io::DType::F16);
+  if (!scales)
+    return scales.takeError();
+  std::vector<int32_t> qw = copyOut<int32_t>(*qweight), qz = copyOut<int32_t>(*qzeros), gi;
+  std::vector<float> sf(scales->size() / 2);
+  io::decodeToFloat(io::DType::F16, scales->data(), sf.size(), sf.data());
+  if (q.method == QuantMethod::Gptq) {
+    llvm::Expected<llvm::ArrayRef<char>> g = tensorBytes(ck, maps, base + "g_idx", io::DType::I32);
+    if (!g)
+      return g.takeError();
+    gi = copyOut<int32_t>(*g);
+  }
+  PackedProjection p;
+  p.out = w.out;
+  p.in = w.in;
+  p.qweight = qw;
+  p.qzeros = qz;
+  p.scales = sf;
+  p.gIdx = gi;
+  return repackForKernels(q, w.name, p);
+}
+
+// A projection of a 16-bit checkpoint, quantized.
+llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
+                                                        const std::vector<io::MappedFile> &maps,
+                                                        const QuantizedWeightRef &w) {
+  auto it = ck.tensors.find(w.name);
+  if (it == ck.tensors.end())
+    return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is missing");
+  if (it->second.info.dtype != io::DType::F16)
+    return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is " +
+                            io::dtypeName(it->second.info.dtype) +
+                            ": quantizing at compile time takes F16 weights");
+  llvm::Expected<llvm::ArrayRef<char>> bytes = tensorBytes(ck, maps, w.name, io::DType::F16);
+  if (!bytes)
+    return bytes.takeError();
+  if (bytes->size() != size_t(w.out * w.in * 2))
+    return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is not " +
+                            std::to_string(w.out) + " x " + std::to_string(w.in));
+  std::vector<float> f(size_t(w.out * w.in));
+  io::decodeToFloat(io::DType::F16, bytes->data(), f.size(), f.data());
+  return quantizeForKernels(f, w.out, w.in, w.bits, w.group, /*symmetric=*/w.bits == 8);
+}
+
 } // namespace
 
 llvm::Expected<KernelWeightsFile>
@@ -206,6 +314,11 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
                    llvm::StringRef path,
                    const std::function<void(uint64_t, uint64_t)> &progress) {
   const Quantization &q = ck.quant;
+  for (const QuantizedWeightRef &w : weights)
+    if (w.group <= 0 || w.in % w.group != 0 || (w.bits != 4 && w.bits != 8))
+      return makeOneLineError(w.name + ": " + std::to_string(w.bits) + "-bit codes in groups of " +
+                              std::to_string(w.group) + " cannot hold " + std::to_string(w.in) +
+                              " inputs");
   std::vector<io::MappedFile> maps;
   for (const io::SafetensorsHeader &h : ck.files) {
     StatusOr<io::MappedFile> m = io::MappedFile::open(h.path);
@@ -217,12 +330,12 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
   llvm::json::Object header;
   uint64_t offset = 0;
   for (const QuantizedWeightRef &w : weights) {
-    int64_t groups = w.in / (q.groupSize ? q.groupSize : w.in);
-    uint64_t codeBytes = uint64_t(w.out) * uint64_t(w.in) * uint64_t(q.bits) / 8;
+    int64_t groups = w.in / w.group;
+    uint64_t codeBytes = uint64_t(w.out) * uint64_t(w.in) * uint64_t(w.bits) / 8;
     uint64_t scaleBytes = uint64_t(w.out) * uint64_t(groups) * 4;
     header[w.name + ".codes"] = llvm::json::Object{
         {"dtype", "I32"},
-        {"shape", llvm::json::Array{w.out, w.in * q.bits / 32}},
+        {"shape", llvm::json::Array{w.out, w.in * w.bits / 32}},
         {"data_offsets", llvm::json::Array{offset, offset + codeBytes}}};
     offset += codeBytes;
     header[w.name + ".scales"] = llvm::json::Object{
@@ -249,37 +362,13 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
   os << json;
   uint64_t done = 0;
   for (const QuantizedWeightRef &w : weights) {
-    std::string base = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str();
-    PackedProjection p;
-    p.out = w.out;
-    p.in = w.in;
-    llvm::Expected<llvm::ArrayRef<char>> qweight =
-        tensorBytes(ck, maps, base + "qweight", io::DType::I32);
-    llvm::Expected<llvm::ArrayRef<char>> qzeros =
-        tensorBytes(ck, maps, base + "qzeros", io::DType::I32);
-    llvm::Expected<llvm::ArrayRef<char>> scales =
-        tensorBytes(ck, maps, base + "scales", io::DType::F16);
-    if (!qweight || !qzeros || !scales) {
-      llvm::Error e = llvm::joinErrors(qweight.takeError(),
-                                       llvm::joinErrors(qzeros.takeError(), scales.takeError()));
-      return std::move(e);
-    }
-    std::vector<int32_t> qw = copyOut<int32_t>(*qweight), qz = copyOut<int32_t>(*qzeros), gi;
-    std::vector<float> sf(scales->size() / 2);
-    io::decodeToFloat(io::DType::F16, scales->data(), sf.size(), sf.data());
-    if (q.method == QuantMethod::Gptq) {
-      llvm::Expected<llvm::ArrayRef<char>> g = tensorBytes(ck, maps, base + "g_idx", io::DType::I32);
-      if (!g)
-        return g.takeError();
-      gi = copyOut<int32_t>(*g);
-    }
-    p.qweight = qw;
-    p.qzeros = qz;
-    p.scales = sf;
-    p.gIdx = gi;
-    llvm::Expected<KernelProjection> k = repackForKernels(q, w.name, p);
-    if (!k)
+    llvm::Expected<KernelProjection> k = q.active() ? repackFromCheckpoint(ck, maps, w)
+                                                    : quantizeFromCheckpoint(ck, maps, w);
+    if (!k) {
+      os.close();
+      llvm::sys::fs::remove(tmp);
       return k.takeError();
+    }
     os.write(reinterpret_cast<const char *>(k->codes.data()), k->codes.size() * 4);
     os.write(reinterpret_cast<const char *>(k->scales.data()), k->scales.size() * 2);
     done += k->codes.size() * 4 + k->scales.size() * 2;

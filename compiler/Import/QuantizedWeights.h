@@ -60,11 +60,25 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &quant,
                                                   llvm::StringRef name,
                                                   const PackedProjection &p);
 
-// A quantized projection of the model: its weight name ("...q_proj.weight")
-// and [out, in] shape.
+// Quantizes the row-major [out, in] matrix `w` (f16 values) for the
+// kernels by round to nearest: per row and group of `group` inputs (which
+// divides `in`), symmetric (zero 2^(bits-1), scale max|w| / (2^bits - 1) * 2)
+// or asymmetric (scale (max - min) / (2^bits - 1), zero from the minimum,
+// at least 1), the scale rounded to f16 before the codes are taken.
+// test/Inputs/make_quantized_fixture.py's quantize() is the same rule in
+// numpy.
+KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
+                                    int64_t group, bool symmetric);
+
+// A quantized projection of the model: its weight name ("...q_proj.weight"),
+// [out, in] shape and storage. From a checkpoint stored quantized
+// (Checkpoint::quant) it is repacked; from a 16-bit one it is quantized
+// with `bits` and `group`, symmetric for 8 bits.
 struct QuantizedWeightRef {
   std::string name;
   int64_t out = 0, in = 0;
+  int bits = 4;
+  int64_t group = 0;
 };
 
 // What the plan's manifest records of a written file.

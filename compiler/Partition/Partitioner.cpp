@@ -721,7 +721,8 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
     std::string hint = hints.empty() ? "nothing nearby fits"
                                      : "would fit with " + llvm::join(hints, " or ");
     if (options.runnableOnly)
-      hint += " (plans cannot hold quantized weights or host-offloaded layers yet)";
+      hint += " (plans quantize int4 and int8 from F16 checkpoints only, and cannot hold "
+              "fp8 weights or host-offloaded layers yet)";
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "%s (%s weights, batch %lld, context %lld) does not fit topology '%s': "

@@ -163,6 +163,34 @@ WeightStore::get(llvm::StringRef name) const {
   return shared;
 }
 
+llvm::Expected<std::shared_ptr<const Tensor>>
+WeightStore::getQuantized(llvm::StringRef name, int bits, int64_t group) const {
+  if (quant_.quantizes(name))
+    return get(name);
+  std::string key = (name + llvm::Twine("#int") + llvm::Twine(bits) + "g" + llvm::Twine(group)).str();
+  {
+    std::lock_guard<std::mutex> lock(*mutex_);
+    if (auto it = tensors_.find(key); it != tensors_.end())
+      return it->second;
+  }
+  llvm::Expected<std::shared_ptr<const Tensor>> plain = get(name);
+  if (!plain)
+    return plain.takeError();
+  const Tensor &w = **plain;
+  if (w.isInt || w.shape.size() != 2 || group <= 0 || w.shape[1] % group != 0)
+    return error("weight '" + name + "' cannot be quantized in groups of " + llvm::Twine(group));
+  KernelProjection k =
+      quantizeForKernels(w.f, w.shape[0], w.shape[1], bits, group, /*symmetric=*/bits == 8);
+  std::vector<float> values(w.f.size());
+  for (int64_t j = 0; j < w.shape[0]; ++j)
+    for (int64_t i = 0; i < w.shape[1]; ++i)
+      values[size_t(j * w.shape[1] + i)] = k.weight(j, i);
+  auto shared = std::make_shared<const Tensor>(Tensor::floats(w.shape, std::move(values)));
+  std::lock_guard<std::mutex> lock(*mutex_);
+  tensors_[key] = shared;
+  return shared;
+}
+
 llvm::Expected<Tensor> WeightStore::decode(llvm::StringRef name, const Source &s) const {
   const io::MappedFile &file = *files_[s.file];
   const io::TensorInfo &info = s.info;
@@ -468,7 +496,10 @@ Results Executor::compute(Operation *op, const Ins &in) {
 //===----------------------------------------------------------------------===//
 
 Results Executor::weight(WeightOp op) {
-  llvm::Expected<TensorRef> t = weights.get(op.getName());
+  QuantAttr quant = op.getQuantAttr();
+  llvm::Expected<TensorRef> t =
+      quant ? weights.getQuantized(op.getName(), int(quant.getBits()), quant.getGroup())
+            : weights.get(op.getName());
   if (!t)
     return error(nameOf(op) + ": " + llvm::toString(t.takeError()));
   auto type = op.getResult().getType();

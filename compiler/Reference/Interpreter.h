@@ -61,6 +61,12 @@ public:
   // The tensor called `name`; an error names it when it is missing or its
   // data cannot be decoded.
   llvm::Expected<std::shared_ptr<const Tensor>> get(llvm::StringRef name) const;
+  // The 16-bit projection `name` as quantizing it at compile time makes it
+  // (quantizeForKernels: `bits`, groups of `group` inputs, symmetric for 8
+  // bits), expanded back to its f16 values; a projection the checkpoint
+  // stores quantized is returned as get() decodes it.
+  llvm::Expected<std::shared_ptr<const Tensor>> getQuantized(llvm::StringRef name, int bits,
+                                                             int64_t group) const;
 
 private:
   struct Source {

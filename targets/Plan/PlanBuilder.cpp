@@ -1011,7 +1011,9 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   const ModelConfig &config = source.config;
   // Only what the runtime executes: the checkpoint's weight dtype, every
   // layer in device memory.
-  if (popts.weights.dtype != partition::nativeWeightDType(config))
+  bool quantizedHere = false; // --weight-dtype int4|int8: marked by quantizeProjections
+  module.walk([&](WeightOp w) { quantizedHere |= w.getQuantAttr() && !config.quant.active(); });
+  if (popts.weights.dtype != partition::nativeWeightDType(config) && !quantizedHere)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "weights as %s: a plan holds the checkpoint's own %s weights (quantized "
@@ -1098,9 +1100,9 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   std::vector<QuantizedWeightRef> quantized;
   std::set<std::string> seen;
   module.walk([&](WeightOp w) {
-    if (w.getQuantAttr() && seen.insert(w.getName().str()).second)
+    if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName().str()).second)
       quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
-                           w.getType().getDimSize(1)});
+                           w.getType().getDimSize(1), int(q.getBits()), q.getGroup()});
   });
   if (!quantized.empty() && source.checkpoint && !options.kernelWeightsPath.empty()) {
     std::function<void(uint64_t, uint64_t)> progress;

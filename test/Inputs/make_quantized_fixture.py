@@ -11,6 +11,10 @@ model.safetensors) and writes, under OUT_DIR, for each format:
   gptq8/        GPTQ 8-bit, one group per row, symmetric
   <format>-dequant/   the same model with every projection written back as
                       the F16 matrix its packed tensors decode to
+  f16/          the fixture in F16, for quantizing at compile time
+  rtn4-dequant/, rtn8-dequant/   f16/ with every projection as the F16
+                      matrix weft-compile --weight-dtype int4 / int8 must
+                      make of it (round-to-nearest, see RTN)
 
 Projections are quantized by round-to-nearest; the embedding, norms and LM
 head stay float, as F16. Packing and decoding follow the formats' public
@@ -139,6 +143,18 @@ FORMATS = {
 }
 
 
+# Quantized at compile time (weft-compile --weight-dtype int4|int8) from the
+# F16 checkpoint `f16/`: round-to-nearest by quantize() above, 4-bit with
+# groups of 128 inputs (the whole row where 128 does not divide it),
+# asymmetric; 8-bit with one symmetric group per row.
+RTN = {"rtn4": dict(bits=4, group=128, symmetric=False),
+       "rtn8": dict(bits=8, group=-1, symmetric=True)}
+
+
+def rtn_group(group, inp):
+    return group if group > 0 and inp % group == 0 else -1
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -147,6 +163,21 @@ def main():
     weights = read_safetensors(os.path.join(src, "model.safetensors"))
     config.pop("dtype", None)
     config["torch_dtype"] = "float16"
+    half = {name: w.astype(np.float16) for name, w in weights.items()}
+    twins = {"f16": half}
+    for fmt, spec in RTN.items():
+        twins[fmt + "-dequant"] = {
+            name: dequantize(*quantize(w.astype(np.float32), spec["bits"],
+                                       rtn_group(spec["group"], w.shape[1]), spec["symmetric"]),
+                             rtn_group(spec["group"], w.shape[1]))
+            if name.endswith("_proj.weight") else w
+            for name, w in half.items()}
+    for suffix, tensors in twins.items():
+        d = os.path.join(out, suffix)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors)
     for fmt, spec in FORMATS.items():
         quant, dequant = {}, {}
         for name, w in weights.items():

@@ -10,11 +10,12 @@ device-to-device copy bandwidth). make_plans.sh writes the plans:
 
     python3 test/gpu/bench_quantized.py DIR WEFT_RUN
 """
+import os
 import subprocess
 import sys
-import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_decode import copy_bandwidth  # noqa: E402
 
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 4096, 14336, 32, 32, 8, 128256
 HEAD_DIM = HIDDEN // HEADS
@@ -41,21 +42,6 @@ def step_bytes(kind, sequences):
     weights += sequences * HIDDEN * 2
     kv = sequences * CONTEXT * LAYERS * 2 * KV_HEADS * HEAD_DIM * 2
     return weights + kv
-
-
-def copy_bandwidth():
-    x = torch.empty(int(4e9) // 2, dtype=torch.float16, device="cuda")
-    y = torch.empty_like(x)
-    y.copy_(x)
-    torch.cuda.synchronize()
-    t0 = time.time()
-    for _ in range(10):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    seconds = time.time() - t0
-    del x, y
-    torch.cuda.empty_cache()
-    return 2 * int(4e9) * 10 / seconds
 
 
 def bench(runner, plan):

@@ -8,6 +8,7 @@
 #include "compiler/Import/QuantizedWeights.h"
 #include "compiler/Reference/FixtureRunner.h"
 #include "compiler/Reference/Interpreter.h"
+#include "dialects/Weft/IR/WeftOps.h"
 
 #include "runtime/io/MappedFile.h"
 #include "runtime/io/Safetensors.h"
@@ -98,7 +99,8 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
   std::vector<QuantizedWeightRef> refs;
   for (const ExpectedTensor &t : graphWeights(packed.source.config))
     if (q.quantizes(t.name))
-      refs.push_back({t.name, t.shape[0], t.shape[1]});
+      refs.push_back({t.name, t.shape[0], t.shape[1], q.bits,
+                      q.groupSize ? q.groupSize : t.shape[1]});
   ASSERT_EQ(refs.size(), 14u);
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("weft-kernel-weights", "safetensors", path));
@@ -178,6 +180,46 @@ TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   EXPECT_EQ(llvm::toString(bad.takeError()),
             "model.layers.0.mlp.up_proj.weight: g_idx[2] = 1 is not one of the 1 groups");
 }
+
+// Quantizing at compile time (--weight-dtype int4 / int8): the C++ round
+// to nearest gives exactly the f16 values numpy's does (rtn4-dequant,
+// rtn8-dequant), and the interpreter runs the marked model as its twin.
+class CompileTimeQuantizationTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
+  const int bits = GetParam();
+  Loaded source = load(kDir + "/f16");
+  Loaded twin = load(kDir + "/rtn" + std::to_string(bits) + "-dequant");
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> marked = importModel(context, source.source.config);
+  quantizeProjections(*marked, bits);
+  int projections = 0;
+  marked->walk([&](WeightOp w) {
+    QuantAttr q = w.getQuantAttr();
+    if (!q)
+      return;
+    ++projections;
+    EXPECT_EQ(q.getBits(), bits);
+    int64_t in = w.getType().getDimSize(1);
+    EXPECT_EQ(q.getGroup(), bits == 4 && in % 128 == 0 ? 128 : in) << w.getName().str();
+    auto got = source.weights.getQuantized(w.getName(), bits, q.getGroup());
+    auto want = twin.weights.get(w.getName());
+    ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+    ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
+    ASSERT_EQ((*got)->f, (*want)->f) << w.getName().str();
+  });
+  EXPECT_EQ(projections, 2 * 7);
+
+  std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7};
+  mlir::OwningOpRef<mlir::ModuleOp> plain = importModel(context, twin.source.config);
+  auto l1 = reference::runPromptLogits(*marked, source.weights, prompt);
+  auto l2 = reference::runPromptLogits(*plain, twin.weights, prompt);
+  ASSERT_TRUE(bool(l1)) << llvm::toString(l1.takeError());
+  ASSERT_TRUE(bool(l2)) << llvm::toString(l2.takeError());
+  EXPECT_EQ(*l1, *l2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Bits, CompileTimeQuantizationTest, ::testing::Values(4, 8));
 
 TEST(KernelLayoutTest, HalfBitsRoundsAsApFloat) {
   auto reference = [](float v) {

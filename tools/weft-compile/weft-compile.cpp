@@ -279,7 +279,29 @@ int main(int argc, char **argv) {
       // A plan holds what the runtime executes: the checkpoint's own weight
       // dtype, every layer on a GPU. Other choices are predictions only.
       bool buildsPlan = writePlan || emit == Emit::Plan;
-      if (buildsPlan &&
+      // int4 and int8 from a 16-bit checkpoint: quantized here, by round to
+      // nearest, into the file beside the plan.
+      using weft::partition::WeightDType;
+      bool quantizeHere = buildsPlan && !source->config.quant.active() &&
+                          (options->weights.dtype == WeightDType::Int4 ||
+                           options->weights.dtype == WeightDType::Int8);
+      if (quantizeHere) {
+        if (source->config.dtype != weft::io::DType::F16)
+          return fail(llvm::formatv(
+              "--weight-dtype {0}: quantizing at compile time needs an F16 checkpoint (the "
+              "quantized kernels compute in f16); {1} is {2}",
+              weightDType, spec, weft::io::dtypeName(source->config.dtype)));
+        int bits = options->weights.dtype == WeightDType::Int4 ? 4 : 8;
+        weft::quantizeProjections(*module, bits);
+        llvm::WithColor::note(llvm::errs(), "weft-compile")
+            << llvm::formatv("--weight-dtype {0}: projections quantized by round to nearest ({1}); "
+                             "an AWQ or GPTQ checkpoint of the model, calibrated on data, is "
+                             "more accurate\n",
+                             weightDType,
+                             bits == 4 ? "4-bit, groups of 128 inputs, asymmetric"
+                                       : "8-bit, one group per row, symmetric");
+      }
+      if (buildsPlan && !quantizeHere &&
           options->weights.dtype != weft::partition::nativeWeightDType(source->config))
         return fail(llvm::formatv(
             "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; "
@@ -361,7 +383,9 @@ int main(int argc, char **argv) {
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");
     planOptions.maxGemvTokens = maxGemvTokens;
-    if (writePlan && source->config.quant.active())
+    if (writePlan && (source->config.quant.active() ||
+                      partitionOptions->weights.dtype == weft::partition::WeightDType::Int4 ||
+                      partitionOptions->weights.dtype == weft::partition::WeightDType::Int8))
       planOptions.kernelWeightsPath =
           llvm::StringRef(outputFile).drop_back(std::strlen(".weft")).str() +
           ".weights.safetensors";
@@ -424,11 +448,13 @@ int main(int argc, char **argv) {
     if (!planOptions.kernelWeightsPath.empty()) {
       uint64_t size = 0;
       llvm::sys::fs::file_size(planOptions.kernelWeightsPath, size);
-      llvm::outs() << llvm::formatv("weights      {0}: {1}, the {2} projections repacked for "
-                                    "the kernels (keep it beside the plan)\n",
+      llvm::outs() << llvm::formatv("weights      {0}: {1}, the {2} projections as the kernels "
+                                    "read them (keep it beside the plan)\n",
                                     planOptions.kernelWeightsPath,
                                     weft::formatBytes(double(size)),
-                                    source->config.quant.describe());
+                                    source->config.quant.active()
+                                        ? source->config.quant.describe()
+                                        : "--weight-dtype " + std::string(weightDType));
     }
     {
       // The buckets, so the batch sizes a plan serves are never a surprise.

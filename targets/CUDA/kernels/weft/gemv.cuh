@@ -78,6 +78,19 @@ __device__ __forceinline__ void gemvItems(unsigned long long *s_best, Item item)
   }
 }
 
+// Adds a thread's sum of squares to its token's: one atomic per warp when
+// the warp's 32 vectors all belong to that token (the rows, or a chunk of
+// them, are a multiple of 32 vectors), else one per thread.
+__device__ __forceinline__ void gemvAddSquares(float *sum, float ss, bool warpOfOneToken) {
+  if (warpOfOneToken) {
+    ss = wf_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0)
+      atomicAdd(sum, ss);
+  } else {
+    atomicAdd(sum, ss);
+  }
+}
+
 // The sum for token t, row j of block column cl from the warps' results
 // res[warp][column * RPC + j][token]: one warp's, or the KW warps' of the
 // column's group.
@@ -191,13 +204,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
         ss += wf_f32(xv.v[e]) * wf_f32(xv.v[e]);
-      if (vecs % 32 == 0) {
-        ss = wf_warp_sum(ss);
-        if (lane == 0)
-          atomicAdd(&ssum[t], ss);
-      } else {
-        atomicAdd(&ssum[t], ss);
-      }
+      gemvAddSquares(ssum + t, ss, vecs % 32 == 0);
     }
     __syncthreads();
     if (threadIdx.x < T)
@@ -237,17 +244,8 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         sv.v[e] = wf_to<s_t>(f);
       }
       wf_store<s_t, VEC>(xs + t * XS + i, sv);
-      if constexpr (C::NORM && !C::PRENORM) {
-        // A warp covers 32 vectors of one token when the chunk is a
-        // multiple of 32 vectors (all but a ragged last chunk).
-        if (vecs % 32 == 0) {
-          ss = wf_warp_sum(ss);
-          if (lane == 0)
-            atomicAdd(&ssum[t], ss);
-        } else {
-          atomicAdd(&ssum[t], ss);
-        }
-      }
+      if constexpr (C::NORM && !C::PRENORM)
+        gemvAddSquares(ssum + t, ss, vecs % 32 == 0);
     }
     __syncthreads();
     if constexpr (!C::MMA) {
