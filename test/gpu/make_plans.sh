@@ -85,6 +85,21 @@ for f in awq gptq4 gptq8; do
   fi
 done
 
+# Quantized at compile time (--weight-dtype int4 / int8) from the F16 copy
+# of the llama fixture, against transformers on the twins numpy quantized
+# by the same rule (make_quantized_fixture.py: rtn4-dequant, rtn8-dequant).
+for b in 4 8; do
+  rm -rf "$out/q-rtn$b" "$out/q-rtn$b-dequant"
+  cp -r "$quantized/f16" "$out/q-rtn$b"
+  cp -r "$quantized/rtn$b-dequant" "$out/q-rtn$b-dequant"
+  build_plan --model "$out/q-rtn$b" --topology h200 --weight-dtype int$b --max-batch 1 \
+    --prefill-chunks 8 -o "$out/q-rtn$b.weft" 2>/dev/null
+  check "quantized here: int$b" "q-rtn$b.weft" "quant:q-rtn$b" float16 8 32 1
+  build_plan --model "$out/q-rtn$b" --topology h200 --weight-dtype int$b --batch 4 --max-batch 32 \
+    --prefill-chunks 8,32 -o "$out/q-rtn$b-mb32.weft" 2>/dev/null
+  check_batch "quantized here: int$b, 24 sequences" "q-rtn$b-mb32.weft" "quant:q-rtn$b" float16 16 1 "$(lengths 24 60)"
+done
+
 # model NAME LAYERS CONFIG_JSON: a sparse checkpoint (headers only), its
 # config.json kept in cfg/NAME for transformers on the GPU machine.
 model() {
