@@ -9,6 +9,8 @@ placeholders a reader replaces substituted by test equivalents:
   path/to/hf-checkpoint, /models/llama-3.1-8b, /srv/weft/llama-3.1-8b
       -> a Llama 3.1 8B checkpoint of safetensors headers only (all 32
          layers; test/Inputs/make_sparse_checkpoint.py)
+  /models/llama-3.1-8b-awq -> the same in AWQ 4-bit, two layers (its
+         codes are repacked beside a plan: kept small)
   /srv/weft/llama.weft -> llama.weft;  ~/.weft/plan-key -> plan-key;
   /etc/weft/trusted.pub -> plan-key.pub
   weft-detect -> against the fake NVML and a 3090 + 3060 desktop
@@ -107,6 +109,10 @@ def main():
     ckpt = os.path.join(ckpt_root, "llama-3.1-8b")
     subprocess.run([sys.executable, os.path.join(src, "test", "Inputs", "make_sparse_checkpoint.py"),
                     ckpt, "--layers", "32"], check=True, stdout=subprocess.DEVNULL)
+    awq = os.path.join(ckpt_root, "llama-3.1-8b-awq")
+    subprocess.run([sys.executable, os.path.join(src, "test", "Inputs", "make_sparse_checkpoint.py"),
+                    awq, "--layers", "2", "--quant", "awq", "--dtype", "float16"], check=True,
+                   stdout=subprocess.DEVNULL)
     pages = [os.path.join(src, "README.md")] + sorted(glob.glob(os.path.join(src, "docs", "*.md")))
     ran = checked = skipped = 0
     failures = []
@@ -132,7 +138,7 @@ def main():
                     else:
                         print(f"ok    {where}: {tool} synopsis: flags {' '.join(flags_of(line))} exist")
                     continue
-                cmd = line
+                cmd = line.replace("/models/llama-3.1-8b-awq", awq)
                 for placeholder in ("path/to/hf-checkpoint", "/models/llama-3.1-8b",
                                     "/srv/weft/llama-3.1-8b"):
                     cmd = cmd.replace(placeholder, ckpt)
