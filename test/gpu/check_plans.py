@@ -20,7 +20,11 @@ when the machine has two GPUs, on GPUs 0 and 1 (NCCL / peer-to-peer).
 
 A model "quant:NAME" is a quantized checkpoint DIR/NAME that weft-run reads
 and its dequantized twin DIR/NAME-dequant that transformers runs (the same
-f16 weights, so the math is compared exactly).
+f16 weights, so the math is compared exactly). A model "rtn4:cfg/NAME" or
+"rtn8:cfg/NAME" is cfg/NAME with random weights whose projections are
+quantized here by the rule of weft-compile --weight-dtype int4 / int8: the
+plan (compiled from a checkpoint of headers only) gets the codes in the file
+beside it, transformers runs them expanded.
 
 A check with "batch" (a list of prompt lengths) runs all its prompts at once
 through `weft-run --prompts` (the scheduler: decode tokens of many
@@ -70,6 +74,35 @@ def hf_greedy(model, prompt, steps):
     return tokens
 
 
+def quantize_projections(model, bits):
+    """Quantizes every projection of `model` in place by the compile-time
+    rule (its weights become the expanded codes) and returns the tensors of
+    the kernels' file: NAME.codes (I32 [out, in * bits / 32], input k of a
+    word at bit (k % 2) * 16 + (k / 2) * bits) and NAME.scales (F16
+    [out, 2 * groups]: scale, zero)."""
+    sys.path.insert(0, os.path.join(ROOT, "test", "Inputs"))
+    import numpy as np
+    import make_quantized_fixture as mq
+    spec = mq.RTN[f"rtn{bits}"]
+    tensors = {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not name.endswith("_proj.weight"):
+                continue
+            w = p.float().cpu().numpy()
+            out, inp = w.shape
+            group = mq.rtn_group(spec["group"], inp)
+            q, zero, scale = mq.quantize(w, bits, group, spec["symmetric"])
+            p.copy_(torch.from_numpy(mq.dequantize(q, zero, scale, group)))
+            per = 32 // bits
+            slots = np.array([(k % 2) * 16 + (k // 2) * bits for k in range(per)], dtype=np.uint64)
+            words = (q.reshape(out, inp // per, per).astype(np.uint64) << slots).sum(axis=-1)
+            tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+            pairs = np.stack([scale, zero.astype(np.float16)], axis=-1)  # [out, groups, 2]
+            tensors[name + ".scales"] = pairs.reshape(out, -1).astype(np.float16)
+    return tensors
+
+
 class Models:
     """Transformers models and their saved weights, built once per model,
     with an fp32 copy as the truth. The model in the checked dtype is never
@@ -85,6 +118,7 @@ class Models:
     def get(self, spec, dtype):
         if self.key == (spec, dtype):
             return self.model, self.dir
+        key = (spec, dtype)
         self.model, self.exact = None, None
         torch.cuda.empty_cache()
         if self.dir and self.dir.startswith(self.scratch):
@@ -101,6 +135,14 @@ class Models:
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 d + "-dequant", dtype=dtype, attn_implementation="eager").cuda().eval()
         else:
+            # "rtn4:cfg/NAME" / "rtn8:cfg/NAME": random weights as below, the
+            # projections quantized by the rule of --weight-dtype int4 / int8
+            # (make_quantized_fixture.quantize, the same as the compiler's):
+            # transformers runs them expanded, and the codes are written as
+            # the file weft-compile would put beside the plan (kernel_file).
+            bits = None
+            if spec.startswith("rtn"):
+                bits, spec = int(spec[3]), spec.split(":", 1)[1]
             cfg = transformers.AutoConfig.from_pretrained(os.path.join(self.plans, spec))
             torch.manual_seed(0)
             with torch.device("cuda"):
@@ -114,11 +156,13 @@ class Models:
                         p.normal_(0, 0.02)
                     else:
                         p.normal_(0, 1.0 / p.shape[-1] ** 0.5)
+            if bits:
+                self.kernel_file = quantize_projections(model, bits)
             d = os.path.join(self.scratch, spec.replace("/", "_"))
             t0 = time.time()
             model.save_pretrained(d, max_shard_size="1000GB")
             print(f"    (saved {spec} in {time.time() - t0:.1f} s)", flush=True)
-        self.key, self.model, self.dir = (spec, dtype), model, d
+        self.key, self.model, self.dir = key, model, d
         self.exact = None
         return model, d
 
@@ -275,6 +319,11 @@ def main():
         for c in checks:
             dtype = DTYPES[c["dtype"]]
             model, weights = models.get(c["model"], dtype)
+            if c["model"].startswith("rtn"):
+                sys.path.insert(0, os.path.join(ROOT, "test", "Inputs"))
+                import make_quantized_fixture as mq
+                mq.write_safetensors(os.path.join(plans, c["plan"][:-len(".weft")] +
+                                                  ".weights.safetensors"), models.kernel_file)
             if "batch" in c:
                 ok, n = check_batch(c, model, models.truth(), weights, runner, plans, gpus)
                 ok_all &= ok

@@ -122,6 +122,16 @@ check "  same, prompt 20 (cuBLASLt prefill)" llama8b-2l.weft cfg/llama8b-2l floa
 check "  same, pipeline 3090+3060" llama8b-2l-pipeline.weft cfg/llama8b-2l float16 8 32 2
 check "  same, TP 2" llama8b-2l-tp.weft cfg/llama8b-2l float16 8 32 2
 check "  same, TP 2, prompt 20" llama8b-2l-tp.weft cfg/llama8b-2l float16 20 32 2
+# Quantized at compile time, at these sizes: the codes the compiler writes
+# from this header-only checkpoint are zeros, so check_plans.py writes the
+# file beside the plan from the weights it makes (rtn4:, rtn8:).
+for b in 4 8; do
+  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int$b --max-batch 4 --prefill-chunks 8,32 \
+    -o "$out/llama8b-2l-int$b.weft" 2>/dev/null
+  rm -f "$out/llama8b-2l-int$b.weights.safetensors"
+  check "  same, int$b quantized here" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 8 32 1
+  check "  same, int$b quantized here, prompt 20" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 20 32 1
+done
 # Batched: every decode bucket (1 to 64) with sequences of different
 # lengths, prefill chunks holding several sequences beside decode tokens;
 # one device, a pipeline and tensor parallel.
