@@ -97,15 +97,15 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
         bool replicated = name.contains("layernorm") || name.contains("o_proj.bias") ||
                           name.contains("down_proj.bias");
         rowParallel |= row;
-        // A quantized weight's groups cannot straddle two devices.
-        if (QuantAttr q = w.getQuantAttr(); q && !replicated) {
-          int64_t cut = w.getType().getDimSize(row ? 1 : 0) / parts;
-          if (row ? cut % q.getGroup() != 0 : cut % 16 != 0) {
+        // A quantized weight's groups cannot straddle two devices (a
+        // column cut keeps whole rows, so any cut of rows is fine).
+        if (QuantAttr q = w.getQuantAttr(); q && row) {
+          int64_t cut = w.getType().getDimSize(1) / parts;
+          if (cut % q.getGroup() != 0) {
             sharding = w.emitError() << "weft-partition: " << parts << "-way tensor parallelism "
                                      << "cuts '" << w.getName() << "' into " << cut
-                                     << (row ? " inputs, not a multiple of its quantization group "
-                                               + std::to_string(q.getGroup())
-                                             : std::string(" rows, not a multiple of 16"));
+                                     << " inputs, not a multiple of its quantization group "
+                                     << q.getGroup();
             return;
           }
         }
