@@ -932,28 +932,39 @@ private:
         WEFT_RETURN_IF_ERROR(checkArg(op.arg, device, op.bytes));
     }
     // What each operand may be: the runtime hands cuBLASLt a weight as B
-    // (and the bias), activations as A, C and the residual. An activation
-    // buffer in B's place, or a weight written as C, is refused.
+    // (or a buffer holding one: a quantized projection expanded to 16 bits
+    // by the step before), the bias as a weight, activations as A, C and
+    // the residual. An input in B's place, or a weight written as C, is
+    // refused.
     auto kinds = [&](const char *name, const fb::Arg *arg, bool weight) -> Status {
       if (!arg)
         return Status::ok();
-      bool ok = weight ? arg->kind() == fb::ArgKind::Weight
+      bool ok = weight ? arg->kind() == fb::ArgKind::Weight ||
+                             (std::string_view(name) == "b" && arg->kind() == fb::ArgKind::Buffer)
                        : arg->kind() == fb::ArgKind::Buffer || arg->kind() == fb::ArgKind::Input;
       if (ok)
         return Status::ok();
       Scope s(path_, name);
       return bad(std::string("kind ") + fb::EnumNameArgKind(arg->kind()) + ": expected " +
-                 (weight ? "a Weight" : "a Buffer or an Input"));
+                 (weight ? (std::string_view(name) == "b" ? "a Weight or a Buffer" : "a Weight")
+                         : "a Buffer or an Input"));
     };
     WEFT_RETURN_IF_ERROR(kinds("a", g.a(), false));
     WEFT_RETURN_IF_ERROR(kinds("b", g.b(), true));
     WEFT_RETURN_IF_ERROR(kinds("c", g.c(), false));
     WEFT_RETURN_IF_ERROR(kinds("bias", g.bias(), true));
     WEFT_RETURN_IF_ERROR(kinds("residual", g.residual(), false));
+    // B in a buffer is [n, k] in the GEMM's dtype.
+    if (g.b()->kind() == fb::ArgKind::Buffer) {
+      uint64_t bBytes = 0;
+      WEFT_RETURN_IF_ERROR(gemmBytes("B", g.dtype(), g.n(), g.k(), bBytes));
+      Scope s(path_, "b");
+      WEFT_RETURN_IF_ERROR(checkArg(g.b(), device, bBytes));
+    }
     // An unquantized B is read as [n, k] in the GEMM's dtype: the weight
     // must be stored in it, and hold that many elements past the offset.
     for (auto [name, arg, rows] : {std::tuple{"b", g.b(), g.n()}, {"bias", g.bias(), 1}}) {
-      if (!arg)
+      if (!arg || arg->kind() != fb::ArgKind::Weight)
         continue;
       const fb::Weight *w = plan_.manifest()->weights()->Get(uint32_t(arg->index()));
       bool dense = w->dtype() == fb::DType::F16 || w->dtype() == fb::DType::BF16 ||

@@ -596,9 +596,12 @@ struct GemvPlan {
 // normalized by a kernel of their own first.
 constexpr int64_t kMaxPrenormTokens = 4;
 
-// Quantized projections of more tokens than this come in tiles of at most
-// kMaxTileTokens / rows per column (the MMA engine holds a tile's sums in
-// registers, then 4 bytes per token and weight row in shared memory).
+// Quantized projections of up to this many tokens run in the GEMV's
+// tensor-core engine, in tiles of at most kMaxTileTokens / rows per column
+// (it holds a tile's sums in registers, then 4 bytes per token and weight
+// row in shared memory); more expand their codes to f16 for cuBLASLt
+// (Llama 3.1 8B int4 on an H200: 100 tokens 15.5 ms and 512 tokens 45.9 ms
+// per step through tiles, docs/benchmarks.md).
 constexpr int64_t kMaxTileTokens = 64;
 
 // The largest divisor of `tokens` that is at most `most`.
@@ -1094,8 +1097,43 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
                                  {threads, 1, 1}, std::move(params)));
 }
 
-llvm::Expected<std::vector<EmittedStep>> emitPrefillProjection(FusionOp region,
-                                                               const Projection &p) {
+// A quantized projection's codes expanded to its f16 matrix in `out`.
+EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding out) {
+  const int threads = 256;
+  int64_t words = p.nw * p.k * p.quantBits / 32;
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// The " << p.quantBits << "-bit codes of a projection expanded to its f16 matrix.\n"
+     << "#include \"weft/mma_weights.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int NW = " << p.nw << ", K = " << p.k << ", BITS = " << p.quantBits
+     << ", GROUP = " << p.quantGroup << ", THREADS = " << threads << ";\n"
+     << "};\n";
+  std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, p.weightIn, "w")};
+  ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
+  scales.part = 1;
+  params.push_back(scales);
+  params.push_back(out);
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker
+     << "(const unsigned *__restrict__ w, const __half2 *__restrict__ w_scales, "
+        "__half *__restrict__ expanded) {\n"
+     << "  weft::kernels::expandCodes<Config>(w, w_scales, expanded);\n}\n";
+  os.flush();
+  return kernelStep(finishKernel(region,
+                                 "weft_expand_codes_n" + std::to_string(p.nw) + "_k" +
+                                     std::to_string(p.k),
+                                 std::move(src), {int(ceilDiv(words, threads)), 1, 1},
+                                 {threads, 1, 1}, std::move(params)));
+}
+
+// Prefill-sized projections: [RMSNorm kernel,] a cuBLASLt GEMM, then the
+// epilogue's kernel (split copy, SwiGLU, argmax or sampling). `weights`:
+// the B operand when it is not the region's weight input (a quantized
+// projection's codes expanded to f16 in a scratch buffer).
+llvm::Expected<std::vector<EmittedStep>>
+emitPrefillProjection(FusionOp region, const Projection &p,
+                      std::optional<ParamBinding> weights = std::nullopt) {
   std::vector<EmittedStep> steps;
   // Scratch ids: 0 normalized input, 1 GEMM output, 2 logits not yielded.
   ParamBinding a = binding(ParamBinding::Kind::RegionInput, p.xIn, "x");
@@ -1111,7 +1149,7 @@ llvm::Expected<std::vector<EmittedStep>> emitPrefillProjection(FusionOp region,
   gemm.k = p.k;
   gemm.a = a;
   gemm.aType = aType;
-  gemm.b = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w");
+  gemm.b = weights ? *weights : binding(ParamBinding::Kind::RegionInput, p.weightIn, "w");
   gemm.bType = p.weightType;
   gemm.cType = p.isLogits ? ElementType::F32 : p.linType;
   if (p.biasIn >= 0) {
@@ -1176,6 +1214,19 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
     if (p.select != Projection::Select::None)
       return regionError(region, "quantized LM heads are not supported (the LM head stays "
                                  "16-bit)");
+    if (p.tokens > kMaxTileTokens) {
+      // Many tokens: each tile would read and expand the codes again, so
+      // expand them once into f16 and let cuBLASLt reuse them across the
+      // tokens (scratch 4; the GEMM path uses 0-2).
+      ParamBinding expanded = scratchBinding(4, uint64_t(p.nw * p.k * 2), "expanded");
+      std::vector<EmittedStep> steps = {emitExpandCodes(region, p, expanded)};
+      llvm::Expected<std::vector<EmittedStep>> gemm = emitPrefillProjection(region, p, expanded);
+      if (!gemm)
+        return gemm.takeError();
+      for (EmittedStep &s : *gemm)
+        steps.push_back(std::move(s));
+      return steps;
+    }
     if (p.normIn >= 0 && p.tokens > kMaxPrenormTokens) {
       std::vector<EmittedStep> steps;
       ParamBinding normalized = scratchBinding(

@@ -75,7 +75,7 @@ for f in awq gptq4 gptq8; do
   cp -r "$quantized/$f-dequant" "$out/q-$f-dequant"
   build_plan --model "$out/q-$f" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/q-$f.weft"
   check "quantized $f" "q-$f.weft" "quant:q-$f" float16 8 32 1
-  build_plan --model "$out/q-$f" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32 \
+  build_plan --model "$out/q-$f" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32,96 \
     -o "$out/q-$f-mb32.weft"
   check_batch "quantized $f, 24 sequences" "q-$f-mb32.weft" "quant:q-$f" float16 16 1 "$(lengths 24 60)"
   if [[ $f != gptq8 ]]; then
@@ -96,7 +96,7 @@ for b in 4 8; do
     --prefill-chunks 8 -o "$out/q-rtn$b.weft" 2>/dev/null
   check "quantized here: int$b" "q-rtn$b.weft" "quant:q-rtn$b" float16 8 32 1
   build_plan --model "$out/q-rtn$b" --topology h200 --weight-dtype int$b --batch 4 --max-batch 32 \
-    --prefill-chunks 8,32 -o "$out/q-rtn$b-mb32.weft" 2>/dev/null
+    --prefill-chunks 8,32,96 -o "$out/q-rtn$b-mb32.weft" 2>/dev/null
   check_batch "quantized here: int$b, 24 sequences" "q-rtn$b-mb32.weft" "quant:q-rtn$b" float16 16 1 "$(lengths 24 60)"
 done
 
@@ -126,11 +126,11 @@ check "  same, TP 2, prompt 20" llama8b-2l-tp.weft cfg/llama8b-2l float16 20 32 
 # from this header-only checkpoint are zeros, so check_plans.py writes the
 # file beside the plan from the weights it makes (rtn4:, rtn8:).
 for b in 4 8; do
-  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int$b --max-batch 4 --prefill-chunks 8,32 \
-    -o "$out/llama8b-2l-int$b.weft" 2>/dev/null
+  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int$b --max-batch 4 \
+    --prefill-chunks 8,32,128 -o "$out/llama8b-2l-int$b.weft" 2>/dev/null
   rm -f "$out/llama8b-2l-int$b.weights.safetensors"
   check "  same, int$b quantized here" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 8 32 1
-  check "  same, int$b quantized here, prompt 20" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 20 32 1
+  check "  same, int$b quantized here, prompt 100" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 100 32 1
 done
 # Batched: every decode bucket (1 to 64) with sequences of different
 # lengths, prefill chunks holding several sequences beside decode tokens;

@@ -6,7 +6,7 @@
 # step that mixes prefill chunks of several sequences with decode tokens;
 # then the pipeline with two micro-batches in flight, and sampling; and the
 # quantized projections (4-bit groups, 8-bit rows) on one device.
-#   test/gpu/sanitize.sh DIR
+#   test/gpu/sanitize.sh DIR          (WEFT_SANITIZE=REGEX: only plans matching it)
 # Prints one line per run and exits non-zero on any reported error.
 set -uo pipefail
 dir="${1:-.gpu}"
@@ -39,8 +39,10 @@ runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0"
 if [[ $gpus -ge 2 ]]; then
   runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")
 fi
+only="${WEFT_SANITIZE:-}" # a regular expression over plan names: those runs only
 for r in "${runs[@]}"; do
   plan="${r%%:*}"; map="${r##*:}"
+  [[ -n $only && ! $plan =~ $only ]] && continue
   devices=""
   [[ -n $map ]] && devices="--devices $map"
   for what in bench prompts; do
@@ -52,6 +54,7 @@ for r in "${runs[@]}"; do
     memcheck "$plan ${map:+on GPUs $map }$what" "$dir/$plan.weft" $devices "${args[@]}"
   done
 done
+[[ -n $only ]] && { rm -f "$prompts"; exit $rc; }
 # Two micro-batches in flight through the pipeline (per-device graphs off:
 # --no-cuda-graphs, as above), mixed prefill and decode.
 for map in 0,0 $([[ $gpus -ge 2 ]] && echo 0,1); do

@@ -531,14 +531,23 @@ TEST(PlanReader, BucketPredictionsAreCheckedAndOptional) {
 }
 
 TEST(PlanReader, GemmOperandsHaveTheirKinds) {
-  // An activation buffer in the weight's place (B), a weight as C, and a
-  // weight stored in another dtype than the GEMM reads are refused, even
-  // in a plan sealed after the change.
+  // An input in the weight's place (B), a buffer too small to hold B (a
+  // quantized projection expanded to 16 bits goes there), a weight as C,
+  // and a weight stored in another dtype than the GEMM reads are refused,
+  // even in a plan sealed after the change.
+  {
+    fb::PlanT plan = tinyPlan();
+    plan.buckets[0]->steps[1]->op.AsGemm()->b = inputArg(fb::InputKind::TokenIds);
+    ASSERT_TRUE(oneLineError(load(planBytes(plan)),
+                             "plan.weft: buckets[0].steps[1].op.b: kind Input: expected a Weight "
+                             "or a Buffer"));
+  }
   {
     fb::PlanT plan = tinyPlan();
     plan.buckets[0]->steps[1]->op.AsGemm()->b = bufferArg(0);
     ASSERT_TRUE(oneLineError(load(planBytes(plan)),
-                             "plan.weft: buckets[0].steps[1].op.b: kind Buffer: expected a Weight"));
+                             "plan.weft: buckets[0].steps[1].op.b: buffer 0 on device 0 holds 256 "
+                             "bytes from offset 0: expected at least 16384 for this operand"));
   }
   {
     fb::PlanT plan = tinyPlan();

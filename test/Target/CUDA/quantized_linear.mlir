@@ -1,10 +1,10 @@
 // Quantized projections (#weft.quant on the weight): the GEMV's
 // tensor-core engine expands the codes at every token count, with the
 // codes and their (scale, zero) pairs as two parameters. Few tokens
-// normalize inside the kernel (PRENORM); many get an RMSNorm kernel first,
-// then tiles of tokens.
+// normalize inside the kernel (PRENORM); more get an RMSNorm kernel first,
+// then tiles of tokens; more than 64 expand the codes for cuBLASLt.
 // RUN: weft-emit-cuda %s | FileCheck %s
-// RUN: weft-emit-cuda --no-source --function=prefill %s | FileCheck %s --check-prefix=PREFILL
+// RUN: weft-emit-cuda --no-source %s | FileCheck %s --check-prefix=PREFILL
 
 // CHECK-LABEL: // @decode region 0 "rms_norm_linear_swiglu": 1 step
 // CHECK-NEXT: // step 0: kernel [[NAME:weft_rms_norm_linear_swiglu_t1_k256_n1024_gemv_[0-9a-f]+]]
@@ -33,16 +33,44 @@ func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf
   return %r : tensor<1x512xf16>
 }
 
-// 96 tokens, 8-bit codes with one group per row: the norm first, then
-// tiles of 32 tokens (two weight rows per column: 64 / 2 at most).
-// PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 2 steps
+// 48 tokens, 8-bit codes with one group per row: the norm first, then
+// tiles of 24 tokens (two weight rows per column: at most 64 / 2).
+// PREFILL-LABEL: // @batch region 0 "rms_norm_linear_swiglu": 2 steps
 // PREFILL-NEXT: // step 0: kernel weft_rms_norm_k256_
-// PREFILL: //   param 2 normalized: Scratch 3 (49152 bytes)
-// PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t96_k256_n1024_gemv_
-// PREFILL-NEXT: //   grid (4, 1, 3) block (256, 1, 1) shared 0
-// PREFILL-NEXT: //   param 0 normalized: Scratch 3 (49152 bytes)
+// PREFILL: //   param 2 normalized: Scratch 3 (24576 bytes)
+// PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t48_k256_n1024_gemv_
+// PREFILL-NEXT: //   grid (4, 1, 2) block (256, 1, 1) shared 0
+// PREFILL-NEXT: //   param 0 normalized: Scratch 3 (24576 bytes)
 // PREFILL-NEXT: //   param 1 w: RegionInput 2
 // PREFILL-NEXT: //   param 2 w_scales: RegionInput 2 (its scales)
+func.func @batch(%x: tensor<48x256xf16>, %wn: tensor<256xf16>) -> tensor<48x512xf16> {
+  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 8, group = 256>} : tensor<1024x256xf16>
+  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 48 : i64}}
+      : (tensor<48x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<48x512xf16> {
+  ^bb0(%a: tensor<48x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<48x256xf16>, tensor<256xf16>) -> tensor<48x256xf16>
+    %l = weft.linear %n, %c : (tensor<48x256xf16>, tensor<1024x256xf16>) -> tensor<48x1024xf16>
+    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<48x1024xf16> -> (tensor<48x512xf16>, tensor<48x512xf16>)
+    %g = weft.silu %s#0 : tensor<48x512xf16>
+    %m = weft.mul %g, %s#1 : tensor<48x512xf16>
+    weft.yield %m : tensor<48x512xf16>
+  }
+  return %r : tensor<48x512xf16>
+}
+
+// 96 tokens: the codes expanded to f16 once, then the norm, cuBLASLt and
+// SwiGLU as for 16-bit weights.
+// PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
+// PREFILL-NEXT: // step 0: kernel weft_expand_codes_n1024_k256_
+// PREFILL-NEXT: //   grid (256, 1, 1) block (256, 1, 1) shared 0
+// PREFILL-NEXT: //   param 0 w: RegionInput 2
+// PREFILL-NEXT: //   param 1 w_scales: RegionInput 2 (its scales)
+// PREFILL-NEXT: //   param 2 expanded: Scratch 4 (524288 bytes)
+// PREFILL-NEXT: // step 1: kernel weft_rms_norm_k256_
+// PREFILL: // step 2: gemm m 96 n 1024 k 256 (f16 x f16 -> f16)
+// PREFILL-NEXT: //   a normalized: Scratch 0 (49152 bytes)
+// PREFILL-NEXT: //   b expanded: Scratch 4 (524288 bytes)
+// PREFILL: // step 3: kernel weft_swiglu_i512_
 func.func @prefill(%x: tensor<96x256xf16>, %wn: tensor<256xf16>) -> tensor<96x512xf16> {
   %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 8, group = 256>} : tensor<1024x256xf16>
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 96 : i64}}

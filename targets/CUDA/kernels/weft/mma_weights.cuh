@@ -81,21 +81,58 @@ template <int BITS, int GROUP, int ME> struct PackedRows {
     constexpr unsigned MASK = BITS == 4 ? 0x000F000Fu : 0x00FF00FFu;
     return ((word >> (j * BITS)) & MASK) | 0x64006400u;
   }
-  __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
-    const __half2 scale = __low2half2(raw.sz);
+  // The PER_WORD weights of one word as f16 pairs, given the word's
+  // (scale, zero).
+  static __device__ __forceinline__ void expandWord(unsigned word, __half2 sz,
+                                                    unsigned (&h)[PER_WORD / 2]) {
+    const __half2 scale = __low2half2(sz);
     // 1024 + zero: subtracting it leaves code - zero, exact in f16.
-    const __half2 offset = __hadd2(__high2half2(raw.sz), __float2half2_rn(1024.0f));
+    const __half2 offset = __hadd2(__high2half2(sz), __float2half2_rn(1024.0f));
+#pragma unroll
+    for (int j = 0; j < PER_WORD / 2; ++j) {
+      unsigned p = pair(word, j);
+      __half2 v = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&p), offset), scale);
+      h[j] = *reinterpret_cast<unsigned *>(&v);
+    }
+  }
+  __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
     unsigned h[ME / 2];
 #pragma unroll
-    for (int i = 0; i < ME / 2; ++i) {
-      unsigned p = pair(raw.w[i / (PER_WORD / 2)], i % (PER_WORD / 2));
-      __half2 v = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&p), offset), scale);
-      h[i] = *reinterpret_cast<unsigned *>(&v);
+    for (int w = 0; w < WORDS; ++w) {
+      unsigned part[PER_WORD / 2];
+      expandWord(raw.w[w], raw.sz, part);
+#pragma unroll
+      for (int j = 0; j < PER_WORD / 2; ++j)
+        h[w * (PER_WORD / 2) + j] = part[j];
     }
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
       out[c] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   }
 };
+
+// A quantized projection's codes expanded to its [NW, K] f16 matrix, for a
+// library GEMM over many tokens (each weight is then read by the GEMM's
+// tiles, not expanded again per tile). Config: NW, K, BITS, GROUP, THREADS.
+// Grid: ceil(NW * K * BITS / 32 / THREADS); block: THREADS; a thread per
+// word of codes.
+template <class C>
+__device__ __forceinline__ void expandCodes(const unsigned *__restrict__ codes,
+                                            const __half2 *__restrict__ scales,
+                                            __half *__restrict__ out) {
+  using P = PackedRows<C::BITS, C::GROUP, 8>;
+  constexpr int WPR = C::K / P::PER_WORD; // words per row
+  const long long word = (long long)blockIdx.x * C::THREADS + threadIdx.x;
+  if (word >= (long long)C::NW * WPR)
+    return;
+  const int row = int(word / WPR), k = int(word % WPR) * P::PER_WORD;
+  unsigned h[P::PER_WORD / 2];
+  P::expandWord(__ldcs(codes + word), __ldg(scales + (size_t)row * (C::K / C::GROUP) + k / C::GROUP),
+                h);
+  unsigned *dst = reinterpret_cast<unsigned *>(out + (size_t)row * C::K + k);
+#pragma unroll
+  for (int j = 0; j < P::PER_WORD / 2; ++j)
+    dst[j] = h[j];
+}
 
 } // namespace weft::kernels
