@@ -185,6 +185,13 @@ public:
                         uint64_t(config.qWidth() + 2 * config.kvWidth() +
                                  2 * config.intermediateSize) / uint64_t(n);
     uint64_t act = tmax * perToken * esize;
+    // Codes expanded for cuBLASLt, one projection at a time: the largest,
+    // gate and up together (this device's shard).
+    bool codes = options.weights.dtype == WeightDType::Int4 ||
+                 options.weights.dtype == WeightDType::Int8;
+    if (codes && int64_t(tmax) > kExpandedCodesAbove)
+      act += 2 * uint64_t(config.intermediateSize) * uint64_t(config.hiddenSize) * 2 /
+             uint64_t(n);
 
     for (int dev : s.devices) {
       DeviceMemory &m = memory[size_t(dev)];

@@ -602,7 +602,7 @@ constexpr int64_t kMaxPrenormTokens = 4;
 // row in shared memory); more expand their codes to f16 for cuBLASLt
 // (Llama 3.1 8B int4 on an H200: 100 tokens 15.5 ms and 512 tokens 45.9 ms
 // per step through tiles, docs/benchmarks.md).
-constexpr int64_t kMaxTileTokens = 64;
+constexpr int64_t kMaxTileTokens = kMaxCodeGemvTokens;
 
 // The largest divisor of `tokens` that is at most `most`.
 int64_t tileTokensFor(int64_t tokens, int64_t most) {

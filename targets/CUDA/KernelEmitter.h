@@ -122,6 +122,10 @@ EmittedKernel emitAccumulateKernel(ElementType type, int64_t count);
 // Token counts above this run projections through cuBLASLt instead of a
 // generated GEMV-style kernel.
 inline constexpr int64_t kMaxGemvTokens = 16;
+// Quantized projections of more tokens than this expand their codes to a
+// 16-bit scratch matrix for cuBLASLt (fewer run in the GEMV's tensor-core
+// engine, in tiles). partition::kExpandedCodesAbove prices that scratch.
+inline constexpr int64_t kMaxCodeGemvTokens = 64;
 
 } // namespace weft::cuda
 

@@ -9,6 +9,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "targets/CUDA/KernelEmitter.h"
+
 #include <gtest/gtest.h>
 
 namespace weft::partition {
@@ -163,6 +165,26 @@ TEST_F(PartitionerTest, ChosenFitsAndBeatsMemorySplit) {
       EXPECT_LE(c.tokensPerSecond, r->best.tokensPerSecond * (1 + 1e-9));
     }
   }
+}
+
+TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
+  // Steps of more than 64 tokens expand each quantized projection to a
+  // 16-bit scratch matrix; the estimate adds the largest (gate and up).
+  static_assert(kExpandedCodesAbove == cuda::kMaxCodeGemvTokens,
+                "the partitioner prices what the emitter does");
+  ModelProfile p = profileOf("llama-3.1-8b");
+  target::Topology t = topology("h200");
+  auto activations = [&](int64_t chunk) {
+    llvm::Expected<PartitionOptions> o =
+        makePartitionOptions(*p.config, "throughput", 1, 4096, "int4");
+    EXPECT_TRUE(bool(o));
+    o->prefillChunk = chunk;
+    llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
+    EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    return r->best.memory[0].activations;
+  };
+  uint64_t perToken = (3 * 4096 + 4096 + 2 * 1024 + 2 * 14336) * 2; // bf16
+  EXPECT_EQ(activations(65) - activations(64), perToken + 2ull * 14336 * 4096 * 2);
 }
 
 TEST_F(PartitionerTest, LatencyObjectivePrefersOneFastDevice) {
