@@ -27,6 +27,9 @@ ids=$(python3 -c 'print(",".join(str(7 + 997 * i % 128000) for i in range(32)))'
 # Batched decode next to its floor, and the scheduler against decode_b100.
 python3 "$here/bench_batches.py" "$dir" "$out" 2>&1 | tee "$out/batches-table.txt"
 
+# Quantized projections (int4, int8) beside fp16, each against its floor.
+python3 "$here/bench_quantized.py" "$dir" "$run" 2>&1 | tee "$out/quantized.txt"
+
 if [[ -n "${WEFT_FULL:-}" ]]; then
   python3 "$here/bench_decode.py" "$dir/llama8b-fp16.weft" "$run" 2>&1 | tee "$out/bench.txt"
   # Where projections switch from the generated GEMV to cuBLASLt.
@@ -72,6 +75,7 @@ tail -1 "$out/sampling.txt"
 tail -1 "$out/interactive.txt"
 cat "$out/e2e.txt"
 grep -E "^(\||copy)" "$out/batches-table.txt"
+grep -E "^\|" "$out/quantized.txt"
 sed 's/^/  /' "$out/sanitize.txt" | grep memcheck
 [[ -f "$out/gemv.txt" ]] && sed 's/^/  /' "$out/gemv.txt"
 [[ -f "$out/tp.txt" ]] && sed 's/^/  /' "$out/tp.txt"
