@@ -70,9 +70,7 @@ public:
 
   GraphValue rope(GraphValue x) override {
     Value v = unwrap(x);
-    RopeKind kind = c.rope.type == RopeType::Llama3   ? RopeKind::Llama3
-                    : c.rope.type == RopeType::Linear ? RopeKind::Linear
-                                                      : RopeKind::Default;
+    RopeKind kind = ropeKind();
     auto op = b.create<RopeOp>(loc, v.getType(), v, positions,
                                b.getI64IntegerAttr(c.headDim),
                                b.getF64FloatAttr(c.ropeTheta),
@@ -117,35 +115,19 @@ public:
     return wrap(b.create<EmbeddingOp>(loc, act(c.hiddenSize), unwrap(table), ids));
   }
 
-  DictionaryAttr modelAttr() {
-    SmallVector<NamedAttribute> a;
-    auto i64 = [&](StringRef n, int64_t v) {
-      a.push_back(b.getNamedAttr(n, b.getI64IntegerAttr(v)));
-    };
-    auto f64 = [&](StringRef n, double v) {
-      a.push_back(b.getNamedAttr(n, b.getF64FloatAttr(v)));
-    };
-    a.push_back(b.getNamedAttr("architecture", b.getStringAttr(c.architecture)));
-    a.push_back(b.getNamedAttr("name", b.getStringAttr(c.name)));
-    a.push_back(b.getNamedAttr("dtype", TypeAttr::get(dtype)));
-    i64("hidden_size", c.hiddenSize);
-    i64("intermediate_size", c.intermediateSize);
-    i64("num_layers", c.numLayers);
-    i64("num_heads", c.numHeads);
-    i64("num_kv_heads", c.numKvHeads);
-    i64("head_dim", c.headDim);
-    i64("vocab_size", c.vocabSize);
-    i64("max_position_embeddings", c.maxPositionEmbeddings);
-    f64("rms_norm_eps", c.rmsNormEps);
-    f64("rope_theta", c.ropeTheta);
-    a.push_back(b.getNamedAttr("rope_type", b.getStringAttr(ropeTypeName(c.rope.type))));
-    a.push_back(b.getNamedAttr("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings)));
-    a.push_back(b.getNamedAttr("qkv_bias", b.getBoolAttr(c.qkvBias)));
-    a.push_back(b.getNamedAttr("o_bias", b.getBoolAttr(c.oBias)));
-    a.push_back(b.getNamedAttr("mlp_bias", b.getBoolAttr(c.mlpBias)));
-    if (c.slidingWindow)
-      i64("sliding_window", *c.slidingWindow);
-    return b.getDictionaryAttr(a);
+  RopeKind ropeKind() const {
+    return c.rope.type == RopeType::Llama3   ? RopeKind::Llama3
+           : c.rope.type == RopeType::Linear ? RopeKind::Linear
+                                             : RopeKind::Default;
+  }
+
+  ModelAttr modelAttr() {
+    return ModelAttr::get(&ctx, c.architecture, c.name, dtype, c.hiddenSize, c.intermediateSize,
+                          c.numLayers, c.numHeads, c.numKvHeads, c.headDim, c.vocabSize,
+                          c.maxPositionEmbeddings, b.getF64FloatAttr(c.rmsNormEps),
+                          b.getF64FloatAttr(c.ropeTheta), ropeKind(),
+                          b.getBoolAttr(c.tieWordEmbeddings), b.getBoolAttr(c.qkvBias),
+                          b.getBoolAttr(c.oBias), b.getBoolAttr(c.mlpBias), c.slidingWindow);
   }
 
   void build(ModuleOp module, const ImportOptions &options) {
@@ -209,55 +191,34 @@ llvm::Expected<ModelConfig> modelConfigFromModule(ModuleOp module) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "module attribute 'weft.model': " + msg);
   };
-  auto dict = module->getAttrOfType<DictionaryAttr>("weft.model");
-  if (!dict)
-    return fail("missing (the module was not produced by the importer)");
+  auto m = module->getAttrOfType<ModelAttr>("weft.model");
+  if (!m)
+    return fail("missing or not a #weft.model (the module was not produced by the importer)");
   ModelConfig c;
-  auto str = [&](StringRef key) -> std::string {
-    auto a = dict.getAs<StringAttr>(key);
-    return a ? a.getValue().str() : std::string();
-  };
-  auto flag = [&](StringRef key) {
-    auto a = dict.getAs<BoolAttr>(key);
-    return a && a.getValue();
-  };
-  c.architecture = str("architecture");
-  c.name = str("name");
+  c.architecture = m.getArchitecture().str();
+  c.name = m.getName().str();
   const Architecture *arch = findArchitecture(c.architecture);
   if (!arch)
     return fail("unknown architecture '" + c.architecture + "'");
   c.family = arch->family;
-  struct Field {
-    const char *key;
-    int64_t *dst;
-  } fields[] = {{"hidden_size", &c.hiddenSize},
-                {"intermediate_size", &c.intermediateSize},
-                {"num_layers", &c.numLayers},
-                {"num_heads", &c.numHeads},
-                {"num_kv_heads", &c.numKvHeads},
-                {"head_dim", &c.headDim},
-                {"vocab_size", &c.vocabSize},
-                {"max_position_embeddings", &c.maxPositionEmbeddings}};
-  for (Field &f : fields) {
-    auto a = dict.getAs<IntegerAttr>(f.key);
-    if (!a || a.getInt() <= 0)
-      return fail(llvm::Twine("field '") + f.key + "' missing or not positive");
-    *f.dst = a.getInt();
-  }
-  if (auto w = dict.getAs<IntegerAttr>("sliding_window"))
-    c.slidingWindow = w.getInt();
-  if (auto eps = dict.getAs<FloatAttr>("rms_norm_eps"))
-    c.rmsNormEps = eps.getValueAsDouble();
-  if (auto theta = dict.getAs<FloatAttr>("rope_theta"))
-    c.ropeTheta = theta.getValueAsDouble();
-  c.tieWordEmbeddings = flag("tie_word_embeddings");
-  c.qkvBias = flag("qkv_bias");
-  c.oBias = flag("o_bias");
-  c.mlpBias = flag("mlp_bias");
-  auto dtype = dict.getAs<TypeAttr>("dtype");
-  if (!dtype)
-    return fail("field 'dtype' missing");
-  Type t = dtype.getValue();
+  c.hiddenSize = m.getHiddenSize();
+  c.intermediateSize = m.getIntermediateSize();
+  c.numLayers = m.getNumLayers();
+  c.numHeads = m.getNumHeads();
+  c.numKvHeads = m.getNumKvHeads();
+  c.headDim = m.getHeadDim();
+  c.vocabSize = m.getVocabSize();
+  c.maxPositionEmbeddings = m.getMaxPositionEmbeddings();
+  c.slidingWindow = m.getSlidingWindow();
+  c.rmsNormEps = m.getRmsNormEps().getValueAsDouble();
+  c.ropeTheta = m.getRopeTheta().getValueAsDouble();
+  // The rope scaling's parameters live on weft.rope; the kind alone would
+  // be a half-filled RopeScaling, so c.rope stays the default.
+  c.tieWordEmbeddings = m.getTieWordEmbeddings().getValue();
+  c.qkvBias = m.getQkvBias().getValue();
+  c.oBias = m.getOBias().getValue();
+  c.mlpBias = m.getMlpBias().getValue();
+  Type t = m.getDtype();
   c.dtype = t.isF16() ? io::DType::F16 : t.isBF16() ? io::DType::BF16 : io::DType::F32;
   return c;
 }

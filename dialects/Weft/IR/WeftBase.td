@@ -77,4 +77,43 @@ def Weft_QuantAttr : AttrDef<Weft_Dialect, "Quant"> {
   let genVerifyDecl = 1;
 }
 
+// What a module was imported from: the model's shape and options, which
+// passes and the plan builder read back (modelConfigFromModule).
+def Weft_ModelAttr : AttrDef<Weft_Dialect, "Model"> {
+  let mnemonic = "model";
+  let summary = "the model a module was imported from";
+  let description = [{
+    The module attribute `weft.model`: the Hugging Face architecture, the
+    name (a checkpoint directory or a built-in), the weights' float type and
+    the decoder's dimensions and options. Every dimension is positive.
+
+    ```mlir
+    module attributes {weft.model = #weft.model<architecture = "LlamaForCausalLM",
+        name = "llama-3.2-1b", dtype = bf16, hidden_size = 2048, ...>} { ... }
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the Hugging Face `architectures` entry">:$architecture,
+    StringRefParameter<"a checkpoint directory or a built-in name">:$name,
+    "::mlir::Type":$dtype,
+    "int64_t":$hidden_size,
+    "int64_t":$intermediate_size,
+    "int64_t":$num_layers,
+    "int64_t":$num_heads,
+    "int64_t":$num_kv_heads,
+    "int64_t":$head_dim,
+    "int64_t":$vocab_size,
+    "int64_t":$max_position_embeddings,
+    "::mlir::FloatAttr":$rms_norm_eps,
+    "::mlir::FloatAttr":$rope_theta,
+    EnumParameter<Weft_RopeKind>:$rope_type,
+    "::mlir::BoolAttr":$tie_word_embeddings,
+    "::mlir::BoolAttr":$qkv_bias,
+    "::mlir::BoolAttr":$o_bias,
+    "::mlir::BoolAttr":$mlp_bias,
+    OptionalParameter<"std::optional<int64_t>">:$sliding_window);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // WEFT_DIALECT_WEFT_IR_WEFTBASE_TD

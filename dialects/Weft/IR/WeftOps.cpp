@@ -112,6 +112,32 @@ LogicalResult WeightOp::verify() {
   return success();
 }
 
+LogicalResult ModelAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                StringRef architecture, StringRef, Type dtype, int64_t hidden,
+                                int64_t intermediate, int64_t layers, int64_t heads,
+                                int64_t kvHeads, int64_t headDim, int64_t vocab,
+                                int64_t positions, FloatAttr eps, FloatAttr theta, RopeKind,
+                                BoolAttr, BoolAttr, BoolAttr, BoolAttr,
+                                std::optional<int64_t> window) {
+  if (architecture.empty())
+    return emitError() << "#weft.model: empty architecture";
+  if (!dtype.isF16() && !dtype.isBF16() && !dtype.isF32())
+    return emitError() << "#weft.model: dtype must be f16, bf16 or f32, got " << dtype;
+  std::pair<const char *, int64_t> dims[] = {
+      {"hidden_size", hidden},     {"intermediate_size", intermediate},
+      {"num_layers", layers},      {"num_heads", heads},
+      {"num_kv_heads", kvHeads},   {"head_dim", headDim},
+      {"vocab_size", vocab},       {"max_position_embeddings", positions}};
+  for (auto [name, v] : dims)
+    if (v <= 0)
+      return emitError() << "#weft.model: " << name << " must be positive, got " << v;
+  if (window && *window <= 0)
+    return emitError() << "#weft.model: sliding_window must be positive, got " << *window;
+  if (!eps || !theta)
+    return emitError() << "#weft.model: rms_norm_eps and rope_theta are required";
+  return success();
+}
+
 QuantAttr weft::quantOf(Value weight) {
   if (auto arg = dyn_cast<BlockArgument>(weight)) {
     auto fn = dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());

@@ -313,3 +313,28 @@ func.func @fusion_isolated(%x: tensor<?x64xf16>) {
   }
   return
 }
+
+// -----
+
+// Tests that quantized codes are 4 or 8 bits.
+func.func @quant_bits() {
+  // expected-error @+1 {{#weft.quant: bits must be 4 or 8, got 3}}
+  %w = weft.weight "w" {quant = #weft.quant<bits = 3, group = 32>} : tensor<64x64xf16>
+  return
+}
+
+// -----
+
+// Tests that a quantization group divides the inputs.
+func.func @quant_group() {
+  // expected-error @+1 {{quantized weight 'w': group 128 does not divide its 64 inputs}}
+  %w = weft.weight "w" {quant = #weft.quant<bits = 4, group = 128>} : tensor<64x64xf16>
+  return
+}
+
+// -----
+
+// Tests that a model's dimensions are positive.
+// expected-error @+1 {{#weft.model: num_kv_heads must be positive, got 0}}
+module attributes {weft.model = #weft.model<architecture = "LlamaForCausalLM", name = "m", dtype = f16, hidden_size = 64, intermediate_size = 128, num_layers = 2, num_heads = 4, num_kv_heads = 0, head_dim = 16, vocab_size = 256, max_position_embeddings = 256, rms_norm_eps = 1.0e-05 : f64, rope_theta = 1.0e+04 : f64, rope_type = default, tie_word_embeddings = false, qkv_bias = false, o_bias = false, mlp_bias = false>} {
+}

@@ -81,3 +81,12 @@ func.func @fusion_regions(%x: tensor<?x64xf16>, %wn: tensor<64xf16>, %wq: tensor
   }
   return %r#0, %r#1 : tensor<?x64xf16>, tensor<?x32xf16>
 }
+
+// A quantized weight and the model attribute round-trip.
+// CHECK-LABEL: func.func @quantized_weight
+// CHECK: weft.weight "w" {quant = #weft.quant<bits = 4, group = 32>} : tensor<64x64xf16>
+func.func @quantized_weight() -> tensor<64x64xf16> {
+  %w = weft.weight "w" {quant = #weft.quant<bits = 4, group = 32>} : tensor<64x64xf16>
+  return %w : tensor<64x64xf16>
+}
+
