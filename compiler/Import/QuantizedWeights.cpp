@@ -143,17 +143,36 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
   const int64_t wordsPerRow = p.in / perWord;
   k.codes.assign(size_t(p.out * wordsPerRow), 0u);
   k.scales.resize(size_t(p.out * r.groups * 2));
-  // Blocks of 64 output rows on LLVM's thread pool. Within a block, inputs
-  // go in order, since both formats keep one input's codes of consecutive
-  // outputs together, and each row's words fill in order.
+  // Blocks of 64 output rows on LLVM's thread pool, a kernel word at a
+  // time: GPTQ already keeps the word's inputs in one word (sequential
+  // fields, to be moved to the kernel's slots); AWQ keeps 8 outputs of one
+  // input in a word, so each 8 x 8 block of codes is transposed.
   constexpr int64_t kRows = 64;
+  const uint32_t mask = (1u << q.bits) - 1;
   llvm::parallelFor(0, size_t((p.out + kRows - 1) / kRows), [&](size_t block) {
     const int64_t j0 = int64_t(block) * kRows, j1 = std::min(p.out, j0 + kRows);
-    for (int64_t i = 0; i < p.in; ++i) {
-      const int shift = kernelCodeSlot(int(i % perWord), q.bits);
-      uint32_t *words = k.codes.data() + i / perWord;
-      for (int64_t j = j0; j < j1; ++j)
-        words[j * wordsPerRow] |= r.code(i, j) << shift;
+    if (!r.awq) {
+      for (int64_t w = 0; w < wordsPerRow; ++w)
+        for (int64_t j = j0; j < j1; ++j) {
+          const uint32_t src = uint32_t(p.qweight[size_t(w * p.out + j)]);
+          uint32_t dst = 0;
+          for (int c = 0; c < perWord; ++c)
+            dst |= ((src >> (c * q.bits)) & mask) << kernelCodeSlot(c, q.bits);
+          k.codes[size_t(j * wordsPerRow + w)] = dst;
+        }
+    } else {
+      for (int64_t w = 0; w < wordsPerRow; ++w)  // 8 inputs
+        for (int64_t jb = j0 / 8; jb < (j1 + 7) / 8; ++jb) { // 8 outputs
+          uint32_t src[8];
+          for (int i = 0; i < 8; ++i)
+            src[i] = uint32_t(p.qweight[size_t((w * 8 + i) * (p.out / 8) + jb)]);
+          for (int c = 0; c < 8; ++c) {
+            uint32_t dst = 0;
+            for (int i = 0; i < 8; ++i)
+              dst |= ((src[i] >> (4 * awqNibble(c))) & 0xfu) << kernelCodeSlot(i, 4);
+            k.codes[size_t((jb * 8 + c) * wordsPerRow + w)] = dst;
+          }
+        }
     }
     for (int64_t g = 0; g < r.groups; ++g)
       for (int64_t j = j0; j < j1; ++j) {
