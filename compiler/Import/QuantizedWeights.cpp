@@ -6,7 +6,6 @@
 #include "runtime/io/MappedFile.h"
 #include "runtime/plan/Fnv1a.h"
 
-#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -20,13 +19,12 @@
 namespace weft {
 namespace {
 
-
+// What v becomes stored as f16 (halfBits, then back).
 float roundToHalf(float v) {
-  llvm::APFloat f(v);
-  bool lost = false;
-  f.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  return f.convertToFloat();
+  const uint16_t h = halfBits(v);
+  float f;
+  io::decodeToFloat(io::DType::F16, &h, 1, &f);
+  return f;
 }
 
 // Value k of a word of `bits`-bit values, lowest bits first.

@@ -1011,8 +1011,17 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   const ModelConfig &config = source.config;
   // Only what the runtime executes: the checkpoint's weight dtype, every
   // layer in device memory.
-  bool quantizedHere = false; // --weight-dtype int4|int8: marked by quantizeProjections
-  module.walk([&](WeightOp w) { quantizedHere |= w.getQuantAttr() && !config.quant.active(); });
+  // Quantized projections, repacked (or quantized, --weight-dtype int4|int8:
+  // marked by quantizeProjections) for the kernels into a file beside the
+  // plan (the checkpoint's own layouts are not the kernels').
+  std::vector<QuantizedWeightRef> quantized;
+  std::set<std::string> seen;
+  module.walk([&](WeightOp w) {
+    if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName().str()).second)
+      quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
+                           w.getType().getDimSize(1), int(q.getBits()), q.getGroup()});
+  });
+  bool quantizedHere = !quantized.empty() && !config.quant.active();
   if (popts.weights.dtype != partition::nativeWeightDType(config) && !quantizedHere)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -1095,15 +1104,6 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   llvm::Expected<SourceFiles> sources = describeSources(source);
   if (!sources)
     return sources.takeError();
-  // Quantized projections, repacked for the kernels into a file beside the
-  // plan (the checkpoint's own layouts are not the kernels').
-  std::vector<QuantizedWeightRef> quantized;
-  std::set<std::string> seen;
-  module.walk([&](WeightOp w) {
-    if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName().str()).second)
-      quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
-                           w.getType().getDimSize(1), int(q.getBits()), q.getGroup()});
-  });
   if (!quantized.empty() && source.checkpoint && !options.kernelWeightsPath.empty()) {
     std::function<void(uint64_t, uint64_t)> progress;
     if (options.progress)

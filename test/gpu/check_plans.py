@@ -74,15 +74,22 @@ def hf_greedy(model, prompt, steps):
     return tokens
 
 
+def fixture_script():
+    """test/Inputs/make_quantized_fixture.py: the quantizer and the
+    safetensors writer."""
+    sys.path.insert(0, os.path.join(ROOT, "test", "Inputs"))
+    import make_quantized_fixture
+    return make_quantized_fixture
+
+
 def quantize_projections(model, bits):
     """Quantizes every projection of `model` in place by the compile-time
     rule (its weights become the expanded codes) and returns the tensors of
     the kernels' file: NAME.codes (I32 [out, in * bits / 32], input k of a
     word at bit (k % 2) * 16 + (k / 2) * bits) and NAME.scales (F16
     [out, 2 * groups]: scale, zero)."""
-    sys.path.insert(0, os.path.join(ROOT, "test", "Inputs"))
     import numpy as np
-    import make_quantized_fixture as mq
+    mq = fixture_script()
     spec = mq.RTN[f"rtn{bits}"]
     tensors = {}
     with torch.no_grad():
@@ -320,10 +327,8 @@ def main():
             dtype = DTYPES[c["dtype"]]
             model, weights = models.get(c["model"], dtype)
             if c["model"].startswith("rtn"):
-                sys.path.insert(0, os.path.join(ROOT, "test", "Inputs"))
-                import make_quantized_fixture as mq
-                mq.write_safetensors(os.path.join(plans, c["plan"][:-len(".weft")] +
-                                                  ".weights.safetensors"), models.kernel_file)
+                beside = os.path.join(plans, c["plan"][:-len(".weft")] + ".weights.safetensors")
+                fixture_script().write_safetensors(beside, models.kernel_file)
             if "batch" in c:
                 ok, n = check_batch(c, model, models.truth(), weights, runner, plans, gpus)
                 ok_all &= ok
