@@ -265,14 +265,16 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
   os << " (total " << total << ")\n";
 }
 
-void quantizeProjections(ModuleOp module, int bits) {
+void quantizeProjections(ModuleOp module, int bits, QuantFormat format) {
   module.walk([&](WeightOp w) {
     RankedTensorType t = w.getType();
     if (t.getRank() != 2 || !w.getName().ends_with("_proj.weight"))
       return;
     int64_t in = t.getDimSize(1);
     int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
-    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group));
+    if (format == QuantFormat::E4M3)
+      group = in;
+    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group, format));
   });
 }
 

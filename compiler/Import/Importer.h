@@ -3,6 +3,7 @@
 #define WEFT_COMPILER_IMPORT_IMPORTER_H_
 
 #include "compiler/Import/ModelConfig.h"
+#include "dialects/Weft/IR/WeftOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -35,14 +36,16 @@ llvm::Expected<ModelConfig> modelConfigFromModule(mlir::ModuleOp module);
 void printGraphSummary(mlir::ModuleOp module, const ModelConfig &config,
                        llvm::raw_ostream &os);
 
-// Quantizing at compile time (weft-compile --weight-dtype int4|int8 on a
-// 16-bit checkpoint): marks every projection weight of `module` (a
-// "*_proj.weight" matrix) with #weft.quant: 4 bits in groups of
+// Quantizing at compile time (weft-compile --weight-dtype int4|int8|fp8 on
+// a 16-bit checkpoint): marks every projection weight of `module` (a
+// "*_proj.weight" matrix) with #weft.quant: 4-bit integers in groups of
 // kCompileTimeGroup inputs (the whole row where that does not divide it),
-// or 8 bits with one group per row. The plan builder then quantizes them
-// by round to nearest (quantizeForKernels) into the file beside the plan.
+// 8-bit integers or FP8 E4M3 (`format`) with one group per row. The plan
+// builder then quantizes them by round to nearest (quantizeForKernels)
+// into the file beside the plan.
 inline constexpr int64_t kCompileTimeGroup = 128;
-void quantizeProjections(mlir::ModuleOp module, int bits);
+void quantizeProjections(mlir::ModuleOp module, int bits,
+                         QuantFormat format = QuantFormat::Int);
 
 } // namespace weft
 

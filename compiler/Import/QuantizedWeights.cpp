@@ -15,17 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace weft {
 namespace {
-
-// What v becomes stored as f16 (halfBits, then back).
-float roundToHalf(float v) {
-  const uint16_t h = halfBits(v);
-  float f;
-  io::decodeToFloat(io::DType::F16, &h, 1, &f);
-  return f;
-}
 
 // Value k of a word of `bits`-bit values, lowest bits first.
 uint32_t field(int32_t word, int k, int bits) {
@@ -101,6 +94,62 @@ uint16_t halfBits(float v) {
   return uint16_t(sign | h);
 }
 
+uint16_t bfloat16Bits(float v) {
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) // NaN stays a (quiet) NaN
+    return uint16_t((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return uint16_t(x >> 16);
+}
+
+uint8_t e4m3Bits(float v) {
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  float a = std::fabs(v);
+  if (std::isnan(v))
+    return 0x7f;
+  if (a >= 448.0f)
+    return uint8_t(sign | 0x7e); // the largest finite value
+  // Normal numbers from 2^-6 keep 3 fraction bits; below, subnormals are
+  // multiples of 2^-9. Rounding to that grid is nearbyint (nearest even).
+  int e;
+  std::frexp(a, &e); // a = f * 2^e, f in [0.5, 1)
+  const int step = std::max(e - 1, -6) - 3;
+  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -step)), step);
+  if (q == 0.0f)
+    return sign;
+  std::frexp(q, &e);
+  if (e - 1 < -6) // subnormal: q / 2^-9 in the fraction bits
+    return uint8_t(sign | uint8_t(std::ldexp(q, 9)));
+  const int mantissa = int(std::ldexp(q, 4 - e)) - 8; // q = (8 + m) * 2^(e - 4)
+  return uint8_t(sign | uint8_t((e - 1 + 7) << 3) | uint8_t(mantissa));
+}
+
+float e4m3Value(uint8_t b) {
+  const int exponent = (b >> 3) & 0xf, mantissa = b & 7;
+  if ((b & 0x7f) == 0x7f)
+    return std::numeric_limits<float>::quiet_NaN();
+  const float a = exponent == 0 ? std::ldexp(float(mantissa), -9)
+                                : std::ldexp(float(8 + mantissa), exponent - 7 - 3);
+  return (b & 0x80) ? -a : a;
+}
+
+namespace {
+
+// What v becomes stored as `type` (F16 or BF16).
+float roundTo(io::DType type, float v) {
+  const uint16_t h = type == io::DType::BF16 ? bfloat16Bits(v) : halfBits(v);
+  float f;
+  io::decodeToFloat(type, &h, 1, &f);
+  return f;
+}
+
+uint16_t bitsOf(io::DType type, float v) {
+  return type == io::DType::BF16 ? bfloat16Bits(v) : halfBits(v);
+}
+
+} // namespace
+
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                         llvm::StringRef name,
                                                         const PackedProjection &p) {
@@ -115,7 +164,7 @@ llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                           "{2} groups",
                                                           i, g, r.groups));
     for (int64_t j = 0; j < p.out; ++j)
-      w[size_t(j * p.in + i)] = roundToHalf(
+      w[size_t(j * p.in + i)] = roundTo(io::DType::F16, 
           float(int64_t(r.code(i, j)) - int64_t(r.zero(g, j))) * r.scale(g, j));
   }
   return w;
@@ -182,15 +231,34 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
 }
 
 KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
-                                    int64_t group, bool symmetric) {
+                                    int64_t group, bool symmetric, QuantFormat format,
+                                    io::DType scaleType) {
   KernelProjection k;
   k.out = out;
   k.in = in;
   k.bits = bits;
   k.group = group;
+  k.format = format;
+  k.scaleType = scaleType;
   const int perWord = 32 / bits, top = (1 << bits) - 1;
   const int64_t groups = in / group, wordsPerRow = in / perWord;
   k.codes.assign(size_t(out * wordsPerRow), 0u);
+  if (format == QuantFormat::E4M3) {
+    k.rowScales.resize(size_t(out));
+    llvm::parallelFor(0, size_t(out), [&](size_t row) {
+      const int64_t j = int64_t(row);
+      const float *v = w.data() + j * in;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < in; ++i)
+        amax = std::max(amax, std::fabs(v[i]));
+      const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
+      for (int64_t i = 0; i < in; ++i)
+        k.codes[size_t(j * wordsPerRow + i / 4)] |= uint32_t(e4m3Bits(v[i] / s))
+                                                    << kernelCodeSlot(int(i % 4), 8, format);
+      k.rowScales[row] = s;
+    });
+    return k;
+  }
   k.scales.resize(size_t(out * groups * 2));
   llvm::parallelFor(0, size_t(out), [&](size_t row) {
     const int64_t j = int64_t(row);
@@ -214,17 +282,15 @@ KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_
         zero = int(std::clamp(std::nearbyint(-lo / (scale > 0.0f ? scale : 1.0f)), 1.0f,
                               float(top)));
       }
-      const uint16_t stored = halfBits(scale > 0.0f ? scale : 1e-3f);
-      float s;
-      io::decodeToFloat(io::DType::F16, &stored, 1, &s);
+      const float s = roundTo(scaleType, scale > 0.0f ? scale : 1e-3f);
       for (int64_t i = 0; i < group; ++i) {
         const int code = int(std::clamp(std::nearbyint(v[i] / s) + float(zero), 0.0f, float(top)));
         const int64_t at = g * group + i;
         k.codes[size_t(j * wordsPerRow + at / perWord)] |=
             uint32_t(code) << kernelCodeSlot(int(at % perWord), bits);
       }
-      k.scales[size_t((j * groups + g) * 2)] = stored;
-      k.scales[size_t((j * groups + g) * 2 + 1)] = halfBits(float(zero));
+      k.scales[size_t((j * groups + g) * 2)] = bitsOf(scaleType, s);
+      k.scales[size_t((j * groups + g) * 2 + 1)] = bitsOf(scaleType, float(zero));
     }
   });
   return k;
@@ -233,11 +299,14 @@ KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_
 float KernelProjection::weight(int64_t j, int64_t i) const {
   const int perWord = 32 / bits;
   uint32_t word = codes[size_t(j * (in / perWord) + i / perWord)];
-  uint32_t code = (word >> kernelCodeSlot(int(i % perWord), bits)) & ((1u << bits) - 1);
+  uint32_t code =
+      (word >> kernelCodeSlot(int(i % perWord), int(bits), format)) & ((1u << bits) - 1);
+  if (format == QuantFormat::E4M3)
+    return e4m3Value(uint8_t(code)) * rowScales[size_t(j)];
   size_t g = size_t(j * (in / group) + i / group);
   float pair[2];
-  io::decodeToFloat(io::DType::F16, &scales[2 * g], 2, pair);
-  return roundToHalf((float(code) - pair[1]) * pair[0]);
+  io::decodeToFloat(scaleType, &scales[2 * g], 2, pair);
+  return roundTo(scaleType, (float(code) - pair[1]) * pair[0]);
 }
 
 namespace {
@@ -302,6 +371,17 @@ llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
   return repackForKernels(q, w.name, p);
 }
 
+// The 16-bit type of a projection's scales in the file beside the plan:
+// the checkpoint's scales (F16) when it is stored quantized, else the
+// type of its weight (which the kernels compute in).
+io::DType scaleTypeOf(const Checkpoint &ck, const QuantizedWeightRef &w) {
+  if (ck.quant.active())
+    return io::DType::F16;
+  auto it = ck.tensors.find(w.name);
+  return it != ck.tensors.end() && it->second.info.dtype == io::DType::BF16 ? io::DType::BF16
+                                                                           : io::DType::F16;
+}
+
 // A projection of a 16-bit checkpoint, quantized.
 llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
                                                         const std::vector<io::MappedFile> &maps,
@@ -309,19 +389,20 @@ llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
   auto it = ck.tensors.find(w.name);
   if (it == ck.tensors.end())
     return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is missing");
-  if (it->second.info.dtype != io::DType::F16)
-    return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is " +
-                            io::dtypeName(it->second.info.dtype) +
-                            ": quantizing at compile time takes F16 weights");
-  llvm::Expected<llvm::ArrayRef<char>> bytes = tensorBytes(ck, maps, w.name, io::DType::F16);
+  const io::DType type = it->second.info.dtype;
+  if (type != io::DType::F16 && type != io::DType::BF16)
+    return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is " + io::dtypeName(type) +
+                            ": quantizing at compile time takes F16 or BF16 weights");
+  llvm::Expected<llvm::ArrayRef<char>> bytes = tensorBytes(ck, maps, w.name, type);
   if (!bytes)
     return bytes.takeError();
   if (bytes->size() != size_t(w.out * w.in * 2))
     return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is not " +
                             std::to_string(w.out) + " x " + std::to_string(w.in));
   std::vector<float> f(size_t(w.out * w.in));
-  io::decodeToFloat(io::DType::F16, bytes->data(), f.size(), f.data());
-  return quantizeForKernels(f, w.out, w.in, w.bits, w.group, /*symmetric=*/w.bits == 8);
+  io::decodeToFloat(type, bytes->data(), f.size(), f.data());
+  return quantizeForKernels(f, w.out, w.in, w.bits, w.group,
+                            /*symmetric=*/w.bits == 8, w.format, type);
 }
 
 } // namespace
@@ -332,7 +413,8 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
                    const std::function<void(uint64_t, uint64_t)> &progress) {
   const Quantization &q = ck.quant;
   for (const QuantizedWeightRef &w : weights)
-    if (w.group <= 0 || w.in % w.group != 0 || (w.bits != 4 && w.bits != 8))
+    if (w.group <= 0 || w.in % w.group != 0 || (w.bits != 4 && w.bits != 8) ||
+        (w.format == QuantFormat::E4M3 && (w.bits != 8 || w.group != w.in)))
       return makeOneLineError(w.name + ": " + std::to_string(w.bits) + "-bit codes in groups of " +
                               std::to_string(w.group) + " cannot hold " + std::to_string(w.in) +
                               " inputs");
@@ -347,17 +429,20 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
   llvm::json::Object header;
   uint64_t offset = 0;
   for (const QuantizedWeightRef &w : weights) {
-    int64_t groups = w.in / w.group;
+    // Int: a 16-bit (scale, zero) pair per group; E4M3: an f32 per row.
+    const bool e4m3 = w.format == QuantFormat::E4M3;
+    const int64_t scaleColumns = e4m3 ? 1 : 2 * (w.in / w.group);
+    const io::DType scaleType = e4m3 ? io::DType::F32 : scaleTypeOf(ck, w);
     uint64_t codeBytes = uint64_t(w.out) * uint64_t(w.in) * uint64_t(w.bits) / 8;
-    uint64_t scaleBytes = uint64_t(w.out) * uint64_t(groups) * 4;
+    uint64_t scaleBytes = uint64_t(w.out) * uint64_t(scaleColumns) * io::dtypeSize(scaleType);
     header[w.name + ".codes"] = llvm::json::Object{
         {"dtype", "I32"},
         {"shape", llvm::json::Array{w.out, w.in * w.bits / 32}},
         {"data_offsets", llvm::json::Array{offset, offset + codeBytes}}};
     offset += codeBytes;
     header[w.name + ".scales"] = llvm::json::Object{
-        {"dtype", "F16"},
-        {"shape", llvm::json::Array{w.out, 2 * groups}},
+        {"dtype", io::dtypeName(scaleType)},
+        {"shape", llvm::json::Array{w.out, scaleColumns}},
         {"data_offsets", llvm::json::Array{offset, offset + scaleBytes}}};
     offset += scaleBytes;
   }
@@ -388,7 +473,8 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
     }
     os.write(reinterpret_cast<const char *>(k->codes.data()), k->codes.size() * 4);
     os.write(reinterpret_cast<const char *>(k->scales.data()), k->scales.size() * 2);
-    done += k->codes.size() * 4 + k->scales.size() * 2;
+    os.write(reinterpret_cast<const char *>(k->rowScales.data()), k->rowScales.size() * 4);
+    done += k->codes.size() * 4 + k->scales.size() * 2 + k->rowScales.size() * 4;
     if (progress)
       progress(done, offset);
   }

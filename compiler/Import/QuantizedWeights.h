@@ -8,6 +8,7 @@
 
 #include "compiler/Import/Checkpoint.h"
 #include "compiler/Import/ModelConfig.h"
+#include "dialects/Weft/IR/WeftOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -36,22 +37,43 @@ llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &quan
 
 // A projection as the kernels read it (weft/mma_weights.cuh, PackedRows):
 // row j's codes in in * bits / 32 words, input i at bit
-// kernelCodeSlot(i % (32 / bits), bits) of word i / (32 / bits), so that
-// one mask gives an f16 pair of neighbours; and one f16 (scale, zero) pair
-// per group of `group` inputs of each row.
+// kernelCodeSlot(i % (32 / bits), bits, format) of word i / (32 / bits);
+// integer codes have one (scale, zero) pair per group of `group` inputs of
+// each row, in the model's 16-bit type `scaleType` (F16 or BF16); E4M3
+// codes have one F32 scale per row.
 struct KernelProjection {
   int64_t out = 0, in = 0, bits = 4, group = 0;
-  std::vector<uint32_t> codes;   // [out, in * bits / 32]
-  std::vector<uint16_t> scales;  // [out, 2 * in / group]: f16 bits, (scale, zero)
-  // (code - zero) * scale rounded to f16, as the kernels expand it.
+  QuantFormat format = QuantFormat::Int;
+  io::DType scaleType = io::DType::F16;
+  std::vector<uint32_t> codes;     // [out, in * bits / 32]
+  std::vector<uint16_t> scales;    // Int: [out, 2 * in / group], (scale, zero) in scaleType
+  std::vector<float> rowScales;    // E4M3: [out]
+  // The weight the kernels compute with: Int, (code - zero) * scale rounded
+  // to scaleType, as they expand it; E4M3, code * scale (in f32: the
+  // kernels apply the scale to the dot products).
   float weight(int64_t j, int64_t i) const;
+  // What the file beside the plan stores of the scales.
+  io::DType storedScaleType() const {
+    return format == QuantFormat::E4M3 ? io::DType::F32 : scaleType;
+  }
+  int64_t storedScaleColumns() const { return format == QuantFormat::E4M3 ? 1 : 2 * in / group; }
 };
 
-inline int kernelCodeSlot(int k, int bits) { return (k % 2) * 16 + (k / 2) * bits; }
+// Integer codes: so that one mask and one OR give a 16-bit pair of
+// neighbours; E4M3: in order, so that one conversion gives a pair.
+inline int kernelCodeSlot(int k, int bits, QuantFormat format = QuantFormat::Int) {
+  return format == QuantFormat::E4M3 ? k * 8 : (k % 2) * 16 + (k / 2) * bits;
+}
 
 // The f16 bits of `v`, rounded to nearest even (infinities beyond f16's
 // range, NaN kept a NaN).
 uint16_t halfBits(float v);
+// The bf16 bits of `v`, rounded to nearest even.
+uint16_t bfloat16Bits(float v);
+// `v` rounded to nearest even to FP8 E4M3 (finite: beyond +-448 saturates),
+// and the value of such a byte.
+uint8_t e4m3Bits(float v);
+float e4m3Value(uint8_t bits);
 
 // Repacks a checkpoint's projection for the kernels. Errors name `name`:
 // sizes that disagree with the shapes, or a g_idx that reorders the inputs
@@ -60,25 +82,30 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &quant,
                                                   llvm::StringRef name,
                                                   const PackedProjection &p);
 
-// Quantizes the row-major [out, in] matrix `w` (f16 values) for the
-// kernels by round to nearest: per row and group of `group` inputs (which
-// divides `in`), symmetric (zero 2^(bits-1), scale max|w| / (2^bits - 1) * 2)
-// or asymmetric (scale (max - min) / (2^bits - 1), zero from the minimum,
-// at least 1), the scale rounded to f16 before the codes are taken.
-// test/Inputs/make_quantized_fixture.py's quantize() is the same rule in
-// numpy.
+// Quantizes the row-major [out, in] matrix `w` (16-bit values of
+// `scaleType`, F16 or BF16) for the kernels by round to nearest.
+// Int: per row and group of `group` inputs (which divides `in`), symmetric
+// (zero 2^(bits-1), scale max|w| / (2^bits - 1) * 2) or asymmetric (scale
+// (max - min) / (2^bits - 1), zero from the minimum, at least 1), the scale
+// rounded to scaleType before the codes are taken. E4M3 (`group` = `in`):
+// per row, scale max|w| / 448 in f32, codes w / scale rounded to E4M3.
+// test/Inputs/make_quantized_fixture.py's quantize() and quantize_e4m3()
+// are the same rules in numpy.
 KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
-                                    int64_t group, bool symmetric);
+                                    int64_t group, bool symmetric,
+                                    QuantFormat format = QuantFormat::Int,
+                                    io::DType scaleType = io::DType::F16);
 
 // A quantized projection of the model: its weight name ("...q_proj.weight"),
 // [out, in] shape and storage. From a checkpoint stored quantized
 // (Checkpoint::quant) it is repacked; from a 16-bit one it is quantized
-// with `bits` and `group`, symmetric for 8 bits.
+// with `bits`, `group` and `format`, symmetric for 8-bit integers.
 struct QuantizedWeightRef {
   std::string name;
   int64_t out = 0, in = 0;
   int bits = 4;
   int64_t group = 0;
+  QuantFormat format = QuantFormat::Int;
 };
 
 // What the plan's manifest records of a written file.
@@ -88,7 +115,7 @@ struct KernelWeightsFile {
 
 // Repacks every projection of `weights` from the checkpoint and writes them
 // to `path` as a safetensors file of "<name>.codes" (I32) and
-// "<name>.scales" (F16) tensors, in that order (written to a temporary
+// "<name>.scales" (the checkpoint's F16 or BF16 pairs; F32 for E4M3) tensors, in that order (written to a temporary
 // file first, then moved into place). `progress(done, total)` in bytes.
 llvm::Expected<KernelWeightsFile>
 writeKernelWeights(const Checkpoint &checkpoint, llvm::ArrayRef<QuantizedWeightRef> weights,

@@ -47,7 +47,7 @@ uint64_t WeightFormat::matrixBytes(uint64_t elements, uint64_t rows) const {
   case WeightDType::F32: return elements * 4;
   case WeightDType::F16:
   case WeightDType::BF16: return elements * 2;
-  case WeightDType::FP8: return elements + rows * 2;
+  case WeightDType::FP8: return elements + rows * 4;
   case WeightDType::Int8: {
     uint64_t group = uint64_t(std::max<int64_t>(1, groupSize));
     uint64_t scales = grouped8 ? (elements + group - 1) / group : rows;
@@ -163,9 +163,7 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
                       const WeightFormat &format, int64_t tokens,
                       int64_t context, int tpDegree, StepSplit *split, bool prefill) {
   const std::optional<target::DeviceCalibration> &cal = device.calibration;
-  bool fp8 = format.usesFp8Math() && device.hasFp8();
-  double peak = fp8 ? device.fp8TensorFlops
-                    : (cal && cal->gemmFlops > 0 ? cal->gemmFlops : device.fp16TensorFlops);
+  double peak = cal && cal->gemmFlops > 0 ? cal->gemmFlops : device.fp16TensorFlops;
   double bandwidth = device.effectiveBandwidth();
   StepScale scale = stepScaleAt(device, tokens, prefill);
   double tp = double(std::max(1, tpDegree));

@@ -32,11 +32,10 @@ struct WeightFormat {
   bool grouped8 = false;   // int8 with a scale per group (GPTQ), not per row
   bool zeros = false;      // a packed zero per group and column (AWQ, GPTQ)
   // Bytes of a matrix of `elements` in `rows` rows: payload plus scales
-  // (int8: one fp16 scale per row or group; int4: one per group; fp8: per
-  // row) and packed zeros.
+  // (int8: one 16-bit scale per row or group; int4: one per group; fp8: an
+  // f32 per row) and packed zeros. Every format's kernels expand the codes
+  // to 16 bits and compute on the 16-bit tensor cores (no FP8 math).
   uint64_t matrixBytes(uint64_t elements, uint64_t rows) const;
-  // Compute dtype of the kernels reading these weights (for the peak rate).
-  bool usesFp8Math() const { return dtype == WeightDType::FP8; }
 };
 
 // Fraction of peak that a kind of region reaches, and its fixed cost per

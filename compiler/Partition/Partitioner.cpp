@@ -699,8 +699,11 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
     }
     o = options;
     for (WeightDType d : {WeightDType::FP8, WeightDType::Int8, WeightDType::Int4}) {
-      if (options.runnableOnly)
-        break; // plans hold the checkpoint's own dtype only (for now)
+      // Plans quantize 16-bit checkpoints only.
+      if (options.runnableOnly &&
+          (config.quant.active() ||
+           (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)))
+        break;
       o.weights.dtype = d;
       if (o.weights.matrixBytes(1000, 1) >= options.weights.matrixBytes(1000, 1))
         continue;
@@ -728,8 +731,8 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
     std::string hint = hints.empty() ? "nothing nearby fits"
                                      : "would fit with " + llvm::join(hints, " or ");
     if (options.runnableOnly)
-      hint += " (plans quantize int4 and int8 from F16 checkpoints only, and cannot hold "
-              "fp8 weights or host-offloaded layers yet)";
+      hint += " (plans quantize from F16 and BF16 checkpoints only, and cannot hold "
+              "host-offloaded layers yet)";
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "%s (%s weights, batch %lld, context %lld) does not fit topology '%s': "

@@ -164,10 +164,16 @@ WeightStore::get(llvm::StringRef name) const {
 }
 
 llvm::Expected<std::shared_ptr<const Tensor>>
-WeightStore::getQuantized(llvm::StringRef name, int bits, int64_t group) const {
+WeightStore::getQuantized(llvm::StringRef name, QuantAttr quant, mlir::Type dtype) const {
   if (quant_.quantizes(name))
     return get(name);
-  std::string key = (name + llvm::Twine("#int") + llvm::Twine(bits) + "g" + llvm::Twine(group)).str();
+  const int bits = int(quant.getBits());
+  const int64_t group = quant.getGroup();
+  const io::DType scaleType = dtype.isBF16() ? io::DType::BF16 : io::DType::F16;
+  std::string key = (name + llvm::Twine("#") + stringifyQuantFormat(quant.getFormat()) +
+                     llvm::Twine(bits) + "g" + llvm::Twine(group) +
+                     (dtype.isBF16() ? "bf16" : "f16"))
+                        .str();
   {
     std::lock_guard<std::mutex> lock(*mutex_);
     if (auto it = tensors_.find(key); it != tensors_.end())
@@ -179,8 +185,8 @@ WeightStore::getQuantized(llvm::StringRef name, int bits, int64_t group) const {
   const Tensor &w = **plain;
   if (w.isInt || w.shape.size() != 2 || group <= 0 || w.shape[1] % group != 0)
     return error("weight '" + name + "' cannot be quantized in groups of " + llvm::Twine(group));
-  KernelProjection k =
-      quantizeForKernels(w.f, w.shape[0], w.shape[1], bits, group, /*symmetric=*/bits == 8);
+  KernelProjection k = quantizeForKernels(w.f, w.shape[0], w.shape[1], bits, group,
+                                          /*symmetric=*/bits == 8, quant.getFormat(), scaleType);
   std::vector<float> values(w.f.size());
   for (int64_t j = 0; j < w.shape[0]; ++j)
     for (int64_t i = 0; i < w.shape[1]; ++i)
@@ -498,7 +504,7 @@ Results Executor::compute(Operation *op, const Ins &in) {
 Results Executor::weight(WeightOp op) {
   QuantAttr quant = op.getQuantAttr();
   llvm::Expected<TensorRef> t =
-      quant ? weights.getQuantized(op.getName(), int(quant.getBits()), quant.getGroup())
+      quant ? weights.getQuantized(op.getName(), quant, op.getType().getElementType())
             : weights.get(op.getName());
   if (!t)
     return error(nameOf(op) + ": " + llvm::toString(t.takeError()));

@@ -4,7 +4,9 @@
 #define WEFT_COMPILER_REFERENCE_INTERPRETER_H_
 
 #include "compiler/Import/Checkpoint.h"
+#include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/io/MappedFile.h"
+
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -62,11 +64,13 @@ public:
   // data cannot be decoded.
   llvm::Expected<std::shared_ptr<const Tensor>> get(llvm::StringRef name) const;
   // The 16-bit projection `name` as quantizing it at compile time makes it
-  // (quantizeForKernels: `bits`, groups of `group` inputs, symmetric for 8
-  // bits), expanded back to its f16 values; a projection the checkpoint
+  // (quantizeForKernels: `quant`'s bits, groups and format, symmetric for
+  // 8-bit integers, scales in the weight's own `dtype`), expanded back to
+  // the values the kernels compute with; a projection the checkpoint
   // stores quantized is returned as get() decodes it.
-  llvm::Expected<std::shared_ptr<const Tensor>> getQuantized(llvm::StringRef name, int bits,
-                                                             int64_t group) const;
+  llvm::Expected<std::shared_ptr<const Tensor>> getQuantized(llvm::StringRef name,
+                                                             QuantAttr quant,
+                                                             mlir::Type dtype) const;
 
 private:
   struct Source {

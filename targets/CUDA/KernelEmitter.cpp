@@ -224,8 +224,10 @@ struct Projection {
   llvm::SmallVector<Segment, 3> segments;   // Split
   int64_t gateOffset = 0, upOffset = 0, width = 0; // Swiglu: columns = width
   // The weight's storage when quantized (#weft.quant): codes of quantBits
-  // bits, a (scale, zero) pair per quantGroup inputs; 0: 16-bit weights.
+  // bits, a (scale, zero) pair per quantGroup inputs (integers) or an f32
+  // scale per row (E4M3); 0: 16-bit weights.
   int64_t quantBits = 0, quantGroup = 0;
+  QuantFormat quantFormat = QuantFormat::Int;
   // Token selection after logits.
   enum class Select { None, Argmax, Sample } select = Select::None;
   llvm::SmallVector<int64_t, 1> idResults;
@@ -324,6 +326,7 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   if (QuantAttr q = quantOf(region.getOperand(unsigned(p.weightIn)))) {
     p.quantBits = q.getBits();
     p.quantGroup = q.getGroup();
+    p.quantFormat = q.getFormat();
   }
   if (auto linear = llvm::dyn_cast<LinearOp>(proj); linear && linear.getBias()) {
     p.biasIn = inputIndex(region, linear.getBias());
@@ -621,12 +624,13 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   g.rpc = p.rowsPerColumn();
   g.tileTokens = p.tokens;
   if (p.quantBits) {
-    // Codes expanded to f16 pairs for the tensor cores, whatever the
-    // token count; inputs staged in f16, normalized first (PRENORM) when
-    // the norm is fused (emitProjection normalizes many tokens apart).
+    // Codes expanded to 16-bit pairs of the model's type for the tensor
+    // cores, whatever the token count; inputs staged in that type,
+    // normalized first (PRENORM) when the norm is fused (emitProjection
+    // normalizes many tokens apart).
     g.vec = 8;
     g.mma = true;
-    g.stageType = ElementType::F16;
+    g.stageType = p.weightType;
     g.prenorm = p.normIn >= 0;
     g.tileTokens = tileTokensFor(p.tokens, kMaxTileTokens / g.rpc);
     // 16 bytes of codes per lane where K allows (4 * mmaK k per step).
@@ -723,12 +727,16 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << "  using x_t = " << cudaType(p.xType) << ";\n"
        << "  using w_t = " << (p.quantBits ? "unsigned" : cudaType(p.weightType)) << ";\n"
        << "  using s_t = " << cudaType(g.stageType) << ";\n"
-       << "  using m_t = " << cudaType(p.quantBits ? ElementType::F16 : p.weightType) << ";\n";
-    if (p.quantBits)
+       << "  using m_t = " << cudaType(p.weightType) << ";\n";
+    if (p.quantBits && p.quantFormat == QuantFormat::E4M3)
+      os << "  // FP8 E4M3 codes, an f32 scale per row\n"
+         << "  using W = weft::kernels::PackedRows<8, " << p.quantGroup << ", " << g.mmaK
+         << ", m_t, weft::kernels::Codes::E4M3>;\n";
+    else if (p.quantBits)
       os << "  // " << p.quantBits << "-bit codes, a (scale, zero) pair per " << p.quantGroup
          << " inputs of a row\n"
          << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
-         << ", " << g.mmaK << ">;\n";
+         << ", " << g.mmaK << ", m_t>;\n";
     else
       os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
     os
@@ -781,7 +789,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     decls.push_back("const Config::w_t *__restrict__ w");
     params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
     if (p.quantBits) {
-      decls.push_back("const __half2 *__restrict__ w_scales");
+      decls.push_back("const void *__restrict__ w_scales");
       ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
       scales.part = 1;
       params.push_back(scales);
@@ -1097,17 +1105,22 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
                                  {threads, 1, 1}, std::move(params)));
 }
 
-// A quantized projection's codes expanded to its f16 matrix in `out`.
+// A quantized projection's codes expanded to its 16-bit matrix in `out`.
 EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding out) {
   const int threads = 256;
   int64_t words = p.nw * p.k * p.quantBits / 32;
+  const bool e4m3 = p.quantFormat == QuantFormat::E4M3;
   std::string src;
   llvm::raw_string_ostream os(src);
-  os << "// The " << p.quantBits << "-bit codes of a projection expanded to its f16 matrix.\n"
+  os << "// The " << (e4m3 ? "FP8 E4M3" : std::to_string(p.quantBits) + "-bit")
+     << " codes of a projection expanded to its " << cudaType(p.weightType) << " matrix.\n"
      << "#include \"weft/mma_weights.cuh\"\n\n"
      << "struct Config {\n"
      << "  static constexpr int NW = " << p.nw << ", K = " << p.k << ", BITS = " << p.quantBits
      << ", GROUP = " << p.quantGroup << ", THREADS = " << threads << ";\n"
+     << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
+     << (e4m3 ? "E4M3" : "Int") << ";\n"
+     << "  using m_t = " << cudaType(p.weightType) << ";\n"
      << "};\n";
   std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, p.weightIn, "w")};
   ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
@@ -1116,8 +1129,8 @@ EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding o
   params.push_back(out);
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
-     << "(const unsigned *__restrict__ w, const __half2 *__restrict__ w_scales, "
-        "__half *__restrict__ expanded) {\n"
+     << "(const unsigned *__restrict__ w, const void *__restrict__ w_scales, "
+        "Config::m_t *__restrict__ expanded) {\n"
      << "  weft::kernels::expandCodes<Config>(w, w_scales, expanded);\n}\n";
   os.flush();
   return kernelStep(finishKernel(region,
@@ -1205,10 +1218,14 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
     // Quantized weights: the GEMV's tensor-core engine at every token
     // count (cuBLASLt reads 16-bit weights only). Many tokens are
     // normalized once by their own kernel rather than by every block.
-    if (p.xType != ElementType::F16 || p.weightType != ElementType::F16 ||
-        (p.normIn >= 0 && p.normOutType != ElementType::F16))
-      return regionError(region, "quantized weights need f16 activations (bf16 and f32 "
-                                 "models cannot use them yet)");
+    const bool sixteenBit = p.weightType == ElementType::F16 || p.weightType == ElementType::BF16;
+    if (!sixteenBit || p.xType != p.weightType ||
+        (p.normIn >= 0 && p.normOutType != p.weightType))
+      return regionError(region, "quantized weights need f16 or bf16 activations of the "
+                                 "weights' own type (f32 models cannot use them)");
+    if (p.quantFormat == QuantFormat::E4M3 && o.computeCapability < 89)
+      return regionError(region, "FP8 E4M3 weights need sm_89 or newer, and this kernel is "
+                                 "built for sm_" + std::to_string(o.computeCapability));
     if (p.k % 32 != 0 || p.quantGroup % 32 != 0)
       return regionError(region, "quantized weights need inputs and groups in multiples of 32");
     if (p.select != Projection::Select::None)

@@ -712,19 +712,21 @@ public:
     rec.dtype = dtypeOf(type.getElementType());
     rec.shape.assign(type.getShape().begin(), type.getShape().end());
     QuantAttr quant = quantOf(def->getResult(0));
-    // [out, in] as stored: codes [out, in * bits / 32] I32, scales
-    // [out, 2 * in / group] F16.
+    // [out, in] as stored: codes [out, in * bits / 32] I32; integer codes'
+    // scales [out, 2 * in / group] (scale, zero) pairs in the weight's
+    // 16-bit type, E4M3's [out, 1] F32.
+    const bool e4m3 = quant && quant.getFormat() == QuantFormat::E4M3;
     auto stored = [&](llvm::ArrayRef<int64_t> shape) -> std::vector<int64_t> {
       if (!quant)
         return std::vector<int64_t>(shape.begin(), shape.end());
       if (part == 0)
         return {shape[0], shape[1] * quant.getBits() / 32};
-      return {shape[0], 2 * shape[1] / quant.getGroup()};
+      return {shape[0], e4m3 ? 1 : 2 * shape[1] / quant.getGroup()};
     };
     const char *suffix = "";
     if (quant) {
       rec.kernelWeights = true;
-      rec.dtype = part == 0 ? fb::DType::I32 : fb::DType::F16;
+      rec.dtype = part == 0 ? fb::DType::I32 : e4m3 ? fb::DType::F32 : rec.dtype;
       rec.shape = stored(type.getShape());
       suffix = part == 0 ? ".codes" : ".scales";
     }
@@ -1011,7 +1013,7 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   const ModelConfig &config = source.config;
   // Only what the runtime executes: the checkpoint's weight dtype, every
   // layer in device memory.
-  // Quantized projections, repacked (or quantized, --weight-dtype int4|int8:
+  // Quantized projections, repacked (or quantized, --weight-dtype int4|int8|fp8:
   // marked by quantizeProjections) for the kernels into a file beside the
   // plan (the checkpoint's own layouts are not the kernels').
   std::vector<QuantizedWeightRef> quantized;
@@ -1019,9 +1021,17 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   module.walk([&](WeightOp w) {
     if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName().str()).second)
       quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
-                           w.getType().getDimSize(1), int(q.getBits()), q.getGroup()});
+                           w.getType().getDimSize(1), int(q.getBits()), q.getGroup(),
+                           q.getFormat()});
   });
   bool quantizedHere = !quantized.empty() && !config.quant.active();
+  if (config.quant.active() && config.dtype != io::DType::F16)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "%s with %s activations: the kernels read a quantized checkpoint's f16 scales with "
+        "f16 activations only; set \"torch_dtype\": \"float16\" in %s/config.json",
+        config.quant.describe().c_str(), io::dtypeName(config.dtype),
+        source.checkpoint ? source.checkpoint->dir.c_str() : config.name.c_str());
   if (popts.weights.dtype != partition::nativeWeightDType(config) && !quantizedHere)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

@@ -11,10 +11,15 @@ model.safetensors) and writes, under OUT_DIR, for each format:
   gptq8/        GPTQ 8-bit, one group per row, symmetric
   <format>-dequant/   the same model with every projection written back as
                       the F16 matrix its packed tensors decode to
-  f16/          the fixture in F16, for quantizing at compile time
+  f16/, bf16/   the fixture in F16 and in BF16, for quantizing at compile
+                time
   rtn4-dequant/, rtn8-dequant/   f16/ with every projection as the F16
                       matrix weft-compile --weight-dtype int4 / int8 must
                       make of it (round-to-nearest, see RTN)
+  rtn4-bf16-dequant/, rtn8-bf16-dequant/   the same of bf16/, in BF16
+  fp8-dequant/, fp8-bf16-dequant/   f16/ and bf16/ with every projection as
+                      the F32 values of --weight-dtype fp8 (E4M3 codes times
+                      their row's f32 scale, see quantize_e4m3)
 
 Projections are quantized by round-to-nearest; the embedding, norms and LM
 head stay float, as F16. Packing and decoding follow the formats' public
@@ -53,13 +58,50 @@ def read_safetensors(path):
     return out
 
 
+class BF16:
+    """An array of float32 values that are bf16 numbers, to be written as
+    BF16 (numpy has no bfloat16)."""
+
+    def __init__(self, values):
+        self.values = np.ascontiguousarray(values, dtype=np.float32)
+        self.shape = self.values.shape
+
+
+def round_bf16(x):
+    """float32 values rounded to the nearest bf16 (ties to even), as float32."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def round_to(x, dtype):
+    """float32 values rounded to "f16" or "bf16", as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    return x.astype(np.float16).astype(np.float32) if dtype == "f16" else round_bf16(x)
+
+
+def stored(values, dtype):
+    """An array to write as `dtype` ("f16", "bf16" or "f32")."""
+    if dtype == "f16":
+        return np.asarray(values, dtype=np.float32).astype(np.float16)
+    if dtype == "bf16":
+        return BF16(round_bf16(values))
+    return np.asarray(values, dtype=np.float32)
+
+
 def write_safetensors(path, tensors):
     header, chunks, offset = {}, [], 0
-    names = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32"}
+    names = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
+             np.dtype(np.float32): "F32"}
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        raw = a.tobytes()
-        header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
+        t = tensors[name]
+        if isinstance(t, BF16):
+            kind, raw = "BF16", (t.values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+            a = t
+        else:
+            a = np.ascontiguousarray(t)
+            kind, raw = names[a.dtype], a.tobytes()
+        header[name] = {"dtype": kind, "shape": list(a.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
@@ -72,9 +114,10 @@ def write_safetensors(path, tensors):
             f.write(c)
 
 
-def quantize(w, bits, group, symmetric):
+def quantize(w, bits, group, symmetric, dtype="f16"):
     """Round-to-nearest of w [out, in] per row and group of inputs: integer
-    codes q [out, in], zeros [out, groups], f16 scales [out, groups]."""
+    codes q [out, in], zeros [out, groups], scales [out, groups] rounded to
+    `dtype` ("f16": as np.float16; "bf16": as float32 values)."""
     out, inp = w.shape
     group = group if group > 0 else inp
     top = 2 ** bits - 1
@@ -88,19 +131,64 @@ def quantize(w, bits, group, symmetric):
         # GPTQ stores zeros minus one: keep them >= 1 so that a stored -1
         # cannot wrap to the top code.
         zero = np.clip(np.round(-lo / np.where(scale > 0, scale, 1)), 1, top).astype(np.int64)
-    scale = np.where(scale > 0, scale, 1e-3).astype(np.float16)
-    s = scale.astype(np.float32)[:, :, None]
+    scale = round_to(np.where(scale > 0, scale, 1e-3), dtype)
+    s = scale[:, :, None]
     q = np.clip(np.round(g / s) + zero[:, :, None], 0, top).astype(np.int64)
-    return q.reshape(out, inp), zero, scale
+    return q.reshape(out, inp), zero, (scale.astype(np.float16) if dtype == "f16" else scale)
 
 
-def dequantize(q, zero, scale, group):
-    """(q - zero) * scale, as F16 (the product is exact in f32, then rounded)."""
+def dequantize(q, zero, scale, group, dtype="f16"):
+    """(q - zero) * scale rounded to `dtype` (the product is exact in f32):
+    np.float16 for "f16", float32 values for "bf16"."""
     out, inp = q.shape
     group = group if group > 0 else inp
     g = q.reshape(out, inp // group, group)
     w = (g - zero[:, :, None]).astype(np.float32) * scale.astype(np.float32)[:, :, None]
-    return w.reshape(out, inp).astype(np.float16)
+    w = round_to(w.reshape(out, inp), dtype)
+    return w.astype(np.float16) if dtype == "f16" else w
+
+
+E4M3_MAX = 448.0
+
+
+def round_e4m3(x):
+    """float32 values rounded to the nearest FP8 E4M3 number (ties to even;
+    beyond +-448 saturates), as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    a = np.minimum(np.abs(x), E4M3_MAX).astype(np.float64)
+    _, e = np.frexp(a)  # a = f * 2^e, f in [0.5, 1)
+    step = np.maximum(e - 1, -6) - 3  # 3 fraction bits; subnormals below 2^-6
+    q = np.round(np.ldexp(a, -step)) * np.ldexp(1.0, step)  # np.round: ties to even
+    return (np.sign(x) * np.minimum(q, E4M3_MAX)).astype(np.float32)
+
+
+def e4m3_bits(v):
+    """The E4M3 bytes of values that are E4M3 numbers (round_e4m3's)."""
+    v = np.asarray(v, dtype=np.float64)
+    a = np.abs(v)
+    _, e = np.frexp(a)
+    normal = (e - 1) >= -6
+    mant = np.where(normal, np.ldexp(a, 4 - e) - 8, np.ldexp(a, 9))
+    exp = np.where(normal, e - 1 + 7, 0)
+    b = (exp.astype(np.int64) << 3) | mant.astype(np.int64)
+    b = np.where(a == 0, 0, b)
+    return (b | np.where(np.signbit(v), 0x80, 0)).astype(np.uint8)
+
+
+def quantize_e4m3(w):
+    """--weight-dtype fp8: per row, scale max|w| / 448 in f32 and codes
+    w / scale rounded to E4M3. Returns the codes' values [out, in] and the
+    scales [out] (float32); the weight is codes * scale in f32."""
+    w = np.asarray(w, dtype=np.float32)
+    amax = np.abs(w).max(axis=1)
+    scale = np.where(amax > 0, amax / np.float32(E4M3_MAX), 1.0).astype(np.float32)
+    return round_e4m3(w / scale[:, None]), scale
+
+
+def fp8_values(w):
+    """What --weight-dtype fp8 makes of w: codes * scale, in f32."""
+    codes, scale = quantize_e4m3(w)
+    return (codes * scale[:, None]).astype(np.float32)
 
 
 def pack_words(values, bits, order=None):
@@ -121,12 +209,12 @@ def packed(fmt, q, zero, scale, group):
     if fmt == "awq":
         return {"qweight": pack_words(q.T, 4, AWQ_ORDER),          # [in, out / 8]
                 "qzeros": pack_words(zero.T, 4, AWQ_ORDER),        # [groups, out / 8]
-                "scales": scale.T.copy()}                          # [groups, out]
+                "scales": scale.T.astype(np.float16)}              # [groups, out]
     bits = 4 if fmt == "gptq4" else 8
     g = group if group > 0 else inp
     return {"qweight": pack_words(q, bits).T.copy(),             # [in * bits / 32, out]
             "qzeros": pack_words(zero.T - 1, bits),                 # [groups, out * bits / 32]
-            "scales": scale.T.copy(),
+            "scales": scale.T.astype(np.float16),
             "g_idx": (np.arange(inp) // g).astype(np.int32)}
 
 
@@ -163,20 +251,28 @@ def main():
     weights = read_safetensors(os.path.join(src, "model.safetensors"))
     config.pop("dtype", None)
     config["torch_dtype"] = "float16"
-    half = {name: w.astype(np.float16) for name, w in weights.items()}
-    twins = {"f16": half}
-    for fmt, spec in RTN.items():
-        twins[fmt + "-dequant"] = {
-            name: dequantize(*quantize(w.astype(np.float32), spec["bits"],
-                                       rtn_group(spec["group"], w.shape[1]), spec["symmetric"]),
-                             rtn_group(spec["group"], w.shape[1]))
-            if name.endswith("_proj.weight") else w
-            for name, w in half.items()}
-    for suffix, tensors in twins.items():
+    twins = {}  # directory: (tensors, torch_dtype)
+    for dtype, torch_dtype, tag in (("f16", "float16", ""), ("bf16", "bfloat16", "-bf16")):
+        source = {name: round_to(w, dtype) for name, w in weights.items()}
+        twins[dtype] = ({name: stored(w, dtype) for name, w in source.items()}, torch_dtype)
+        for fmt, spec in RTN.items():
+            def rtn(w):
+                group = rtn_group(spec["group"], w.shape[1])
+                q, zero, scale = quantize(w, spec["bits"], group, spec["symmetric"], dtype)
+                return dequantize(q, zero, scale, group, dtype)
+            twins[fmt + tag + "-dequant"] = (
+                {name: stored(rtn(w) if name.endswith("_proj.weight") else w, dtype)
+                 for name, w in source.items()}, torch_dtype)
+        # FP8: the exact f32 products (the kernels scale the dot products),
+        # so the twin is F32.
+        twins["fp8" + tag + "-dequant"] = (
+            {name: fp8_values(w) if name.endswith("_proj.weight") else w
+             for name, w in source.items()}, "float32")
+    for suffix, (tensors, torch_dtype) in twins.items():
         d = os.path.join(out, suffix)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(config, f, indent=1)
+            json.dump(dict(config, torch_dtype=torch_dtype), f, indent=1)
         write_safetensors(os.path.join(d, "model.safetensors"), tensors)
     for fmt, spec in FORMATS.items():
         quant, dequant = {}, {}

@@ -7,6 +7,8 @@ device-to-device copy bandwidth). make_plans.sh writes the plans:
   llama8b-fp16-bench.weft   fp16 weights
   llama8b-awq-bench.weft    4-bit codes, (scale, zero) per 128 inputs (AWQ)
   llama8b-gptq8-bench.weft  8-bit codes, one (scale, zero) per row (GPTQ)
+  llama8b-fp8-bench.weft    FP8 E4M3 codes, one f32 scale per row
+                            (weft-compile --weight-dtype fp8)
 
     python3 test/gpu/bench_quantized.py DIR WEFT_RUN
 """
@@ -31,7 +33,7 @@ def projection_bytes(kind):
             total += out * inp * 2
         elif kind == "awq":  # 4-bit codes, an f16 (scale, zero) pair per 128 inputs
             total += out * inp // 2 + out * (inp // 128) * 4
-        elif kind == "gptq8":  # 8-bit codes, one pair per row
+        elif kind in ("gptq8", "fp8"):  # 8-bit codes, one pair (f32 scale) per row
             total += out * inp + out * 4
     return total
 
@@ -63,7 +65,7 @@ def main():
     plans, runner = sys.argv[1], sys.argv[2]
     bw = copy_bandwidth()
     rows = {}
-    for kind in ["fp16", "awq", "gptq8"]:
+    for kind in ["fp16", "awq", "gptq8", "fp8"]:
         print(f"{kind}:")
         rows[kind] = bench(runner, f"{plans}/llama8b-{kind}-bench.weft")
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s; floors: bytes a step reads (weights as stored, "
@@ -71,7 +73,8 @@ def main():
     print("| weights | batch 1 ms | tok/s | vs floor | vs fp16 | batch 100 ms | tok/s | vs floor "
           "| prefill 512 ms |")
     print("|---|---|---|---|---|---|---|---|---|")
-    names = {"fp16": "fp16", "awq": "int4, group 128 (AWQ)", "gptq8": "int8, per row (GPTQ)"}
+    names = {"fp16": "fp16", "awq": "int4, group 128 (AWQ)", "gptq8": "int8, per row (GPTQ)",
+             "fp8": "fp8 e4m3, per row"}
     for kind, t in rows.items():
         f1, f100 = step_bytes(kind, 1) / bw, step_bytes(kind, 100) / bw
         b1, b100 = t["decode_b1"], t["decode_b100"]

@@ -20,11 +20,13 @@ when the machine has two GPUs, on GPUs 0 and 1 (NCCL / peer-to-peer).
 
 A model "quant:NAME" is a quantized checkpoint DIR/NAME that weft-run reads
 and its dequantized twin DIR/NAME-dequant that transformers runs (the same
-f16 weights, so the math is compared exactly). A model "rtn4:cfg/NAME" or
-"rtn8:cfg/NAME" is cfg/NAME with random weights whose projections are
-quantized here by the rule of weft-compile --weight-dtype int4 / int8: the
-plan (compiled from a checkpoint of headers only) gets the codes in the file
-beside it, transformers runs them expanded.
+f16 weights, so the math is compared exactly). A model "rtn4:cfg/NAME",
+"rtn8:cfg/NAME" or "fp8:cfg/NAME" is cfg/NAME with random weights (in the
+check's dtype, f16 or bf16) whose projections are quantized here by the rule
+of weft-compile --weight-dtype int4 / int8 / fp8: the plan (compiled from a
+checkpoint of headers only) gets the codes in the file beside it,
+transformers runs them expanded (FP8: code * scale rounded to the model's
+dtype, where the kernels keep the f32 product).
 
 A check with "batch" (a list of prompt lengths) runs all its prompts at once
 through `weft-run --prompts` (the scheduler: decode tokens of many
@@ -82,15 +84,17 @@ def fixture_script():
     return make_quantized_fixture
 
 
-def quantize_projections(model, bits):
+def quantize_projections(model, kind):
     """Quantizes every projection of `model` in place by the compile-time
-    rule (its weights become the expanded codes) and returns the tensors of
-    the kernels' file: NAME.codes (I32 [out, in * bits / 32], input k of a
-    word at bit (k % 2) * 16 + (k / 2) * bits) and NAME.scales (F16
-    [out, 2 * groups]: scale, zero)."""
+    rule of `kind` ("rtn4", "rtn8", "fp8"; scales in the model's dtype) and
+    returns the tensors of the kernels' file: NAME.codes (I32
+    [out, in * bits / 32]; integers: input k of a word at bit
+    (k % 2) * 16 + (k / 2) * bits; E4M3: at bit 8k) and NAME.scales
+    (integers: [out, 2 * groups] (scale, zero) pairs in the model's dtype;
+    E4M3: F32 [out, 1])."""
     import numpy as np
     mq = fixture_script()
-    spec = mq.RTN[f"rtn{bits}"]
+    dtype = "bf16" if model.dtype == torch.bfloat16 else "f16"
     tensors = {}
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -98,15 +102,26 @@ def quantize_projections(model, bits):
                 continue
             w = p.float().cpu().numpy()
             out, inp = w.shape
+            if kind == "fp8":
+                codes, scale = mq.quantize_e4m3(w)
+                p.copy_(torch.from_numpy(codes * scale[:, None]))
+                words = mq.e4m3_bits(codes).reshape(out, inp // 4, 4).astype(np.uint64)
+                words = (words << (np.arange(4, dtype=np.uint64) * 8)).sum(axis=-1)
+                tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+                tensors[name + ".scales"] = scale.reshape(out, 1)
+                continue
+            bits = int(kind[3])
+            spec = mq.RTN[kind]
             group = mq.rtn_group(spec["group"], inp)
-            q, zero, scale = mq.quantize(w, bits, group, spec["symmetric"])
-            p.copy_(torch.from_numpy(mq.dequantize(q, zero, scale, group)))
+            q, zero, scale = mq.quantize(w, bits, group, spec["symmetric"], dtype)
+            p.copy_(torch.from_numpy(
+                mq.dequantize(q, zero, scale, group, dtype).astype(np.float32)))
             per = 32 // bits
             slots = np.array([(k % 2) * 16 + (k // 2) * bits for k in range(per)], dtype=np.uint64)
             words = (q.reshape(out, inp // per, per).astype(np.uint64) << slots).sum(axis=-1)
             tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-            pairs = np.stack([scale, zero.astype(np.float16)], axis=-1)  # [out, groups, 2]
-            tensors[name + ".scales"] = pairs.reshape(out, -1).astype(np.float16)
+            pairs = np.stack([scale.astype(np.float32), zero.astype(np.float32)], axis=-1)
+            tensors[name + ".scales"] = mq.stored(pairs.reshape(out, -1), dtype)
     return tensors
 
 
@@ -142,14 +157,15 @@ class Models:
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 d + "-dequant", dtype=dtype, attn_implementation="eager").cuda().eval()
         else:
-            # "rtn4:cfg/NAME" / "rtn8:cfg/NAME": random weights as below, the
-            # projections quantized by the rule of --weight-dtype int4 / int8
-            # (make_quantized_fixture.quantize, the same as the compiler's):
-            # transformers runs them expanded, and the codes are written as
-            # the file weft-compile would put beside the plan (kernel_file).
-            bits = None
-            if spec.startswith("rtn"):
-                bits, spec = int(spec[3]), spec.split(":", 1)[1]
+            # "rtn4:cfg/NAME" / "rtn8:cfg/NAME" / "fp8:cfg/NAME": random
+            # weights as below, the projections quantized by the rule of
+            # --weight-dtype int4 / int8 / fp8 (make_quantized_fixture, the
+            # same as the compiler's): transformers runs them expanded, and
+            # the codes are written as the file weft-compile would put
+            # beside the plan (kernel_file).
+            kind = None
+            if spec.startswith(("rtn", "fp8:")):
+                kind, spec = spec.split(":", 1)
             cfg = transformers.AutoConfig.from_pretrained(os.path.join(self.plans, spec))
             torch.manual_seed(0)
             with torch.device("cuda"):
@@ -163,8 +179,8 @@ class Models:
                         p.normal_(0, 0.02)
                     else:
                         p.normal_(0, 1.0 / p.shape[-1] ** 0.5)
-            if bits:
-                self.kernel_file = quantize_projections(model, bits)
+            if kind:
+                self.kernel_file = quantize_projections(model, kind)
             d = os.path.join(self.scratch, spec.replace("/", "_"))
             t0 = time.time()
             model.save_pretrained(d, max_shard_size="1000GB")
@@ -326,7 +342,7 @@ def main():
         for c in checks:
             dtype = DTYPES[c["dtype"]]
             model, weights = models.get(c["model"], dtype)
-            if c["model"].startswith("rtn"):
+            if c["model"].startswith(("rtn", "fp8:")):
                 beside = os.path.join(plans, c["plan"][:-len(".weft")] + ".weights.safetensors")
                 fixture_script().write_safetensors(beside, models.kernel_file)
             if "batch" in c:

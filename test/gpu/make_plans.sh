@@ -99,12 +99,29 @@ for b in 4 8; do
     --prefill-chunks 8,32,96 -o "$out/q-rtn$b-mb32.weft" 2>/dev/null
   check_batch "quantized here: int$b, 24 sequences" "q-rtn$b-mb32.weft" "quant:q-rtn$b" float16 16 1 "$(lengths 24 60)"
 done
+# The same from the BF16 copy (scales in bf16, bf16 tensor cores), and FP8
+# E4M3 from both (its twins hold the f32 products; transformers rounds them
+# to the check's dtype).
+for q in int4:rtn4:bf16 int8:rtn8:bf16 fp8:fp8:f16 fp8:fp8:bf16; do
+  IFS=: read -r wd twin src <<< "$q"
+  tag="$twin"; [[ $src == bf16 ]] && tag="$twin-bf16"
+  dtype=float16; [[ $src == bf16 ]] && dtype=bfloat16
+  rm -rf "$out/q-$tag" "$out/q-$tag-dequant"
+  cp -r "$quantized/$src" "$out/q-$tag"
+  cp -r "$quantized/$tag-dequant" "$out/q-$tag-dequant"
+  build_plan --model "$out/q-$tag" --topology h200 --weight-dtype "$wd" --max-batch 1 \
+    --prefill-chunks 8 -o "$out/q-$tag.weft" 2>/dev/null
+  check "quantized here: $wd from $src" "q-$tag.weft" "quant:q-$tag" "$dtype" 8 32 1
+  build_plan --model "$out/q-$tag" --topology h200 --weight-dtype "$wd" --batch 4 --max-batch 32 \
+    --prefill-chunks 8,32,96 -o "$out/q-$tag-mb32.weft" 2>/dev/null
+  check_batch "quantized here: $wd from $src, 24 sequences" "q-$tag-mb32.weft" "quant:q-$tag" "$dtype" 16 1 "$(lengths 24 60)"
+done
 
-# model NAME LAYERS CONFIG_JSON: a sparse checkpoint (headers only), its
-# config.json kept in cfg/NAME for transformers on the GPU machine.
+# model NAME LAYERS CONFIG_JSON [DTYPE]: a sparse checkpoint (headers only),
+# its config.json kept in cfg/NAME for transformers on the GPU machine.
 model() {
   rm -rf "$out/ckpt"
-  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype float16 --config "$3"
+  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${4:-float16}" --config "$3"
   mkdir -p "$out/cfg/$1"
   cp "$out/ckpt/config.json" "$out/cfg/$1/"
 }
@@ -132,6 +149,28 @@ for b in 4 8; do
   check "  same, int$b quantized here" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 8 32 1
   check "  same, int$b quantized here, prompt 100" "llama8b-2l-int$b.weft" "rtn$b:cfg/llama8b-2l" float16 100 32 1
 done
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --max-batch 4 \
+  --prefill-chunks 8,32,128 -o "$out/llama8b-2l-fp8.weft" 2>/dev/null
+rm -f "$out/llama8b-2l-fp8.weights.safetensors"
+check "  same, fp8 quantized here" "llama8b-2l-fp8.weft" "fp8:cfg/llama8b-2l" float16 8 32 1
+check "  same, fp8 quantized here, prompt 100" "llama8b-2l-fp8.weft" "fp8:cfg/llama8b-2l" float16 100 32 1
+# 100 sequences at once through int4 codes: decode buckets to 100, whose
+# largest expand the codes for cuBLASLt.
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --batch 100 --max-batch 100 \
+  --decode-buckets 1,8,32,64,100 --prefill-chunks 32,512 -o "$out/llama8b-2l-int4-b100.weft" 2>/dev/null
+rm -f "$out/llama8b-2l-int4-b100.weights.safetensors"
+check_batch "  same, int4 quantized here, 100 sequences" llama8b-2l-int4-b100.weft rtn4:cfg/llama8b-2l float16 8 1 "$(lengths 100 300)"
+# The same layers in BF16: int4 and fp8 with bf16 tensor cores.
+model llama8b-2l-bf16 2 '{}' bfloat16
+for wd in int4:rtn4 fp8:fp8; do
+  build_plan --model "$out/ckpt" --topology h200 --weight-dtype "${wd%%:*}" --max-batch 4 \
+    --prefill-chunks 8,32,128 -o "$out/llama8b-2l-bf16-${wd%%:*}.weft" 2>/dev/null
+  rm -f "$out/llama8b-2l-bf16-${wd%%:*}.weights.safetensors"
+  check "Llama-3.1-8B sizes, 2 layers, bf16, ${wd%%:*} quantized here" "llama8b-2l-bf16-${wd%%:*}.weft" \
+    "${wd##*:}:cfg/llama8b-2l-bf16" bfloat16 8 32 1
+  check "  same, prompt 100" "llama8b-2l-bf16-${wd%%:*}.weft" "${wd##*:}:cfg/llama8b-2l-bf16" bfloat16 100 32 1
+done
+model llama8b-2l 2 '{}'
 # Batched: every decode bucket (1 to 64) with sequences of different
 # lengths, prefill chunks holding several sequences beside decode tokens;
 # one device, a pipeline and tensor parallel.
@@ -232,8 +271,8 @@ build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,10
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
 rm -rf "$out/ckpt"
 
-# Llama 3.1 8B with 4-bit (AWQ, group 128) and 8-bit (GPTQ, one group per
-# row) projections beside fp16, for bench_quantized.py: decode buckets 1
+# Llama 3.1 8B with 4-bit (AWQ, group 128), 8-bit (GPTQ, one group per
+# row) and FP8 projections beside fp16, for bench_quantized.py: decode buckets 1
 # and 100, a 512-token prefill chunk, random weights (the file the compiler
 # repacks from these header-only checkpoints holds zeros: not carried).
 # Also 2-layer plans of the same formats for sanitize.sh (every decode
@@ -249,6 +288,12 @@ for q in awq:128 gptq8:-1; do
     -o "$out/llama8b-2l-${q%%:*}-mb64.weft"
   rm -f "$out"/llama8b-*"${q%%:*}"*.weights.safetensors
 done
+# FP8 E4M3 quantized here from the fp16 checkpoint (one f32 scale per row).
+rm -rf "$out/ckpt"
+python3 "$sparse" "$out/ckpt" --layers 32 --dtype float16
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --batch 100 --decode-buckets 1,100 \
+  --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp8-bench.weft" 2>/dev/null
+rm -f "$out/llama8b-fp8-bench.weights.safetensors"
 rm -rf "$out/ckpt"
 
 rm -rf "$out/pyfb" "$out"/*.whl

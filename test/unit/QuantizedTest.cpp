@@ -181,18 +181,30 @@ TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
             "model.layers.0.mlp.up_proj.weight: g_idx[2] = 1 is not one of the 1 groups");
 }
 
-// Quantizing at compile time (--weight-dtype int4 / int8): the C++ round
-// to nearest gives exactly the f16 values numpy's does (rtn4-dequant,
-// rtn8-dequant), and the interpreter runs the marked model as its twin.
-class CompileTimeQuantizationTest : public ::testing::TestWithParam<int> {};
+// Quantizing at compile time (--weight-dtype int4 / int8 / fp8) from the
+// F16 and the BF16 copy of the fixture: the C++ round to nearest gives
+// exactly the values numpy's does (the rtn*-dequant and fp8*-dequant
+// twins), and the interpreter runs the marked model as its twin (FP8: its
+// twin holds the f32 products as an F32 model, so the logits agree to
+// 16-bit rounding).
+struct CompileTimeCase {
+  const char *weightDType; // int4, int8, fp8
+  const char *source;      // f16, bf16
+};
+
+class CompileTimeQuantizationTest : public ::testing::TestWithParam<CompileTimeCase> {};
 
 TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
-  const int bits = GetParam();
-  Loaded source = load(kDir + "/f16");
-  Loaded twin = load(kDir + "/rtn" + std::to_string(bits) + "-dequant");
+  const std::string kind = GetParam().weightDType, src = GetParam().source;
+  const bool fp8 = kind == "fp8";
+  const int bits = kind == "int4" ? 4 : 8;
+  const std::string twinName = (fp8 ? std::string("fp8") : "rtn" + std::to_string(bits)) +
+                               (src == "bf16" ? "-bf16" : "") + "-dequant";
+  Loaded source = load(kDir + "/" + src);
+  Loaded twin = load(kDir + "/" + twinName);
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> marked = importModel(context, source.source.config);
-  quantizeProjections(*marked, bits);
+  quantizeProjections(*marked, bits, fp8 ? QuantFormat::E4M3 : QuantFormat::Int);
   int projections = 0;
   marked->walk([&](WeightOp w) {
     QuantAttr q = w.getQuantAttr();
@@ -200,9 +212,10 @@ TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
       return;
     ++projections;
     EXPECT_EQ(q.getBits(), bits);
+    EXPECT_EQ(q.getFormat(), fp8 ? QuantFormat::E4M3 : QuantFormat::Int);
     int64_t in = w.getType().getDimSize(1);
     EXPECT_EQ(q.getGroup(), bits == 4 && in % 128 == 0 ? 128 : in) << w.getName().str();
-    auto got = source.weights.getQuantized(w.getName(), bits, q.getGroup());
+    auto got = source.weights.getQuantized(w.getName(), q, w.getType().getElementType());
     auto want = twin.weights.get(w.getName());
     ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
     ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
@@ -216,10 +229,65 @@ TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
   auto l2 = reference::runPromptLogits(*plain, twin.weights, prompt);
   ASSERT_TRUE(bool(l1)) << llvm::toString(l1.takeError());
   ASSERT_TRUE(bool(l2)) << llvm::toString(l2.takeError());
-  EXPECT_EQ(*l1, *l2);
+  if (!fp8) {
+    EXPECT_EQ(*l1, *l2);
+    return;
+  }
+  ASSERT_EQ(l1->size(), l2->size());
+  float worst = 0.0f, largest = 0.0f;
+  for (size_t i = 0; i < l1->size(); ++i) {
+    worst = std::max(worst, std::fabs((*l1)[i] - (*l2)[i]));
+    largest = std::max(largest, std::fabs((*l2)[i]));
+  }
+  EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
 }
 
-INSTANTIATE_TEST_SUITE_P(Bits, CompileTimeQuantizationTest, ::testing::Values(4, 8));
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CompileTimeQuantizationTest,
+    ::testing::Values(CompileTimeCase{"int4", "f16"}, CompileTimeCase{"int8", "f16"},
+                      CompileTimeCase{"fp8", "f16"}, CompileTimeCase{"int4", "bf16"},
+                      CompileTimeCase{"int8", "bf16"}, CompileTimeCase{"fp8", "bf16"}),
+    [](const ::testing::TestParamInfo<CompileTimeCase> &info) {
+      return std::string(info.param.weightDType) + "_" + info.param.source;
+    });
+
+TEST(KernelLayoutTest, E4M3RoundsToNearestEvenAndSaturates) {
+  // Every finite byte is its own value's encoding.
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f)
+      continue; // NaN
+    const float v = e4m3Value(uint8_t(b));
+    EXPECT_EQ(e4m3Bits(v), b == 0x80 ? 0x80 : b) << b << " = " << v;
+  }
+  EXPECT_EQ(e4m3Value(0x7e), 448.0f);
+  EXPECT_EQ(e4m3Value(0x01), std::ldexp(1.0f, -9)); // the smallest subnormal
+  EXPECT_EQ(e4m3Value(0x08), std::ldexp(1.0f, -6)); // the smallest normal
+  EXPECT_EQ(e4m3Bits(1000.0f), 0x7e);               // saturates
+  EXPECT_EQ(e4m3Bits(-1000.0f), 0xfe);
+  EXPECT_EQ(e4m3Bits(1.0625f), e4m3Bits(1.0f));       // tie to even: 1.0
+  EXPECT_EQ(e4m3Bits(1.1875f), e4m3Bits(1.25f));      // tie to even: 1.25
+  EXPECT_EQ(e4m3Bits(std::ldexp(1.0f, -10)), 0x00);   // tie to even: 0
+  EXPECT_EQ(e4m3Bits(std::ldexp(3.0f, -10)), 0x02);   // 1.5 units: 2
+  EXPECT_TRUE(std::isnan(e4m3Value(e4m3Bits(std::nanf("")))));
+  // Neighbours in order within a word, one conversion per pair.
+  EXPECT_EQ(kernelCodeSlot(1, 8, QuantFormat::E4M3), 8);
+  EXPECT_EQ(kernelCodeSlot(3, 8, QuantFormat::E4M3), 24);
+}
+
+TEST(KernelLayoutTest, Bfloat16BitsRoundAsApFloat) {
+  uint32_t state = 777;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, 4);
+    if (std::isnan(f))
+      continue;
+    llvm::APFloat a(f);
+    bool lost = false;
+    a.convert(llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    ASSERT_EQ(bfloat16Bits(f), uint16_t(a.bitcastToAPInt().getZExtValue())) << f;
+  }
+}
 
 TEST(KernelLayoutTest, HalfBitsRoundsAsApFloat) {
   auto reference = [](float v) {

@@ -233,6 +233,9 @@ int main(int argc, char **argv) {
   std::optional<weft::partition::PartitionOptions> partitionOptions;
   std::optional<weft::partition::PartitionResult> partition;
   std::optional<weft::partition::ModelProfile> modelProfile;
+  // Projections stored as codes (a quantized checkpoint, or quantized
+  // here), which the plan reads from a file beside it.
+  bool quantizedWeights = source->config.quant.active();
   if (emit == Emit::Fused || partitioned) {
     if (maxBatch < 1)
       return fail("--max-batch must be at least 1");
@@ -279,27 +282,40 @@ int main(int argc, char **argv) {
       // A plan holds what the runtime executes: the checkpoint's own weight
       // dtype, every layer on a GPU. Other choices are predictions only.
       bool buildsPlan = writePlan || emit == Emit::Plan;
-      // int4 and int8 from a 16-bit checkpoint: quantized here, by round to
-      // nearest, into the file beside the plan.
+      // int4, int8 and fp8 from a 16-bit checkpoint: quantized here, by
+      // round to nearest, into the file beside the plan.
       using weft::partition::WeightDType;
+      const WeightDType wanted = options->weights.dtype;
       bool quantizeHere = buildsPlan && !source->config.quant.active() &&
-                          (options->weights.dtype == WeightDType::Int4 ||
-                           options->weights.dtype == WeightDType::Int8);
+                          (wanted == WeightDType::Int4 || wanted == WeightDType::Int8 ||
+                           wanted == WeightDType::FP8);
       if (quantizeHere) {
-        if (source->config.dtype != weft::io::DType::F16)
+        if (source->config.dtype != weft::io::DType::F16 &&
+            source->config.dtype != weft::io::DType::BF16)
           return fail(llvm::formatv(
-              "--weight-dtype {0}: quantizing at compile time needs an F16 checkpoint (the "
-              "quantized kernels compute in f16); {1} is {2}",
+              "--weight-dtype {0}: quantizing at compile time needs an F16 or BF16 checkpoint "
+              "(the quantized kernels compute in its 16-bit type); {1} is {2}",
               weightDType, spec, weft::io::dtypeName(source->config.dtype)));
-        int bits = options->weights.dtype == WeightDType::Int4 ? 4 : 8;
-        weft::quantizeProjections(*module, bits);
+        if (wanted == WeightDType::FP8)
+          for (const weft::target::DeviceProfile &d : topology->devices)
+            if (!d.hasFp8())
+              return fail(llvm::formatv(
+                  "--weight-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 "
+                  "needs sm_89 or newer (Ada, Hopper); use --weight-dtype int8 instead",
+                  d.name, topology->name, d.computeCapability));
+        quantizedWeights = true;
+        const int bits = wanted == WeightDType::Int4 ? 4 : 8;
+        weft::quantizeProjections(*module, bits,
+                                  wanted == WeightDType::FP8 ? weft::QuantFormat::E4M3
+                                                             : weft::QuantFormat::Int);
         llvm::WithColor::note(llvm::errs(), "weft-compile")
             << llvm::formatv("--weight-dtype {0}: projections quantized by round to nearest ({1}); "
                              "an AWQ or GPTQ checkpoint of the model, calibrated on data, is "
                              "more accurate\n",
                              weightDType,
-                             bits == 4 ? "4-bit, groups of 128 inputs, asymmetric"
-                                       : "8-bit, one group per row, symmetric");
+                             wanted == WeightDType::Int4   ? "4-bit, groups of 128 inputs, asymmetric"
+                             : wanted == WeightDType::Int8 ? "8-bit, one group per row, symmetric"
+                                                           : "FP8 E4M3, one scale per row");
       }
       if (buildsPlan && !quantizeHere &&
           options->weights.dtype != weft::partition::nativeWeightDType(source->config))
@@ -383,9 +399,7 @@ int main(int argc, char **argv) {
     if (maxGemvTokens < 1 || maxGemvTokens > 16)
       return fail("--max-gemv-tokens: expected 1 to 16");
     planOptions.maxGemvTokens = maxGemvTokens;
-    if (writePlan && (source->config.quant.active() ||
-                      partitionOptions->weights.dtype == weft::partition::WeightDType::Int4 ||
-                      partitionOptions->weights.dtype == weft::partition::WeightDType::Int8))
+    if (writePlan && quantizedWeights)
       planOptions.kernelWeightsPath =
           llvm::StringRef(outputFile).drop_back(std::strlen(".weft")).str() +
           ".weights.safetensors";

@@ -58,23 +58,45 @@ def Weft_RopeKindAttr : EnumAttr<Weft_Dialect, Weft_RopeKind, "rope_kind"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
-// How a projection's weight is stored quantized: `bits`-bit integer codes
-// with one (scale, zero) pair per `group` input features of each output
-// row, w = (code - zero) * scale rounded to the activation dtype.
+// How a quantized weight's codes encode numbers.
+def Weft_QuantFormat : I32EnumAttr<"QuantFormat", "the encoding of quantized weight codes", [
+    I32EnumAttrCase<"Int", 0, "int">,
+    I32EnumAttrCase<"E4M3", 1, "e4m3">]> {
+  let cppNamespace = "::weft";
+  let genSpecializedAttr = 0;
+}
+
+// How a projection's weight is stored quantized: `bits`-bit codes with one
+// scale (and, for integer codes, one zero point) per `group` input features
+// of each output row.
 def Weft_QuantAttr : AttrDef<Weft_Dialect, "Quant"> {
   let mnemonic = "quant";
-  let summary = "grouped integer quantization of a weight";
+  let summary = "grouped quantization of a weight";
   let description = [{
     `#weft.quant<bits = 4, group = 128>`: each row of the `[out, in]`
-    weight is stored as `bits`-bit integer codes (4 or 8), with one scale and
-    one zero point per `group` consecutive input features (`group` divides
-    `in`; the whole row when it equals `in`). The weight's value is
-    `(code - zero) * scale`, rounded to the weight's element type: the type
-    the IR shows is the one the codes are expanded to.
+    weight is stored as `bits`-bit codes with one scale per `group`
+    consecutive input features (`group` divides `in`; the whole row when it
+    equals `in`).
+
+    - `format = int` (the default): unsigned integer codes (4 or 8 bits) and
+      a zero point per group; the weight's value is `(code - zero) * scale`,
+      rounded to the weight's element type.
+    - `format = e4m3`: 8-bit floats (FP8 E4M3, finite, largest 448) and one
+      f32 scale per row (`group` = `in`); the value is `code * scale`, the
+      scale applied to the dot products (tensor cores need sm_89 or newer).
+
+    The type the IR shows is the one the codes are expanded to.
   }];
-  let parameters = (ins "int64_t":$bits, "int64_t":$group);
+  let parameters = (ins "int64_t":$bits, "int64_t":$group,
+                        DefaultValuedParameter<"::weft::QuantFormat",
+                                               "::weft::QuantFormat::Int">:$format);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "int64_t":$bits, "int64_t":$group), [{
+      return $_get($_ctxt, bits, group, ::weft::QuantFormat::Int);
+    }]>
+  ];
 }
 
 // What a module was imported from: the model's shape and options, which

@@ -108,6 +108,10 @@ LogicalResult WeightOp::verify() {
     if (t.getDimSize(1) % q.getGroup() != 0)
       return emitOpError() << "quantized weight '" << getName() << "': group " << q.getGroup()
                            << " does not divide its " << t.getDimSize(1) << " inputs";
+    if (q.getFormat() == QuantFormat::E4M3 && q.getGroup() != t.getDimSize(1))
+      return emitOpError() << "quantized weight '" << getName()
+                           << "': e4m3 codes have one scale per row, so group must be its "
+                           << t.getDimSize(1) << " inputs, got " << q.getGroup();
   }
   return success();
 }
@@ -155,7 +159,9 @@ QuantAttr weft::quantOf(Value weight) {
 }
 
 LogicalResult QuantAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
-                                int64_t bits, int64_t group) {
+                                int64_t bits, int64_t group, QuantFormat format) {
+  if (format == QuantFormat::E4M3 && bits != 8)
+    return emitError() << "#weft.quant: e4m3 codes are 8 bits, got " << bits;
   if (bits != 4 && bits != 8)
     return emitError() << "#weft.quant: bits must be 4 or 8, got " << bits;
   if (group <= 0 || group % 32 != 0)

@@ -15,8 +15,8 @@
 // CHECK: using w_t = unsigned;
 // CHECK: using m_t = __half;
 // CHECK: // 4-bit codes, a (scale, zero) pair per 128 inputs of a row
-// CHECK-NEXT: using W = weft::kernels::PackedRows<4, 128, 32>;
-// CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, const __half2 *__restrict__ w_scales,
+// CHECK-NEXT: using W = weft::kernels::PackedRows<4, 128, 32, m_t>;
+// CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, const void *__restrict__ w_scales,
 // CHECK: weft::kernels::gemv<Config>(x, norm_w, w, w_scales,
 func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf16> {
   %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
@@ -60,6 +60,9 @@ func.func @batch(%x: tensor<48x256xf16>, %wn: tensor<256xf16>) -> tensor<48x512x
 
 // 96 tokens: the codes expanded to f16 once, then the norm, cuBLASLt and
 // SwiGLU as for 16-bit weights.
+// CHECK-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
+// CHECK: static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::Int;
+// CHECK-NEXT: using m_t = __half;
 // PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
 // PREFILL-NEXT: // step 0: kernel weft_expand_codes_n1024_k256_
 // PREFILL-NEXT: //   grid (256, 1, 1) block (256, 1, 1) shared 0
@@ -82,6 +85,53 @@ func.func @prefill(%x: tensor<96x256xf16>, %wn: tensor<256xf16>) -> tensor<96x51
     %g = weft.silu %s#0 : tensor<96x512xf16>
     %m = weft.mul %g, %s#1 : tensor<96x512xf16>
     weft.yield %m : tensor<96x512xf16>
+  }
+  return %r : tensor<96x512xf16>
+}
+
+// A bf16 model: codes expanded to bf16 pairs, staged and multiplied in bf16.
+// CHECK-LABEL: // @bf16 region 0 "rms_norm_linear": 1 step
+// CHECK: using s_t = __nv_bfloat16;
+// CHECK-NEXT: using m_t = __nv_bfloat16;
+// CHECK: using W = weft::kernels::PackedRows<4, 128, 32, m_t>;
+func.func @bf16(%x: tensor<1x256xbf16>, %wn: tensor<256xbf16>) -> tensor<1x512xbf16> {
+  %w = weft.weight "attn.q" {quant = #weft.quant<bits = 4, group = 128>} : tensor<512x256xbf16>
+  %r = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 512 : i64, tokens = 1 : i64}}
+      : (tensor<1x256xbf16>, tensor<256xbf16>, tensor<512x256xbf16>) -> tensor<1x512xbf16> {
+  ^bb0(%a: tensor<1x256xbf16>, %b: tensor<256xbf16>, %c: tensor<512x256xbf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<1x256xbf16>, tensor<256xbf16>) -> tensor<1x256xbf16>
+    %l = weft.linear %n, %c : (tensor<1x256xbf16>, tensor<512x256xbf16>) -> tensor<1x512xbf16>
+    weft.yield %l : tensor<1x512xbf16>
+  }
+  return %r : tensor<1x512xbf16>
+}
+
+// FP8 E4M3 codes, one f32 scale per row (applied to the sums); at 96
+// tokens expanded to the model's type for cuBLASLt.
+// CHECK-LABEL: // @fp8 region 0 "linear": 1 step
+// CHECK: // FP8 E4M3 codes, an f32 scale per row
+// CHECK-NEXT: using W = weft::kernels::PackedRows<8, 256, 16, m_t, weft::kernels::Codes::E4M3>;
+// CHECK-LABEL: // @fp8_prefill region 0 "linear": 2 steps
+// CHECK-NEXT: // step 0: kernel weft_expand_codes_n512_k256_
+// CHECK: // The FP8 E4M3 codes of a projection expanded to its __half matrix.
+// CHECK: static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::E4M3;
+func.func @fp8(%x: tensor<1x256xf16>) -> tensor<1x512xf16> {
+  %w = weft.weight "attn.q" {quant = #weft.quant<bits = 8, group = 256, format = e4m3>} : tensor<512x256xf16>
+  %r = weft.fusion "linear" (%x, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 512 : i64, tokens = 1 : i64}}
+      : (tensor<1x256xf16>, tensor<512x256xf16>) -> tensor<1x512xf16> {
+  ^bb0(%a: tensor<1x256xf16>, %c: tensor<512x256xf16>):
+    %l = weft.linear %a, %c : (tensor<1x256xf16>, tensor<512x256xf16>) -> tensor<1x512xf16>
+    weft.yield %l : tensor<1x512xf16>
+  }
+  return %r : tensor<1x512xf16>
+}
+func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
+  %w = weft.weight "attn.q" {quant = #weft.quant<bits = 8, group = 256, format = e4m3>} : tensor<512x256xf16>
+  %r = weft.fusion "linear" (%x, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 512 : i64, tokens = 96 : i64}}
+      : (tensor<96x256xf16>, tensor<512x256xf16>) -> tensor<96x512xf16> {
+  ^bb0(%a: tensor<96x256xf16>, %c: tensor<512x256xf16>):
+    %l = weft.linear %a, %c : (tensor<96x256xf16>, tensor<512x256xf16>) -> tensor<96x512xf16>
+    weft.yield %l : tensor<96x512xf16>
   }
   return %r : tensor<96x512xf16>
 }

@@ -28,7 +28,8 @@
 // columns), VEC, THREADS, WARPS, KW, CPW, RPC, CPB, SPLITS, KS, KC, XS
 // (staged row stride), EPS; NORM, PRENORM, MMA, ARGMAX (bool); x_t, w_t,
 // s_t (staging), norm_t; MMA: W (the weight-format policy of
-// weft/mma_weights.cuh), m_t (the 16-bit type it expands to); static
+// weft/mma_weights.cuh, whose scales come in `scales`), m_t (the 16-bit
+// type it expands to); static
 // row(col, j). NORM multiplies the staged inputs by the norm weight and the
 // sums by 1/rms at the end; PRENORM (f16 staging, which could overflow
 // before 1/rms) first reads every token's whole row for its rms and stages
@@ -108,7 +109,7 @@ template <class C, class E>
 __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
                                      const typename C::norm_t *__restrict__ norm_w,
                                      const typename C::w_t *__restrict__ w,
-                                     const __half2 *__restrict__ scales, E tileEpilogue,
+                                     const void *__restrict__ scales, E tileEpilogue,
                                      float *__restrict__ partials,
                                      unsigned long long *__restrict__ candidates) {
   using x_t = typename C::x_t;
@@ -322,9 +323,15 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       }
   } else {
     // Fragment (m, n, e) holds row g (+8 for e >= 2) of tile m and token
-    // n * 8 + 2q + (e & 1).
+    // n * 8 + 2q + (e & 1). Formats with a scale per row (E4M3) apply it
+    // to the sums here.
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
+    for (int m = 0; m < MT; ++m) {
+      float rowScale[2] = {1.0f, 1.0f};
+      if constexpr (W::ROW_SCALE) {
+        rowScale[0] = mmaRow(m, 0).rowScale();
+        rowScale[1] = mmaRow(m, 1).rowScale();
+      }
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -332,8 +339,10 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
           const int token = n * 8 + 2 * q + (e & 1);
           const int c = (m % (CPW / 16)) * 16 + g + (e >= 2 ? 8 : 0), j = m / (CPW / 16);
           if (token < T)
-            res[(warp * CPW * RPC + c * RPC + j) * T + token] = accMma[m][n][e];
+            res[(warp * CPW * RPC + c * RPC + j) * T + token] =
+                W::ROW_SCALE ? accMma[m][n][e] * rowScale[e >= 2] : accMma[m][n][e];
         }
+    }
   }
   __syncthreads();
   if constexpr (C::NORM && !C::PRENORM) {

@@ -1,34 +1,44 @@
 // How the GEMV's tensor-core engine reads weight rows, one policy per
 // storage format. Each lane reads ME (8, 16 or 32) consecutive weights of a
-// row per step
-// and hands them to mma.sync as ME / 8 uint4 chunks of f16 (or bf16) pairs,
-// 8 weights each (see the fragment mapping in gemv.cuh).
+// row per step and hands them to mma.sync as ME / 8 uint4 chunks of 16-bit
+// pairs of the engine's type M (f16 or bf16), 8 weights each (see the
+// fragment mapping in gemv.cuh).
 //
 // - DenseRows: 16-bit weights, [NW, K] row-major.
-// - PackedRows<BITS>: grouped integer codes (BITS 4 or 8) as the compiler
-//   repacks AWQ and GPTQ checkpoints (compiler/Import/QuantizedWeights.h):
-//   row r is K * BITS / 32 words; within a word, weight k of its
-//   32 / BITS sits at bit (k % 2) * 16 + (k / 2) * BITS, so that one mask
-//   and one OR give the f16 pair (1024 + code[2j], 1024 + code[2j + 1])
-//   (1024 + c is exact in f16 for c < 1024). Beside the codes, one
-//   (scale, zero) f16 pair per GROUP inputs of each row, [NW, K / GROUP]:
-//   weight = (code - zero) * scale, rounded once to f16, exactly as the
-//   checkpoint's f16 dequantization gives it.
+// - PackedRows<BITS, GROUP, ME, M, Codes::Int>: grouped integer codes (BITS
+//   4 or 8) as the compiler repacks AWQ and GPTQ checkpoints or quantizes
+//   16-bit ones (compiler/Import/QuantizedWeights.h): row r is K * BITS / 32
+//   words; within a word, weight k of its 32 / BITS sits at bit
+//   (k % 2) * 16 + (k / 2) * BITS, so that one mask and one OR give a pair
+//   of neighbours as (B + code) in M (B = 1024 in f16, 128 in bf16 for
+//   4-bit codes; 8-bit codes go through f16 into bf16). Beside the codes,
+//   one (scale, zero) pair of M per GROUP inputs of each row,
+//   [NW, K / GROUP]: weight = (code - zero) * scale, rounded once to M,
+//   exactly as the checkpoint's (or the quantizer's) dequantization gives it.
+// - PackedRows<8, K, ME, M, Codes::E4M3>: FP8 E4M3 codes in order (weight k
+//   of a word at bit 8k, so that one conversion gives a pair) and one f32
+//   scale per row, [NW]; the codes are exact in f16 and bf16, and the scale
+//   multiplies the row's dot products (ROW_SCALE), not every weight.
+//   Converting E4M3 takes sm_89 or newer.
 #pragma once
 
 #include "weft/common.cuh"
 
 namespace weft::kernels {
 
+// How codes encode numbers (the compiler's #weft.quant format).
+enum class Codes { Int, E4M3 };
+
 template <class E, int ME> struct DenseRows {
   static_assert(ME % 8 == 0, "whole 16-byte chunks");
   static constexpr int CHUNKS = ME / 8;
+  static constexpr bool ROW_SCALE = false;
   struct Raw {
     uint4 c[CHUNKS];
   };
   const E *row; // this lane's first weight of the row
   // Row `r` of the [*, K] matrix `w`, from this lane's first k `kLane`.
-  __device__ __forceinline__ DenseRows(const E *w, const __half2 *, int r, int K, int kLane)
+  __device__ __forceinline__ DenseRows(const E *w, const void *, int r, int K, int kLane)
       : row(w + (size_t)r * K + kLane) {}
   __device__ __forceinline__ Raw load(int k) const {
     Raw raw;
@@ -42,26 +52,77 @@ template <class E, int ME> struct DenseRows {
     for (int c = 0; c < CHUNKS; ++c)
       out[c] = raw.c[c];
   }
+  __device__ __forceinline__ float rowScale() const { return 1.0f; }
 };
 
-template <int BITS, int GROUP, int ME> struct PackedRows {
+// The 16-bit pair type of M.
+template <class M> struct Pair;
+template <> struct Pair<__half> {
+  using type = __half2;
+};
+template <> struct Pair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+
+template <class A, class B> struct wf_same {
+  static constexpr bool value = false;
+};
+template <class A> struct wf_same<A, A> {
+  static constexpr bool value = true;
+};
+
+__device__ __forceinline__ float2 wf_pair_f32(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ float2 wf_pair_f32(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+
+template <class T> __device__ __forceinline__ T wf_bits_as(unsigned v) {
+  return *reinterpret_cast<T *>(&v);
+}
+template <class T> __device__ __forceinline__ unsigned wf_as_bits(T v) {
+  return *reinterpret_cast<unsigned *>(&v);
+}
+
+// Two E4M3 codes (the low one first) as an f16 pair, exactly.
+__device__ __forceinline__ unsigned wf_e4m3x2_to_f16x2(unsigned short two) {
+  unsigned out;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(two));
+#else
+  out = 0u;
+  __trap(); // the compiler refuses E4M3 weights for GPUs before sm_89
+#endif
+  return out;
+}
+
+// An f16 pair as a bf16 pair (exact for the integers and E4M3 values
+// expanded here).
+__device__ __forceinline__ unsigned wf_f16x2_to_bf16x2(unsigned h) {
+  return wf_as_bits(__float22bfloat162_rn(__half22float2(wf_bits_as<__half2>(h))));
+}
+
+template <int BITS, int GROUP, int ME, class M = __half, Codes FORMAT = Codes::Int>
+struct PackedRows {
   static_assert(BITS == 4 || BITS == 8, "4- or 8-bit codes");
+  static_assert(FORMAT == Codes::Int || BITS == 8, "E4M3 codes are 8 bits");
   static_assert(GROUP % ME == 0, "a lane's weights share one scale");
   static constexpr int PER_WORD = 32 / BITS;
   static constexpr int WORDS = ME / PER_WORD; // per lane, row and step
   static constexpr int CHUNKS = ME / 8;
+  static constexpr bool ROW_SCALE = FORMAT == Codes::E4M3;
   static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "one 4-, 8- or 16-byte load");
+  using M2 = typename Pair<M>::type;
   struct Raw {
     unsigned w[WORDS];
-    __half2 sz; // (scale, zero) of the lane's group
+    unsigned sz; // Int: the (scale, zero) pair of M of the lane's group
   };
   const unsigned *row;
-  const __half2 *sz;
+  const unsigned *sz; // Int: the row's (scale, zero) pairs; E4M3: its f32 scale
   int kLane;
-  __device__ __forceinline__ PackedRows(const unsigned *codes, const __half2 *scales, int r,
-                                        int K, int kLane)
+  __device__ __forceinline__ PackedRows(const unsigned *codes, const void *scales, int r, int K,
+                                        int kLane)
       : row(codes + (size_t)r * (K / PER_WORD) + kLane / PER_WORD),
-        sz(scales + (size_t)r * (K / GROUP)), kLane(kLane) {}
+        sz(static_cast<const unsigned *>(scales) +
+           (ROW_SCALE ? (size_t)r : (size_t)r * (K / GROUP))),
+        kLane(kLane) {}
   __device__ __forceinline__ Raw load(int k) const {
     Raw raw;
     if constexpr (WORDS == 4) {
@@ -73,26 +134,52 @@ template <int BITS, int GROUP, int ME> struct PackedRows {
     } else {
       raw.w[0] = __ldcs(row + k / PER_WORD);
     }
-    raw.sz = __ldg(sz + (k + kLane) / GROUP);
+    raw.sz = ROW_SCALE ? 0u : __ldg(sz + (k + kLane) / GROUP);
     return raw;
   }
-  // Pair j of a word: codes 2j and 2j + 1 as (1024 + code) in f16.
+  __device__ __forceinline__ float rowScale() const {
+    return ROW_SCALE ? __uint_as_float(__ldg(sz)) : 1.0f;
+  }
+  // Integer codes: pair j of a word, codes 2j and 2j + 1, as (B + code) in
+  // 16-bit floats, f16 (B = 1024) or, for 4-bit codes, bf16 (B = 128).
+  template <bool BF16>
   static __device__ __forceinline__ unsigned pair(unsigned word, int j) {
     constexpr unsigned MASK = BITS == 4 ? 0x000F000Fu : 0x00FF00FFu;
-    return ((word >> (j * BITS)) & MASK) | 0x64006400u;
+    return ((word >> (j * BITS)) & MASK) | (BF16 ? 0x43004300u : 0x64006400u);
   }
-  // The PER_WORD weights of one word as f16 pairs, given the word's
-  // (scale, zero).
-  static __device__ __forceinline__ void expandWord(unsigned word, __half2 sz,
+  // The PER_WORD weights of one word as pairs of M, given the word's
+  // (scale, zero) pair (integer codes).
+  static __device__ __forceinline__ void expandWord(unsigned word, unsigned szBits,
                                                     unsigned (&h)[PER_WORD / 2]) {
-    const __half2 scale = __low2half2(sz);
-    // 1024 + zero: subtracting it leaves code - zero, exact in f16.
-    const __half2 offset = __hadd2(__high2half2(sz), __float2half2_rn(1024.0f));
+    if constexpr (FORMAT == Codes::E4M3) {
 #pragma unroll
-    for (int j = 0; j < PER_WORD / 2; ++j) {
-      unsigned p = pair(word, j);
-      __half2 v = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&p), offset), scale);
-      h[j] = *reinterpret_cast<unsigned *>(&v);
+      for (int j = 0; j < 2; ++j) {
+        const unsigned f = wf_e4m3x2_to_f16x2((unsigned short)(word >> (16 * j)));
+        h[j] = wf_same<M, __half>::value ? f : wf_f16x2_to_bf16x2(f);
+      }
+    } else if constexpr (wf_same<M, __half>::value || BITS == 8) {
+      // In f16: (1024 + code) - (1024 + zero) is exact; then, for bf16,
+      // converted (exact) and scaled in bf16.
+      const M2 s2 = wf_bits_as<M2>(szBits);
+      const float zero = __high2float(s2);
+      const __half2 offset = __float2half2_rn(1024.0f + zero);
+#pragma unroll
+      for (int j = 0; j < PER_WORD / 2; ++j) {
+        const __half2 d = __hsub2(wf_bits_as<__half2>(pair<false>(word, j)), offset);
+        if constexpr (wf_same<M, __half>::value)
+          h[j] = wf_as_bits(__hmul2(d, __low2half2(s2)));
+        else
+          h[j] = wf_as_bits(__hmul2(wf_bits_as<M2>(wf_f16x2_to_bf16x2(wf_as_bits(d))),
+                                    __low2bfloat162(s2)));
+      }
+    } else {
+      // 4-bit codes in bf16: (128 + code) - (128 + zero), exact.
+      const M2 s2 = wf_bits_as<M2>(szBits);
+      const M2 offset = __hadd2(__high2bfloat162(s2), __float2bfloat162_rn(128.0f));
+#pragma unroll
+      for (int j = 0; j < PER_WORD / 2; ++j)
+        h[j] = wf_as_bits(
+            __hmul2(__hsub2(wf_bits_as<M2>(pair<true>(word, j)), offset), __low2bfloat162(s2)));
     }
   }
   __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
@@ -111,24 +198,38 @@ template <int BITS, int GROUP, int ME> struct PackedRows {
   }
 };
 
-// A quantized projection's codes expanded to its [NW, K] f16 matrix, for a
+// A quantized projection's codes expanded to its [NW, K] matrix of M, for a
 // library GEMM over many tokens (each weight is then read by the GEMM's
-// tiles, not expanded again per tile). Config: NW, K, BITS, GROUP, THREADS.
+// tiles, not expanded again per tile). Config: NW, K, BITS, GROUP, THREADS,
+// FORMAT, m_t (M). E4M3 weights are rounded to M here (code * scale); the
+// GEMV engine applies their scale to the sums instead.
 // Grid: ceil(NW * K * BITS / 32 / THREADS); block: THREADS; a thread per
 // word of codes.
 template <class C>
 __device__ __forceinline__ void expandCodes(const unsigned *__restrict__ codes,
-                                            const __half2 *__restrict__ scales,
-                                            __half *__restrict__ out) {
-  using P = PackedRows<C::BITS, C::GROUP, 8>;
+                                            const void *__restrict__ scales,
+                                            typename C::m_t *__restrict__ out) {
+  using M = typename C::m_t;
+  using P = PackedRows<C::BITS, C::GROUP, 8, M, C::FORMAT>;
   constexpr int WPR = C::K / P::PER_WORD; // words per row
   const long long word = (long long)blockIdx.x * C::THREADS + threadIdx.x;
   if (word >= (long long)C::NW * WPR)
     return;
   const int row = int(word / WPR), k = int(word % WPR) * P::PER_WORD;
+  const unsigned *sz = static_cast<const unsigned *>(scales);
   unsigned h[P::PER_WORD / 2];
-  P::expandWord(__ldcs(codes + word), __ldg(scales + (size_t)row * (C::K / C::GROUP) + k / C::GROUP),
-                h);
+  if constexpr (C::FORMAT == Codes::E4M3) {
+    P::expandWord(__ldcs(codes + word), 0u, h);
+    const float s = __uint_as_float(__ldg(sz + row));
+#pragma unroll
+    for (int j = 0; j < P::PER_WORD / 2; ++j) {
+      const float2 f = wf_pair_f32(wf_bits_as<typename P::M2>(h[j]));
+      h[j] = wf_as_bits(typename P::M2{wf_to<M>(f.x * s), wf_to<M>(f.y * s)});
+    }
+  } else {
+    P::expandWord(__ldcs(codes + word), __ldg(sz + (size_t)row * (C::K / C::GROUP) + k / C::GROUP),
+                  h);
+  }
   unsigned *dst = reinterpret_cast<unsigned *>(out + (size_t)row * C::K + k);
 #pragma unroll
   for (int j = 0; j < P::PER_WORD / 2; ++j)
