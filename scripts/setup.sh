@@ -34,6 +34,9 @@ cuda="${CUDA_HOME:-/usr/local/cuda}"
 if [[ ! -f "$build/build.ninja" ]]; then
   args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
         -DCUDAToolkit_ROOT="$cuda")
+  # The Python modules installed above (numpy, jinja2) belong to Debian's
+  # python3; a python3 earlier on PATH (pyenv, a venv) may lack them.
+  [[ -x /usr/bin/python3 ]] && args+=(-DPython3_EXECUTABLE=/usr/bin/python3)
   if [[ "$runtime_only" == 1 ]]; then
     args+=(-DWEFT_RUNTIME_ONLY=ON)
   else
