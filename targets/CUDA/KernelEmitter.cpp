@@ -633,8 +633,15 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
     g.stageType = p.weightType;
     g.prenorm = p.normIn >= 0;
     g.tileTokens = tileTokensFor(p.tokens, kMaxTileTokens / g.rpc);
-    // 16 bytes of codes per lane where K allows (4 * mmaK k per step).
+    // 16 bytes of codes per lane where K allows (4 * mmaK k per step), but
+    // first a step inside one group, so that its scale multiplies the
+    // step's sums rather than each weight (PackedRows::SUM_SCALE).
     g.mmaK = p.quantBits == 4 && p.k % 128 == 0 ? 32 : p.k % 64 == 0 ? 16 : 8;
+    for (int64_t me : {int64_t(32), int64_t(16), int64_t(8)})
+      if ((me < 32 || p.quantBits == 4) && p.k % (4 * me) == 0 && p.quantGroup % (4 * me) == 0) {
+        g.mmaK = me;
+        break;
+      }
   } else {
     g.vec = vectorWidth(bytesOf(p.weightType), {p.k});
   }

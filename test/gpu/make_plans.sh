@@ -170,7 +170,14 @@ for wd in int4:rtn4 fp8:fp8; do
     "${wd##*:}:cfg/llama8b-2l-bf16" bfloat16 8 32 1
   check "  same, prompt 100" "llama8b-2l-bf16-${wd%%:*}.weft" "${wd##*:}:cfg/llama8b-2l-bf16" bfloat16 100 32 1
 done
+# For sanitize.sh: every decode bucket to 64 and prefill chunks of 32 and
+# 512 through FP8 codes (fp16) and int4 codes with bf16 tensor cores.
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --batch 8 --max-batch 64 \
+  --prefill-chunks 32,512 -o "$out/llama8b-2l-bf16-int4-mb64.weft" 2>/dev/null
 model llama8b-2l 2 '{}'
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --batch 8 --max-batch 64 \
+  --prefill-chunks 32,512 -o "$out/llama8b-2l-fp8-mb64.weft" 2>/dev/null
+rm -f "$out"/llama8b-2l-*-mb64.weights.safetensors
 # Batched: every decode bucket (1 to 64) with sequences of different
 # lengths, prefill chunks holding several sequences beside decode tokens;
 # one device, a pipeline and tensor parallel.

@@ -35,7 +35,8 @@ memcheck() {
   fi
 }
 runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0"
-      "llama8b-2l-awq-mb64:" "llama8b-2l-gptq8-mb64:")
+      "llama8b-2l-awq-mb64:" "llama8b-2l-gptq8-mb64:" "llama8b-2l-fp8-mb64:"
+      "llama8b-2l-bf16-int4-mb64:")
 if [[ $gpus -ge 2 ]]; then
   runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")
 fi

@@ -298,14 +298,26 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
             b[h] = token < T ? *reinterpret_cast<const uint4 *>(xs + token * XS + k + ME * q + 8 * h)
                              : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-          for (int m = 0; m < MT; ++m)
+          for (int m = 0; m < MT; ++m) {
+            // SUM_SCALE: the step's sums apart, then times the group's
+            // scale of rows g (e = 0, 1) and g + 8 (e = 2, 3).
+            float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float (&d)[4] = W::SUM_SCALE ? step : accMma[m][n];
 #pragma unroll
             for (int h = 0; h < CH; ++h) {
-              wf_mma_m16n8k16<typename C::m_t>(accMma[m][n], lo[m][h].x, hi[m][h].x, lo[m][h].y,
+              wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].x, hi[m][h].x, lo[m][h].y,
                                                hi[m][h].y, b[h].x, b[h].y);
-              wf_mma_m16n8k16<typename C::m_t>(accMma[m][n], lo[m][h].z, hi[m][h].z, lo[m][h].w,
+              wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].z, hi[m][h].z, lo[m][h].w,
                                                hi[m][h].w, b[h].z, b[h].w);
             }
+            if constexpr (W::SUM_SCALE) {
+              const float sLo = W::stepScale(rawLo[m]), sHi = W::stepScale(rawHi[m]);
+              accMma[m][n][0] = fmaf(step[0], sLo, accMma[m][n][0]);
+              accMma[m][n][1] = fmaf(step[1], sLo, accMma[m][n][1]);
+              accMma[m][n][2] = fmaf(step[2], sHi, accMma[m][n][2]);
+              accMma[m][n][3] = fmaf(step[3], sHi, accMma[m][n][3]);
+            }
+          }
         }
       }
     }

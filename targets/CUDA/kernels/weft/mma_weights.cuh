@@ -13,8 +13,11 @@
 //   of neighbours as (B + code) in M (B = 1024 in f16, 128 in bf16 for
 //   4-bit codes; 8-bit codes go through f16 into bf16). Beside the codes,
 //   one (scale, zero) pair of M per GROUP inputs of each row,
-//   [NW, K / GROUP]: weight = (code - zero) * scale, rounded once to M,
-//   exactly as the checkpoint's (or the quantizer's) dequantization gives it.
+//   [NW, K / GROUP]: weight = (code - zero) * scale. Where a step of the
+//   four lanes of a quad (4 * ME consecutive k) lies inside one group
+//   (SUM_SCALE), the lanes expand only (code - zero), exact in M, and the
+//   engine multiplies each step's sums by the group's scale; otherwise the
+//   weight is rounded once to M, as the checkpoint's dequantization gives it.
 // - PackedRows<8, K, ME, M, Codes::E4M3>: FP8 E4M3 codes in order (weight k
 //   of a word at bit 8k, so that one conversion gives a pair) and one f32
 //   scale per row, [NW]; the codes are exact in f16 and bf16, and the scale
@@ -33,6 +36,7 @@ template <class E, int ME> struct DenseRows {
   static_assert(ME % 8 == 0, "whole 16-byte chunks");
   static constexpr int CHUNKS = ME / 8;
   static constexpr bool ROW_SCALE = false;
+  static constexpr bool SUM_SCALE = false;
   struct Raw {
     uint4 c[CHUNKS];
   };
@@ -108,6 +112,9 @@ struct PackedRows {
   static constexpr int WORDS = ME / PER_WORD; // per lane, row and step
   static constexpr int CHUNKS = ME / 8;
   static constexpr bool ROW_SCALE = FORMAT == Codes::E4M3;
+  // A quad's step of 4 * ME k inside one group: its scale multiplies the
+  // step's sums (one FMA per sum) instead of every weight.
+  static constexpr bool SUM_SCALE = FORMAT == Codes::Int && GROUP % (4 * ME) == 0;
   static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "one 4-, 8- or 16-byte load");
   using M2 = typename Pair<M>::type;
   struct Raw {
@@ -140,6 +147,10 @@ struct PackedRows {
   __device__ __forceinline__ float rowScale() const {
     return ROW_SCALE ? __uint_as_float(__ldg(sz)) : 1.0f;
   }
+  // SUM_SCALE: the scale of the group a step's codes belong to.
+  static __device__ __forceinline__ float stepScale(const Raw &raw) {
+    return wf_pair_f32(wf_bits_as<M2>(raw.sz)).x;
+  }
   // Integer codes: pair j of a word, codes 2j and 2j + 1, as (B + code) in
   // 16-bit floats, f16 (B = 1024) or, for 4-bit codes, bf16 (B = 128).
   template <bool BF16>
@@ -148,7 +159,9 @@ struct PackedRows {
     return ((word >> (j * BITS)) & MASK) | (BF16 ? 0x43004300u : 0x64006400u);
   }
   // The PER_WORD weights of one word as pairs of M, given the word's
-  // (scale, zero) pair (integer codes).
+  // (scale, zero) pair (integer codes); SCALED = false leaves the scale
+  // out: (code - zero), exact.
+  template <bool SCALED = true>
   static __device__ __forceinline__ void expandWord(unsigned word, unsigned szBits,
                                                     unsigned (&h)[PER_WORD / 2]) {
     if constexpr (FORMAT == Codes::E4M3) {
@@ -156,6 +169,23 @@ struct PackedRows {
       for (int j = 0; j < 2; ++j) {
         const unsigned f = wf_e4m3x2_to_f16x2((unsigned short)(word >> (16 * j)));
         h[j] = wf_same<M, __half>::value ? f : wf_f16x2_to_bf16x2(f);
+      }
+    } else if constexpr (!SCALED && wf_same<M, __half>::value && BITS == 4) {
+      // (1024 + code) from one LOP3 for the low nibbles of each half word,
+      // (1024 + 16 code) for the next ones (exact: ulp 1 below 2048), so
+      // one shift serves four pairs; then one FMA to (code - zero).
+      const float zero = __high2float(wf_bits_as<__half2>(szBits));
+      const __half2 low = __float2half2_rn(-1024.0f - zero);
+      const __half2 high = __float2half2_rn(-64.0f - zero);
+      const __half2 sixteenth = __float2half2_rn(0.0625f);
+      const __half2 one = __float2half2_rn(1.0f);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned v = word >> (8 * half);
+        h[2 * half] = wf_as_bits(
+            __hfma2(wf_bits_as<__half2>((v & 0x000F000Fu) | 0x64006400u), one, low));
+        h[2 * half + 1] = wf_as_bits(
+            __hfma2(wf_bits_as<__half2>((v & 0x00F000F0u) | 0x64006400u), sixteenth, high));
       }
     } else if constexpr (wf_same<M, __half>::value || BITS == 8) {
       // In f16: (1024 + code) - (1024 + zero) is exact; then, for bf16,
@@ -166,7 +196,9 @@ struct PackedRows {
 #pragma unroll
       for (int j = 0; j < PER_WORD / 2; ++j) {
         const __half2 d = __hsub2(wf_bits_as<__half2>(pair<false>(word, j)), offset);
-        if constexpr (wf_same<M, __half>::value)
+        if constexpr (!SCALED)
+          h[j] = wf_same<M, __half>::value ? wf_as_bits(d) : wf_f16x2_to_bf16x2(wf_as_bits(d));
+        else if constexpr (wf_same<M, __half>::value)
           h[j] = wf_as_bits(__hmul2(d, __low2half2(s2)));
         else
           h[j] = wf_as_bits(__hmul2(wf_bits_as<M2>(wf_f16x2_to_bf16x2(wf_as_bits(d))),
@@ -177,9 +209,10 @@ struct PackedRows {
       const M2 s2 = wf_bits_as<M2>(szBits);
       const M2 offset = __hadd2(__high2bfloat162(s2), __float2bfloat162_rn(128.0f));
 #pragma unroll
-      for (int j = 0; j < PER_WORD / 2; ++j)
-        h[j] = wf_as_bits(
-            __hmul2(__hsub2(wf_bits_as<M2>(pair<true>(word, j)), offset), __low2bfloat162(s2)));
+      for (int j = 0; j < PER_WORD / 2; ++j) {
+        const M2 d = __hsub2(wf_bits_as<M2>(pair<true>(word, j)), offset);
+        h[j] = wf_as_bits(SCALED ? __hmul2(d, __low2bfloat162(s2)) : d);
+      }
     }
   }
   __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
@@ -187,7 +220,7 @@ struct PackedRows {
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
       unsigned part[PER_WORD / 2];
-      expandWord(raw.w[w], raw.sz, part);
+      expandWord<!SUM_SCALE>(raw.w[w], raw.sz, part);
 #pragma unroll
       for (int j = 0; j < PER_WORD / 2; ++j)
         h[w * (PER_WORD / 2) + j] = part[j];
