@@ -660,12 +660,14 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   g.gx = ceilDiv(p.columns(), g.cpb);
   int64_t granule = 32 * g.vec;
   int64_t sms = std::max<int64_t>(1, o.smCount);
-  // SIMT with too few column blocks for two per SM: groups of KW warps
-  // share columns and split K inside the block (up to 4 warps, 256 of K
-  // each at least), which makes more, narrower blocks and needs no second
-  // kernel. Argmax keeps whole warps on one token's columns.
-  if (!g.mma && p.select != Projection::Select::Argmax)
-    while (g.gx < 2 * sms && g.kw < 4 && p.k >= 2 * g.kw * granule) {
+  // Too few column blocks for two per SM: groups of KW warps share
+  // columns and split K inside the block (SIMT up to 4 warps, quantized
+  // codes in the MMA engine up to the whole block; 256 of K each at
+  // least), which makes more, narrower blocks and needs no second kernel.
+  // Argmax keeps whole warps on one token's columns.
+  int64_t maxKw = g.mma ? (p.quantBits ? kGemvWarps : 1) : 4;
+  if (p.select != Projection::Select::Argmax)
+    while (g.gx < 2 * sms && g.kw < maxKw && p.k >= 2 * g.kw * granule) {
       g.kw *= 2;
       g.cpb = kGemvWarps / g.kw * g.cpw;
       g.gx = ceilDiv(p.columns(), g.cpb);

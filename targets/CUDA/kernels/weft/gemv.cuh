@@ -7,7 +7,8 @@
 // RPC weight rows each: 2 for SwiGLU's gate and up) and one K range of KS
 // (grid.y: SPLITS). The KW warps of a group split that K range between
 // them and their sums meet in shared memory, so a projection with too few
-// columns to fill the GPU needs no second kernel (SIMT engine only). It stages KC of every token's input in shared memory at a time
+// columns to fill the GPU needs no second kernel. It stages KC of every
+// token's input in shared memory at a time
 // (times the norm weight, summing squares on the way), then streams the
 // weight rows through one of two engines:
 // - SIMT: each lane loads 16 bytes of each of the warp's rows per step and
@@ -121,7 +122,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   constexpr int KS = C::KS, KC = C::KC, XS = C::XS, SPLITS = C::SPLITS;
   constexpr bool SPLIT = SPLITS > 1;
   static_assert(WARPS % KW == 0 && CPB == WARPS / KW * CPW, "warp groups must tile the block");
-  static_assert(KW == 1 || !C::MMA, "the MMA engine gives each warp whole K chunks");
   static_assert(C::TILES == 1 || !C::ARGMAX, "argmax candidates are per launch, not per tile");
   static_assert(!C::PRENORM || C::NORM, "PRENORM is a way of doing NORM");
 
@@ -274,8 +274,9 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       }
     } else {
       constexpr int CH = ME / 8;
+      // The KW warps of a group take turns at steps of 4 * ME k.
 #pragma unroll 2
-      for (int k = 0; k < len; k += 4 * ME) {
+      for (int k = (warp % KW) * 4 * ME; k < len; k += KW * 4 * ME) {
         // All loads of the step first, then their expansion and the MMAs.
         typename W::Raw rawLo[MT], rawHi[MT];
 #pragma unroll
