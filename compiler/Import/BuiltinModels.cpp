@@ -78,6 +78,13 @@ const BuiltinModel kBuiltinModels[] = {
       "sliding_window": 131072, "use_sliding_window": false, "hidden_act": "silu",
       "tie_word_embeddings": false, "torch_dtype": "bfloat16",
       "bos_token_id": 151643, "eos_token_id": 151643})"},
+    {"qwen2.5-32b", R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+      "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64,
+      "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+      "sliding_window": 131072, "use_sliding_window": false, "hidden_act": "silu",
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+      "bos_token_id": 151643, "eos_token_id": 151643})"},
 };
 
 } // namespace

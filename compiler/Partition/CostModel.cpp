@@ -42,6 +42,14 @@ llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name) {
   return *d;
 }
 
+WeightFormat WeightFormat::outsideLayers() const {
+  if (dtype != WeightDType::FP8 && dtype != WeightDType::Int8 && dtype != WeightDType::Int4)
+    return *this;
+  WeightFormat sixteen;
+  sixteen.dtype = WeightDType::BF16;
+  return sixteen;
+}
+
 uint64_t WeightFormat::matrixBytes(uint64_t elements, uint64_t rows) const {
   switch (dtype) {
   case WeightDType::F32: return elements * 4;
@@ -117,6 +125,7 @@ llvm::Expected<ModelProfile> profileModel(ModuleOp fused,
       p.layers[size_t(c.layer)].push_back(t);
       seenLayer = true;
     } else {
+      t.inLayer = false;
       (seenLayer ? p.post : p.pre).push_back(t);
     }
   });
@@ -130,7 +139,9 @@ uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
                             const WeightFormat &format, int tpDegree) {
   uint64_t bytes = 0;
   for (const RegionTerms &r : regions)
-    bytes += format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes;
+    bytes += (r.inLayer ? format : format.outsideLayers())
+                 .matrixBytes(r.matrixElements, r.matrixRows) +
+             r.vectorBytes;
   return bytes / uint64_t(std::max(1, tpDegree));
 }
 
@@ -167,6 +178,7 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
   double bandwidth = device.effectiveBandwidth();
   StepScale scale = stepScaleAt(device, tokens, prefill);
   double tp = double(std::max(1, tpDegree));
+  const WeightFormat outside = format.outsideLayers();
   double seconds = 0;
   for (const RegionTerms &r : regions) {
     const Efficiency &eff = efficiencyFor(r.kind);
@@ -174,8 +186,9 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
     bool attention = llvm::StringRef(r.kind).contains("attention");
     double ctx = double(r.slidingWindow ? std::min(context, r.slidingWindow) : context);
     double T = double(tokens);
+    const WeightFormat &f = r.inLayer ? format : outside;
     double bytes =
-        double(format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes) / tp +
+        double(f.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes) / tp +
         T * double(r.actBytesPerToken) + T * ctx * double(r.kvBytesPerTokenPosition) / tp;
     double flops = T * (r.flopsPerToken + ctx * r.attnFlopsPerTokenPosition) / tp;
     double memory = bytes / (bandwidth * eff.bandwidth);

@@ -36,6 +36,10 @@ struct WeightFormat {
   // f32 per row) and packed zeros. Every format's kernels expand the codes
   // to 16 bits and compute on the 16-bit tensor cores (no FP8 math).
   uint64_t matrixBytes(uint64_t elements, uint64_t rows) const;
+  // The format of the matrices outside the decoder layers (the embedding
+  // and the LM head): quantized checkpoints and --weight-dtype quantize the
+  // layers' projections only, so these stay 16-bit.
+  WeightFormat outsideLayers() const;
 };
 
 // Fraction of peak that a kind of region reaches, and its fixed cost per
@@ -58,6 +62,7 @@ struct RegionTerms {
   double flopsPerToken = 0;
   double attnFlopsPerTokenPosition = 0;
   int64_t slidingWindow = 0;
+  bool inLayer = true; // else the embedding or the head (WeightFormat::outsideLayers)
 };
 
 // The model as the partitioner sees it: per-layer regions plus the regions

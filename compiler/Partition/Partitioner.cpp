@@ -32,13 +32,15 @@ WeightTable weightTable(const ModelConfig &c, const WeightFormat &format) {
   WeightTable t;
   t.layer.assign(size_t(c.numLayers), 0);
   uint64_t vecBytes = io::dtypeSize(c.dtype);
+  const WeightFormat outside = format.outsideLayers();
   for (const ExpectedTensor &e : graphWeights(c)) {
+    llvm::StringRef name(e.name);
     uint64_t bytes;
     if (e.shape.size() == 2)
-      bytes = format.matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));
+      bytes = (name.starts_with("model.layers.") ? format : outside)
+                  .matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));
     else
       bytes = uint64_t(e.shape[0]) * vecBytes;
-    llvm::StringRef name(e.name);
     if (name.consume_front("model.layers.")) {
       size_t layer = std::stoul(name.take_until([](char ch) { return ch == '.'; }).str());
       t.layer[layer] += bytes;

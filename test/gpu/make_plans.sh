@@ -310,7 +310,8 @@ for tool in weft-run weft-serve weft-bench weft-detect; do
   fi
 done
 cp "$root/test/chat/templates/llama3_style.jinja" "$out/"
-# Libraries the GPU machine may lack (cpp-httplib, brotli, libsodium).
+# Libraries the GPU machine may lack (cpp-httplib, brotli, libsodium; weft-run
+# needs libsodium too): run_all.sh and bench_serve.sh put lib/ on LD_LIBRARY_PATH.
 if [[ -x "$out/weft-serve" ]]; then
   mkdir -p "$out/lib"
   ldd "$out/weft-serve" | awk '/httplib|brotli|sodium/ {print $3}' | xargs -r cp -L -t "$out/lib/"

@@ -15,6 +15,8 @@ out="${2:-$dir/results}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 run="$dir/weft-run"
+# Libraries the GPU machine may lack (libsodium, cpp-httplib): make_plans.sh put them there.
+export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.txt"
 gpus=$(nvidia-smi -L | wc -l)
 

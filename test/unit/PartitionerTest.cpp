@@ -64,6 +64,22 @@ TEST(WeightFormatTest, BytesPerFormat) {
   llvm::consumeError(parseWeightDType("int3").takeError());
 }
 
+// The embedding and the LM head stay 16-bit when the layers' projections
+// are quantized (checkpoints and --weight-dtype alike), and keep a float
+// format as it is.
+TEST(WeightFormatTest, OutsideTheLayersQuantizedFormatsAreSixteenBit) {
+  for (WeightDType d : {WeightDType::Int4, WeightDType::Int8, WeightDType::FP8}) {
+    WeightFormat f;
+    f.dtype = d;
+    f.zeros = true;
+    EXPECT_EQ(f.outsideLayers().matrixBytes(128256 * 4096, 128256), 2u * 128256 * 4096)
+        << weightDTypeName(d);
+  }
+  WeightFormat f32;
+  f32.dtype = WeightDType::F32;
+  EXPECT_EQ(f32.outsideLayers().matrixBytes(1000, 10), 4000u);
+}
+
 TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
   target::DeviceProfile d;
   EXPECT_EQ(stepScaleAt(d, 8).weights, 1.0); // uncalibrated
