@@ -48,8 +48,10 @@ struct KernelProjection {
   std::vector<uint32_t> codes;     // [out, in * bits / 32]
   std::vector<uint16_t> scales;    // Int: [out, 2 * in / group], (scale, zero) in scaleType
   std::vector<float> rowScales;    // E4M3: [out]
-  // The weight the kernels compute with: Int, (code - zero) * scale rounded
-  // to scaleType, as they expand it; E4M3, code * scale (in f32: the
+  // The weight as the reference computes with it: Int, (code - zero) *
+  // scale rounded to scaleType (as the kernels expand it where a group is
+  // narrower than a lane quad's step; elsewhere they scale the step's sums
+  // instead, PackedRows::SUM_SCALE); E4M3, code * scale (in f32: the
   // kernels apply the scale to the dot products).
   float weight(int64_t j, int64_t i) const;
   // What the file beside the plan stores of the scales.
