@@ -40,6 +40,13 @@ struct WeightFormat {
   // and the LM head): quantized checkpoints and --weight-dtype quantize the
   // layers' projections only, so these stay 16-bit.
   WeightFormat outsideLayers() const;
+  bool quantized() const {
+    return dtype == WeightDType::FP8 || dtype == WeightDType::Int8 || dtype == WeightDType::Int4;
+  }
+  // How fast the decode GEMV streams this format's projections, as a
+  // fraction of the rate of 16-bit weights (it expands the codes on the
+  // way); 1 for float formats.
+  double codeStreamingRate() const;
 };
 
 // Fraction of peak that a kind of region reaches, and its fixed cost per
