@@ -459,7 +459,11 @@ TEST_F(ServerTest, StopDrainsThenCancels) {
       ++finished;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Stop once the request runs (a fixed sleep raced the request on a busy
+  // machine, under the sanitizers: stop() then came before it arrived).
+  for (int i = 0; i < 500 && engine->pagesInUse() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GT(engine->pagesInUse(), 0) << "the request never started";
   auto t0 = std::chrono::steady_clock::now();
   server->stop();
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
