@@ -115,7 +115,10 @@ public:
     std::string base = llvm::StringRef(name).drop_back(std::strlen("weight")).str();
     int64_t out = shape[0], in = shape[1], perWord = 32 / quant.bits;
     int64_t groups = quant.groupSize ? in / quant.groupSize : 1;
-    if (quant.method == QuantMethod::Awq) {
+    if (quant.method == QuantMethod::CompressedTensors) {
+      tensors.push_back({base + "weight_packed", {out, in / perWord}, io::DType::I32});
+      tensors.push_back({base + "weight_scale", {out, groups}, io::DType::F16});
+    } else if (quant.method == QuantMethod::Awq) {
       tensors.push_back({base + "qweight", {in, out / perWord}, io::DType::I32});
       tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
       tensors.push_back({base + "scales", {groups, out}, io::DType::F16});

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -34,6 +35,7 @@ const char *quantMethodName(QuantMethod method) {
   case QuantMethod::None: return "none";
   case QuantMethod::Awq: return "awq";
   case QuantMethod::Gptq: return "gptq";
+  case QuantMethod::CompressedTensors: return "compressed-tensors";
   }
   return "unknown";
 }
@@ -41,16 +43,22 @@ const char *quantMethodName(QuantMethod method) {
 bool Quantization::quantizes(StringRef name) const {
   if (!active() || !name.ends_with("_proj.weight"))
     return false;
-  for (const std::string &u : unconverted)
-    if (name.contains(u))
+  StringRef module = name.drop_back(std::strlen(".weight"));
+  for (const std::string &u : unconverted) {
+    StringRef entry(u);
+    if (entry.consume_front("re:") ? llvm::Regex(entry).match(module) : name.contains(u))
       return false;
+  }
   return true;
 }
 
 std::string Quantization::describe() const {
   if (!active())
     return "unquantized";
-  std::string s = (method == QuantMethod::Awq ? "AWQ " : "GPTQ ") + std::to_string(bits) + "-bit";
+  std::string s = (method == QuantMethod::Awq    ? "AWQ "
+                   : method == QuantMethod::Gptq ? "GPTQ "
+                                                 : "compressed-tensors ") +
+                  std::to_string(bits) + "-bit";
   s += groupSize ? ", group " + std::to_string(groupSize) : ", one group per row";
   if (method == QuantMethod::Gptq)
     s += zeroPoint ? ", asymmetric" : ", symmetric";
@@ -132,6 +140,102 @@ Expected<RopeScaling> parseRopeScaling(const json::Object &obj, StringRef file,
                                 "' (supported: default, linear, llama3)");
 }
 
+// A list of module names (AWQ's modules_to_not_convert, compressed-tensors'
+// ignore) into q.unconverted; a "re:" regex must compile.
+Error readModuleList(const FieldReader &r, StringRef field, Quantization &q) {
+  const json::Value *skip = r.get(field);
+  if (!skip)
+    return Error::success();
+  const json::Array *list = skip->getAsArray();
+  if (!list)
+    return r.error(field, "expected a list of module names or null, got " + describe(*skip));
+  for (const json::Value &e : *list) {
+    std::optional<StringRef> name = e.getAsString();
+    if (!name || name->empty())
+      return r.error(field, "expected module names, got " + describe(e));
+    std::string why;
+    StringRef pattern = *name;
+    if (pattern.consume_front("re:") && !llvm::Regex(pattern).isValid(why))
+      return r.error(field, "'" + name->str() + "' is not a valid regular expression: " + why);
+    q.unconverted.push_back(name->str());
+  }
+  return Error::success();
+}
+
+// compressed-tensors (llm-compressor): one scheme of symmetric integer
+// weights, packed (W4A16, W8A16). Anything else is refused with its field.
+Expected<Quantization> parseCompressedTensors(const FieldReader &r) {
+  Quantization q;
+  q.method = QuantMethod::CompressedTensors;
+  q.zeroPoint = false;
+  WEFT_ASSIGN_OR_RETURN(format, r.optString("format"));
+  if (!format)
+    return r.error("format", "missing (expected pack-quantized)");
+  if (*format != "pack-quantized")
+    return r.error("format", "'" + *format + "' is not supported (pack-quantized: W4A16 and "
+                                             "W8A16 integer weights)");
+  WEFT_ASSIGN_OR_RETURN(groups, r.optObject("config_groups"));
+  if (!groups || groups->object().size() != 1)
+    return r.error("config_groups",
+                   groups ? llvm::formatv("{0} schemes; one scheme for every Linear layer is "
+                                          "supported",
+                                          groups->object().size())
+                                .str()
+                          : std::string("missing (expected one scheme of weights)"));
+  WEFT_ASSIGN_OR_RETURN(scheme, groups->optObject(groups->object().begin()->first));
+  if (!scheme)
+    return groups->error(groups->object().begin()->first, "missing");
+  if (const json::Value *targets = scheme->get("targets")) {
+    const json::Array *list = targets->getAsArray();
+    if (!list || !llvm::any_of(*list, [](const json::Value &t) {
+          return t.getAsString() && *t.getAsString() == "Linear";
+        }))
+      return scheme->error("targets", "expected a list that holds \"Linear\", got " +
+                                          describe(*targets));
+  }
+  if (scheme->get("input_activations"))
+    return scheme->error("input_activations",
+                         "quantized activations (W8A8, W4A8) are not supported: weights "
+                         "only (W4A16, W8A16)");
+  WEFT_ASSIGN_OR_RETURN(weights, scheme->optObject("weights"));
+  if (!weights)
+    return scheme->error("weights", "missing (expected num_bits, type, symmetric, strategy)");
+  WEFT_ASSIGN_OR_RETURN(bits, weights->optInt("num_bits", 1, 64));
+  if (!bits)
+    return weights->error("num_bits", "missing (expected 4 or 8)");
+  if (*bits != 4 && *bits != 8)
+    return weights->error("num_bits", llvm::formatv("{0} bits are not supported (4 or 8)", *bits));
+  q.bits = int(*bits);
+  WEFT_ASSIGN_OR_RETURN(type, weights->optString("type"));
+  if (type.value_or("int") != "int")
+    return weights->error("type", "'" + *type + "' is not supported (int; FP8 comes from "
+                                                "--weight-dtype fp8 on a 16-bit checkpoint)");
+  WEFT_ASSIGN_OR_RETURN(symmetric, weights->optBool("symmetric"));
+  if (!symmetric.value_or(true))
+    return weights->error("symmetric", "asymmetric weights (zero points) are not supported");
+  WEFT_ASSIGN_OR_RETURN(dynamic, weights->optBool("dynamic"));
+  if (dynamic.value_or(false))
+    return weights->error("dynamic", "dynamic weight scales are not supported");
+  if (const json::Value *order = weights->get("actorder"))
+    return weights->error("actorder", "act-order (" + describe(*order) +
+                                          ") is not supported: quantize with actorder null");
+  WEFT_ASSIGN_OR_RETURN(strategy, weights->optString("strategy"));
+  if (!strategy)
+    return weights->error("strategy", "missing (expected group or channel)");
+  if (*strategy == "group") {
+    WEFT_ASSIGN_OR_RETURN(group, weights->optInt("group_size", 1, kMaxDim));
+    if (!group)
+      return weights->error("group_size", "missing (expected the input features per scale)");
+    q.groupSize = *group;
+  } else if (*strategy != "channel") {
+    return weights->error("strategy",
+                          "'" + *strategy + "' is not supported (group, channel)");
+  }
+  if (Error e = readModuleList(r, "ignore", q))
+    return std::move(e);
+  return q;
+}
+
 // config.json "quantization_config" (see Quantization in ModelConfig.h).
 // What the kernels cannot take is refused here, with the option named:
 // nothing is silently run in another precision.
@@ -165,19 +269,8 @@ Expected<Quantization> parseQuantization(const json::Object &obj, StringRef file
       return r.error("version", "'" + *version +
                                     "': only the GEMM packing is supported (quantize with "
                                     "version gemm)");
-    if (const json::Value *skip = r.get("modules_to_not_convert")) {
-      const json::Array *list = skip->getAsArray();
-      if (!list)
-        return r.error("modules_to_not_convert",
-                       "expected a list of module names or null, got " + describe(*skip));
-      for (const json::Value &e : *list) {
-        std::optional<StringRef> name = e.getAsString();
-        if (!name || name->empty())
-          return r.error("modules_to_not_convert",
-                         "expected module names, got " + describe(e));
-        q.unconverted.push_back(name->str());
-      }
-    }
+    if (Error e = readModuleList(r, "modules_to_not_convert", q))
+      return std::move(e);
     return q;
   }
   if (m == "gptq") {
@@ -207,9 +300,11 @@ Expected<Quantization> parseQuantization(const json::Object &obj, StringRef file
                                      "minus one)");
     return q;
   }
+  if (m == "compressed-tensors")
+    return parseCompressedTensors(r);
   return r.error("quant_method", "'" + *method +
-                                     "' is not supported (awq, gptq); FP16 and BF16 "
-                                     "checkpoints compile as they are");
+                                     "' is not supported (awq, gptq, compressed-tensors); "
+                                     "FP16 and BF16 checkpoints compile as they are");
 }
 
 // Every quantized projection's input splits into whole groups and its

@@ -41,15 +41,21 @@ struct RopeScaling {
 //   low bits first), `qzeros` int32 [in / group, out * bits / 32] (packed
 //   along the output, each stored as zero - 1), `scales` f16
 //   [in / group, out], `g_idx` int32 [in] (each input's group).
-enum class QuantMethod { None, Awq, Gptq };
-const char *quantMethodName(QuantMethod method); // "awq", "gptq"
+// - compressed-tensors, format pack-quantized, symmetric integer weights
+//   (W4A16, W8A16): `weight_packed` int32 [out, in * bits / 32] (packed
+//   along the input, low bits first, each value stored plus 2^(bits-1)),
+//   `weight_scale` f16 [out, in / group] (one column for strategy
+//   "channel"); w = (q - 2^(bits-1)) * scale.
+enum class QuantMethod { None, Awq, Gptq, CompressedTensors };
+const char *quantMethodName(QuantMethod method); // "awq", "gptq", "compressed-tensors"
 
 struct Quantization {
   QuantMethod method = QuantMethod::None;
   int bits = 16;
   int64_t groupSize = 0; // input features per scale; 0: the whole input (GPTQ -1)
   bool zeroPoint = true; // asymmetric: stored zeros (AWQ zero_point, GPTQ not sym)
-  std::vector<std::string> unconverted; // AWQ modules_to_not_convert (name parts)
+  std::vector<std::string> unconverted; // AWQ modules_to_not_convert, compressed-tensors
+                                        // ignore (name parts; "re:" entries are regexes)
 
   bool active() const { return method != QuantMethod::None; }
   // Whether the projection whose weight is `name` ("...mlp.down_proj.weight")

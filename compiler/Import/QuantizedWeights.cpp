@@ -150,6 +150,40 @@ uint16_t bitsOf(io::DType type, float v) {
 
 } // namespace
 
+llvm::Expected<GptqTensors> gptqFromCompressedTensors(const Quantization &q,
+                                                      llvm::StringRef name, int64_t out,
+                                                      int64_t in, llvm::ArrayRef<int32_t> packed,
+                                                      llvm::ArrayRef<float> scales) {
+  const int perWord = 32 / q.bits;
+  const int64_t group = q.groupSize ? q.groupSize : in, groups = in / group;
+  const int64_t words = in / perWord;
+  if (packed.size() != uint64_t(out * words) || scales.size() != uint64_t(out * groups))
+    return makeOneLineError(name + ": " +
+                            llvm::formatv("weight_packed of {0} words and weight_scale of {1} "
+                                          "do not match {2} x {3}, {4}",
+                                          packed.size(), scales.size(), out, in, q.describe()));
+  GptqTensors t;
+  t.out = out;
+  t.in = in;
+  t.qweight.resize(packed.size());
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t w = 0; w < words; ++w)
+      t.qweight[size_t(w * out + j)] = packed[size_t(j * words + w)];
+  t.scales.resize(scales.size());
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t g = 0; g < groups; ++g)
+      t.scales[size_t(g * out + j)] = scales[size_t(j * groups + g)];
+  // Every field holds 2^(bits-1) - 1: GPTQ's zero minus one.
+  uint32_t zeroWord = 0;
+  for (int k = 0; k < perWord; ++k)
+    zeroWord |= ((1u << (q.bits - 1)) - 1) << (k * q.bits);
+  t.qzeros.assign(size_t(groups * (out / perWord)), int32_t(zeroWord));
+  t.gIdx.resize(size_t(in));
+  for (int64_t i = 0; i < in; ++i)
+    t.gIdx[size_t(i)] = int32_t(i / group);
+  return t;
+}
+
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                         llvm::StringRef name,
                                                         const PackedProjection &p) {
@@ -340,6 +374,23 @@ llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
                                                       const QuantizedWeightRef &w) {
   const Quantization &q = ck.quant;
   std::string base = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str();
+  if (q.method == QuantMethod::CompressedTensors) {
+    llvm::Expected<llvm::ArrayRef<char>> packed =
+        tensorBytes(ck, maps, base + "weight_packed", io::DType::I32);
+    if (!packed)
+      return packed.takeError();
+    llvm::Expected<llvm::ArrayRef<char>> scales =
+        tensorBytes(ck, maps, base + "weight_scale", io::DType::F16);
+    if (!scales)
+      return scales.takeError();
+    std::vector<float> sf(scales->size() / 2);
+    io::decodeToFloat(io::DType::F16, scales->data(), sf.size(), sf.data());
+    llvm::Expected<GptqTensors> t =
+        gptqFromCompressedTensors(q, w.name, w.out, w.in, copyOut<int32_t>(*packed), sf);
+    if (!t)
+      return t.takeError();
+    return repackForKernels(q, w.name, t->view());
+  }
   llvm::Expected<llvm::ArrayRef<char>> qweight =
       tensorBytes(ck, maps, base + "qweight", io::DType::I32);
   if (!qweight)

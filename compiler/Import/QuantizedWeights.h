@@ -27,6 +27,27 @@ struct PackedProjection {
   llvm::ArrayRef<float> scales;
 };
 
+// A compressed-tensors projection (weight_packed, weight_scale) as the GPTQ
+// tensors that hold the same weights: the words and scales transposed, the
+// zero 2^(bits-1) stored minus one, g_idx input / group. The GPTQ paths
+// below then decode and repack it. An error (naming `name`) when the sizes
+// disagree with [out, in].
+struct GptqTensors {
+  int64_t out = 0, in = 0;
+  std::vector<int32_t> qweight, qzeros, gIdx;
+  std::vector<float> scales;
+  PackedProjection view() const {
+    PackedProjection p;
+    p.out = out, p.in = in, p.qweight = qweight, p.qzeros = qzeros, p.gIdx = gIdx,
+    p.scales = scales;
+    return p;
+  }
+};
+llvm::Expected<GptqTensors> gptqFromCompressedTensors(const Quantization &quant,
+                                                      llvm::StringRef name, int64_t out,
+                                                      int64_t in, llvm::ArrayRef<int32_t> packed,
+                                                      llvm::ArrayRef<float> scales);
+
 // (q - zero) * scale for every element, rounded to f16 as the model's f16
 // arithmetic gives it, as the row-major [out, in] matrix. An error (naming
 // `name`) when a tensor's size disagrees with the shapes or g_idx names a

@@ -587,7 +587,7 @@ makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
     o.weights.dtype = config.quant.bits == 4 ? WeightDType::Int4 : WeightDType::Int8;
     o.weights.groupSize = config.quant.groupSize ? config.quant.groupSize : config.hiddenSize;
     o.weights.grouped8 = config.quant.bits == 8;
-    o.weights.zeros = true;
+    o.weights.zeros = config.quant.method != QuantMethod::CompressedTensors; // symmetric
   } else if (weightDType.empty()) {
     o.weights.dtype = nativeWeightDType(config);
   } else {

@@ -228,8 +228,12 @@ llvm::Expected<Tensor> WeightStore::decode(llvm::StringRef name, const Source &s
 llvm::Expected<Tensor> WeightStore::dequantize(llvm::StringRef name) const {
   std::string base = name.drop_back(std::strlen("weight")).str();
   std::map<std::string, Tensor> parts;
-  for (const char *part : {"qweight", "qzeros", "scales", "g_idx"}) {
-    if (quant_.method == QuantMethod::Awq && llvm::StringRef(part) == "g_idx")
+  const bool ct = quant_.method == QuantMethod::CompressedTensors;
+  for (const char *part : {"qweight", "qzeros", "scales", "g_idx", "weight_packed",
+                           "weight_scale"}) {
+    llvm::StringRef p(part);
+    if (ct != p.starts_with("weight_") ||
+        (quant_.method == QuantMethod::Awq && p == "g_idx"))
       continue;
     auto src = sources_.find(base + part);
     if (src == sources_.end())
@@ -238,10 +242,24 @@ llvm::Expected<Tensor> WeightStore::dequantize(llvm::StringRef name) const {
     llvm::Expected<Tensor> t = decode(base + part, src->second);
     if (!t)
       return t.takeError();
-    bool wantInt = llvm::StringRef(part) != "scales";
+    bool wantInt = p != "scales" && p != "weight_scale";
     if (t->isInt != wantInt)
       return error("weight '" + name + "': '" + base + part + "' has the wrong dtype");
     parts[part] = std::move(*t);
+  }
+  if (ct) {
+    const Tensor &packed = parts["weight_packed"];
+    if (packed.shape.size() != 2)
+      return error("weight '" + name + "': weight_packed is not a matrix");
+    int64_t out = packed.shape[0], in = packed.shape[1] * (32 / quant_.bits);
+    llvm::Expected<GptqTensors> t = gptqFromCompressedTensors(quant_, name, out, in, packed.i,
+                                                              parts["weight_scale"].f);
+    if (!t)
+      return t.takeError();
+    llvm::Expected<std::vector<float>> w = dequantizeProjection(quant_, name, t->view());
+    if (!w)
+      return w.takeError();
+    return Tensor::floats({out, in}, std::move(*w));
   }
   const Tensor &scales = parts["scales"];
   if (scales.shape.size() != 2)

@@ -88,6 +88,20 @@ public:
     return std::optional<std::string>(s->str());
   }
 
+  // The fields of the object at `field` (null when it is absent), whose
+  // errors name it as a prefix ("quantization_config.config_groups.g.").
+  llvm::Expected<std::optional<JsonFields>> optObject(llvm::StringRef field) const {
+    const llvm::json::Value *v = get(field);
+    if (!v)
+      return std::optional<JsonFields>();
+    const llvm::json::Object *o = v->getAsObject();
+    if (!o)
+      return error(field, "expected an object, got " + describeJson(*v));
+    return std::optional<JsonFields>(JsonFields(*o, file, prefix + field.str() + "."));
+  }
+
+  const llvm::json::Object &object() const { return obj; }
+
 protected:
   const llvm::json::Object &obj;
   llvm::StringRef file;

@@ -91,7 +91,7 @@ def stored(values, dtype):
 
 def write_safetensors(path, tensors):
     header, chunks, offset = {}, [], 0
-    names = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
+    names = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64",
              np.dtype(np.float32): "F32"}
     for name in sorted(tensors):
         t = tensors[name]
@@ -210,12 +210,31 @@ def packed(fmt, q, zero, scale, group):
         return {"qweight": pack_words(q.T, 4, AWQ_ORDER),          # [in, out / 8]
                 "qzeros": pack_words(zero.T, 4, AWQ_ORDER),        # [groups, out / 8]
                 "scales": scale.T.astype(np.float16)}              # [groups, out]
+    if fmt.startswith("ct"):  # compressed-tensors pack-quantized, symmetric: q = value + 2^(bits-1)
+        bits = 4 if fmt == "ct4" else 8
+        return {"weight_packed": pack_words(q, bits),                 # [out, in * bits / 32]
+                "weight_scale": scale.astype(np.float16),             # [out, groups]
+                "weight_shape": np.array([out, inp], dtype=np.int64)}
     bits = 4 if fmt == "gptq4" else 8
     g = group if group > 0 else inp
     return {"qweight": pack_words(q, bits).T.copy(),             # [in * bits / 32, out]
             "qzeros": pack_words(zero.T - 1, bits),                 # [groups, out * bits / 32]
             "scales": scale.T.astype(np.float16),
             "g_idx": (np.arange(inp) // g).astype(np.int32)}
+
+
+def compressed_tensors(bits, group):
+    """compressed-tensors' quantization_config for symmetric integer weights
+    (group: inputs per scale, or -1 for one per output channel)."""
+    weights = {"num_bits": bits, "type": "int", "symmetric": True, "dynamic": False,
+               "actorder": None, "strategy": "group" if group > 0 else "channel"}
+    if group > 0:
+        weights["group_size"] = group
+    return {"quant_method": "compressed-tensors", "format": "pack-quantized",
+            "quantization_status": "compressed", "ignore": ["lm_head"],
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                          "input_activations": None,
+                                          "output_activations": None}}}
 
 
 FORMATS = {
@@ -228,6 +247,8 @@ FORMATS = {
     "gptq8": dict(bits=8, group=-1, symmetric=True,
                   config={"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": True,
                           "desc_act": False}),
+    "ct4": dict(bits=4, group=32, symmetric=True, config=compressed_tensors(4, 32)),
+    "ct8": dict(bits=8, group=-1, symmetric=True, config=compressed_tensors(8, -1)),
 }
 
 

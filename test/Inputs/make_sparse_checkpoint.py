@@ -6,7 +6,7 @@ The safetensors header is complete and valid, the file has its full size
 check that importing reads only headers.
 
     make_sparse_checkpoint.py OUT_DIR [--shards N] [--layers N] [--dtype float16]
-                              [--config JSON] [--quant awq|gptq4|gptq8] [--group N]
+                              [--config JSON] [--quant awq|gptq4|gptq8|ct4|ct8] [--group N]
                               [--drop TENSOR]...
 
 --config merges keys into the Llama 3.1 8B config.json, e.g. another
@@ -15,8 +15,9 @@ architecture ('{"model_type": "qwen2", ...}': Q/K/V biases), other sizes,
 
 --quant stores the projections packed, as AWQ (GEMM layout, 4-bit) or GPTQ
 (4- or 8-bit) checkpoints do: qweight, qzeros and scales (and g_idx for
-GPTQ) instead of weight, with a quantization_config in config.json; the
-embedding, norms and LM head stay in --dtype.
+GPTQ) instead of weight, or as compressed-tensors pack-quantized ones (ct4,
+ct8: weight_packed, weight_scale, weight_shape), with a quantization_config
+in config.json; the embedding, norms and LM head stay in --dtype.
 """
 import argparse
 import json
@@ -65,7 +66,7 @@ def tensors(c):
 
 def quantized(items, quant, group):
     """The tensors as a quantized checkpoint stores them: (name, shape, dtype)."""
-    bits = 4 if quant in ("awq", "gptq4") else 8
+    bits = 4 if quant in ("awq", "gptq4", "ct4") else 8
     per_word = 32 // bits
     for name, shape in items:
         if not (name.endswith("_proj.weight") and len(shape) == 2):
@@ -74,7 +75,11 @@ def quantized(items, quant, group):
         base = name[:-len("weight")]
         out, inp = shape
         groups = inp // group if group > 0 else 1
-        if quant == "awq":
+        if quant.startswith("ct"):  # compressed-tensors pack-quantized
+            yield base + "weight_packed", [out, inp // per_word], "I32"
+            yield base + "weight_scale", [out, groups], "F16"
+            yield base + "weight_shape", [2], "I64"
+        elif quant == "awq":
             yield base + "qweight", [inp, out // per_word], "I32"
             yield base + "qzeros", [groups, out // per_word], "I32"
             yield base + "scales", [groups, out], "F16"
@@ -90,7 +95,7 @@ def write_file(path, items):
     default = {"bfloat16": "BF16", "float16": "F16"}[CONFIG["torch_dtype"]]
     for name, shape, dtype in items:
         dtype = dtype or default
-        n = {"BF16": 2, "F16": 2, "I32": 4}[dtype]
+        n = {"BF16": 2, "F16": 2, "I32": 4, "I64": 8}[dtype]
         for s in shape:
             n *= s
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
@@ -110,7 +115,7 @@ def main():
     ap.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default=DTYPE)
     ap.add_argument("--config", default="{}", help="JSON object merged into config.json")
-    ap.add_argument("--quant", choices=["awq", "gptq4", "gptq8"])
+    ap.add_argument("--quant", choices=["awq", "gptq4", "gptq8", "ct4", "ct8"])
     ap.add_argument("--group", type=int, default=128, help="inputs per scale (-1: per row)")
     ap.add_argument("--drop", action="append", default=[], help="leave this tensor out")
     args = ap.parse_args()
@@ -121,6 +126,17 @@ def main():
         CONFIG["quantization_config"] = {"quant_method": "awq", "bits": 4,
                                          "group_size": args.group, "zero_point": True,
                                          "version": "gemm"}
+    elif args.quant and args.quant.startswith("ct"):
+        weights = {"num_bits": 4 if args.quant == "ct4" else 8, "type": "int",
+                   "symmetric": True, "dynamic": False, "actorder": None,
+                   "strategy": "group" if args.group > 0 else "channel"}
+        if args.group > 0:
+            weights["group_size"] = args.group
+        CONFIG["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "pack-quantized",
+            "ignore": ["lm_head"], "quantization_status": "compressed",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                          "input_activations": None}}}
     elif args.quant:
         CONFIG["quantization_config"] = {"quant_method": "gptq",
                                          "bits": 4 if args.quant == "gptq4" else 8,

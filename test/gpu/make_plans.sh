@@ -69,7 +69,7 @@ check_batch "fixture qwen2 (bf16), 24 sequences" qwen2-mb32.weft fixture:qwen2 b
 # (batched decode, prefill chunks, token tiles), and TP 2 where the groups
 # allow it (GPTQ 8-bit has one group per row).
 quantized="$build/test/unit/quantized"
-for f in awq gptq4 gptq8; do
+for f in awq gptq4 gptq8 ct4 ct8; do
   rm -rf "$out/q-$f" "$out/q-$f-dequant"
   cp -r "$quantized/$f" "$out/q-$f"
   cp -r "$quantized/$f-dequant" "$out/q-$f-dequant"
@@ -78,7 +78,7 @@ for f in awq gptq4 gptq8; do
   build_plan --model "$out/q-$f" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32,96 \
     -o "$out/q-$f-mb32.weft"
   check_batch "quantized $f, 24 sequences" "q-$f-mb32.weft" "quant:q-$f" float16 16 1 "$(lengths 24 60)"
-  if [[ $f != gptq8 ]]; then
+  if [[ $f != gptq8 && $f != ct8 ]]; then
     build_plan --model "$out/q-$f" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 \
       --prefill-chunks 8 -o "$out/q-$f-tp.weft"
     check "quantized $f, TP 2" "q-$f-tp.weft" "quant:q-$f" float16 8 32 2

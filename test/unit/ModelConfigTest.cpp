@@ -270,6 +270,19 @@ TEST(QuantizationTest, AwqCheckpointNeedsPackedProjections) {
   EXPECT_LT(checkpointBytes(*c), checkpointBytes(plain));
 }
 
+// compressed-tensors' ignore list takes module names and "re:" regular
+// expressions over the module path.
+TEST(QuantizationTest, CompressedTensorsIgnoreTakesNamesAndRegexes) {
+  Quantization q;
+  q.method = QuantMethod::CompressedTensors;
+  q.bits = 4;
+  q.unconverted = {"lm_head", "re:.*layers\\.1\\.mlp\\.down_proj$"};
+  EXPECT_TRUE(q.quantizes("model.layers.0.mlp.down_proj.weight"));
+  EXPECT_FALSE(q.quantizes("model.layers.1.mlp.down_proj.weight"));
+  EXPECT_TRUE(q.quantizes("model.layers.11.mlp.down_proj.weight"));
+  EXPECT_TRUE(q.quantizes("model.layers.1.mlp.up_proj.weight"));
+}
+
 TEST(QuantizationTest, GptqPacksAlongTheInput) {
   llvm::Expected<ModelConfig> c = parseModelConfig(
       quantized(R"({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": true,
@@ -299,9 +312,35 @@ INSTANTIATE_TEST_SUITE_P(
                   "field 'quantization_config.quant_method': missing"},
         BadConfig{"unknown method", quantized(R"({"quant_method": "bitsandbytes"})"),
                   "field 'quantization_config.quant_method': 'bitsandbytes' is not supported "
-                  "(awq, gptq)"},
-        BadConfig{"compressed tensors", quantized(R"({"quant_method": "compressed-tensors"})"),
-                  "'compressed-tensors' is not supported"},
+                  "(awq, gptq, compressed-tensors)"},
+        BadConfig{"compressed tensors without a format",
+                  quantized(R"({"quant_method": "compressed-tensors"})"),
+                  "field 'quantization_config.format': missing (expected pack-quantized)"},
+        BadConfig{"compressed tensors, two schemes",
+                  quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                "config_groups": {"a": {}, "b": {}}})"),
+                  "field 'quantization_config.config_groups': 2 schemes; one scheme for every "
+                  "Linear layer is supported"},
+        BadConfig{"compressed tensors, 2 bits",
+                  quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                "config_groups": {"g": {"targets": ["Linear"], "weights":
+                                  {"num_bits": 2, "strategy": "group", "group_size": 32}}}})"),
+                  "field 'quantization_config.config_groups.g.weights.num_bits': 2 bits are not "
+                  "supported (4 or 8)"},
+        BadConfig{"compressed tensors, act-order",
+                  quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                "config_groups": {"g": {"targets": ["Linear"], "weights":
+                                  {"num_bits": 4, "strategy": "group", "group_size": 32,
+                                   "actorder": "group"}}}})"),
+                  "field 'quantization_config.config_groups.g.weights.actorder': act-order "
+                  "(\"group\") is not supported: quantize with actorder null"},
+        BadConfig{"compressed tensors, bad ignore regex",
+                  quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                "config_groups": {"g": {"targets": ["Linear"], "weights":
+                                  {"num_bits": 4, "strategy": "channel"}}},
+                                "ignore": ["re:(lm_head"]})"),
+                  "field 'quantization_config.ignore': 're:(lm_head' is not a valid regular "
+                  "expression"},
         BadConfig{"gptq 3 bits",
                   quantized(R"({"quant_method": "gptq", "bits": 3, "group_size": 32})"),
                   "field 'quantization_config.bits': GPTQ with 3 bits is not supported (4 or 8)"},

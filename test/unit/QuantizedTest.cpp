@@ -145,7 +145,7 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedFixtureTest,
-                         ::testing::Values("awq", "gptq4", "gptq8"));
+                         ::testing::Values("awq", "gptq4", "gptq8", "ct4", "ct8"));
 
 TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   // One row of 8 outputs x 8 inputs, group 8: AWQ keeps column c of a word
