@@ -63,11 +63,12 @@ build_plan --model "$root/test/fixtures/qwen2" --topology h200 --batch 4 --max-b
   -o "$out/qwen2-mb32.weft"
 check_batch "fixture qwen2 (bf16), 24 sequences" qwen2-mb32.weft fixture:qwen2 bfloat16 16 1 "$(lengths 24 60)"
 
-# Quantized (issue 12): the AWQ, GPTQ 4-bit and GPTQ 8-bit twins of the
-# llama fixture that make_quantized_fixture.py writes at build time, with
-# their dequantized twins for transformers. One sequence, 24 at once
-# (batched decode, prefill chunks, token tiles), and TP 2 where the groups
-# allow it (GPTQ 8-bit has one group per row).
+# Quantized (issue 12): the AWQ, GPTQ 4-bit, GPTQ 8-bit and
+# compressed-tensors (ct4, ct8) twins of the llama fixture that
+# make_quantized_fixture.py writes at build time, with their dequantized
+# twins for transformers. One sequence, 24 at once (batched decode, prefill
+# chunks, token tiles), and TP 2 where the groups allow it (GPTQ 8-bit and
+# ct8 have one group per row).
 quantized="$build/test/unit/quantized"
 for f in awq gptq4 gptq8 ct4 ct8; do
   rm -rf "$out/q-$f" "$out/q-$f-dequant"
