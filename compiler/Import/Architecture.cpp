@@ -102,7 +102,7 @@ namespace {
 // projection, the packed tensors that store it (ModelConfig.h).
 class WeightRecorder : public ModelGraphBuilder {
 public:
-  explicit WeightRecorder(const Quantization &quant) : quant(quant) {}
+  WeightRecorder(const Quantization &quant, io::DType dtype) : quant(quant), dtype(dtype) {}
   std::vector<ExpectedTensor> tensors;
 
   GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) override {
@@ -117,7 +117,7 @@ public:
     int64_t groups = quant.groupSize ? in / quant.groupSize : 1;
     if (quant.method == QuantMethod::CompressedTensors) {
       tensors.push_back({base + "weight_packed", {out, in / perWord}, io::DType::I32});
-      tensors.push_back({base + "weight_scale", {out, groups}, io::DType::F16});
+      tensors.push_back({base + "weight_scale", {out, groups}, dtype}); // the model's dtype
     } else if (quant.method == QuantMethod::Awq) {
       tensors.push_back({base + "qweight", {in, out / perWord}, io::DType::I32});
       tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
@@ -144,20 +144,21 @@ public:
 
 private:
   const Quantization &quant;
+  io::DType dtype; // the model's
   std::set<std::string> seen;
 };
 
 } // namespace
 
 std::vector<ExpectedTensor> expectedTensors(const ModelConfig &c) {
-  WeightRecorder recorder(c.quant);
+  WeightRecorder recorder(c.quant, c.dtype);
   buildDecoder(recorder, c, architectureOf(c));
   return std::move(recorder.tensors);
 }
 
 std::vector<ExpectedTensor> graphWeights(const ModelConfig &c) {
   Quantization none; // the weights as the graph reads them, before any packing
-  WeightRecorder recorder(none);
+  WeightRecorder recorder(none, c.dtype);
   buildDecoder(recorder, c, architectureOf(c));
   return std::move(recorder.tensors);
 }

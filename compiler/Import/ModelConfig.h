@@ -44,8 +44,8 @@ struct RopeScaling {
 // - compressed-tensors, format pack-quantized, symmetric integer weights
 //   (W4A16, W8A16): `weight_packed` int32 [out, in * bits / 32] (packed
 //   along the input, low bits first, each value stored plus 2^(bits-1)),
-//   `weight_scale` f16 [out, in / group] (one column for strategy
-//   "channel"); w = (q - 2^(bits-1)) * scale.
+//   `weight_scale` in the model's dtype (F16 or BF16) [out, in / group]
+//   (one column for strategy "channel"); w = (q - 2^(bits-1)) * scale.
 enum class QuantMethod { None, Awq, Gptq, CompressedTensors };
 const char *quantMethodName(QuantMethod method); // "awq", "gptq", "compressed-tensors"
 

@@ -186,7 +186,8 @@ llvm::Expected<GptqTensors> gptqFromCompressedTensors(const Quantization &q,
 
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                         llvm::StringRef name,
-                                                        const PackedProjection &p) {
+                                                        const PackedProjection &p,
+                                                        io::DType roundTo) {
   PackedReader r(q, p);
   if (std::optional<std::string> bad = r.checkSizes())
     return makeOneLineError(name + ": " + *bad);
@@ -198,14 +199,15 @@ llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &q,
                                                           "{2} groups",
                                                           i, g, r.groups));
     for (int64_t j = 0; j < p.out; ++j)
-      w[size_t(j * p.in + i)] = roundTo(io::DType::F16, 
+      w[size_t(j * p.in + i)] = weft::roundTo(roundTo,
           float(int64_t(r.code(i, j)) - int64_t(r.zero(g, j))) * r.scale(g, j));
   }
   return w;
 }
 
 llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::StringRef name,
-                                                  const PackedProjection &p) {
+                                                  const PackedProjection &p,
+                                                  io::DType scaleType) {
   PackedReader r(q, p);
   if (std::optional<std::string> bad = r.checkSizes())
     return makeOneLineError(name + ": " + *bad);
@@ -214,6 +216,7 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
   k.in = p.in;
   k.bits = q.bits;
   k.group = r.group;
+  k.scaleType = scaleType;
   const int perWord = 32 / q.bits;
   for (int64_t i = 0; i < p.in; ++i)
     if (r.groupOf(i) != i / r.group)
@@ -257,8 +260,8 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
     }
     for (int64_t g = 0; g < r.groups; ++g)
       for (int64_t j = j0; j < j1; ++j) {
-        k.scales[size_t((j * r.groups + g) * 2)] = halfBits(r.scale(g, j));
-        k.scales[size_t((j * r.groups + g) * 2 + 1)] = halfBits(float(r.zero(g, j)));
+        k.scales[size_t((j * r.groups + g) * 2)] = bitsOf(scaleType, r.scale(g, j));
+        k.scales[size_t((j * r.groups + g) * 2 + 1)] = bitsOf(scaleType, float(r.zero(g, j)));
       }
   });
   return k;
@@ -368,6 +371,8 @@ template <class T> std::vector<T> copyOut(llvm::ArrayRef<char> bytes) {
   return v;
 }
 
+io::DType scaleTypeOf(const Checkpoint &ck, const QuantizedWeightRef &w);
+
 // A projection of a checkpoint stored quantized, repacked.
 llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
                                                       const std::vector<io::MappedFile> &maps,
@@ -379,17 +384,18 @@ llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
         tensorBytes(ck, maps, base + "weight_packed", io::DType::I32);
     if (!packed)
       return packed.takeError();
+    const io::DType scaleType = scaleTypeOf(ck, w);
     llvm::Expected<llvm::ArrayRef<char>> scales =
-        tensorBytes(ck, maps, base + "weight_scale", io::DType::F16);
+        tensorBytes(ck, maps, base + "weight_scale", scaleType);
     if (!scales)
       return scales.takeError();
     std::vector<float> sf(scales->size() / 2);
-    io::decodeToFloat(io::DType::F16, scales->data(), sf.size(), sf.data());
+    io::decodeToFloat(scaleType, scales->data(), sf.size(), sf.data());
     llvm::Expected<GptqTensors> t =
         gptqFromCompressedTensors(q, w.name, w.out, w.in, copyOut<int32_t>(*packed), sf);
     if (!t)
       return t.takeError();
-    return repackForKernels(q, w.name, t->view());
+    return repackForKernels(q, w.name, t->view(), scaleType);
   }
   llvm::Expected<llvm::ArrayRef<char>> qweight =
       tensorBytes(ck, maps, base + "qweight", io::DType::I32);
@@ -426,6 +432,13 @@ llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
 // the checkpoint's scales (F16) when it is stored quantized, else the
 // type of its weight (which the kernels compute in).
 io::DType scaleTypeOf(const Checkpoint &ck, const QuantizedWeightRef &w) {
+  std::string scales = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str() +
+                       "weight_scale";
+  if (ck.quant.method == QuantMethod::CompressedTensors) { // in the model's dtype
+    auto it = ck.tensors.find(scales);
+    return it != ck.tensors.end() && it->second.info.dtype == io::DType::BF16 ? io::DType::BF16
+                                                                             : io::DType::F16;
+  }
   if (ck.quant.active())
     return io::DType::F16;
   auto it = ck.tensors.find(w.name);

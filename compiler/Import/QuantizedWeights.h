@@ -48,13 +48,15 @@ llvm::Expected<GptqTensors> gptqFromCompressedTensors(const Quantization &quant,
                                                       int64_t in, llvm::ArrayRef<int32_t> packed,
                                                       llvm::ArrayRef<float> scales);
 
-// (q - zero) * scale for every element, rounded to f16 as the model's f16
+// (q - zero) * scale for every element, rounded to `roundTo` (f16, or bf16
+// for a BF16 compressed-tensors checkpoint) as the model's 16-bit
 // arithmetic gives it, as the row-major [out, in] matrix. An error (naming
 // `name`) when a tensor's size disagrees with the shapes or g_idx names a
 // group that does not exist.
 llvm::Expected<std::vector<float>> dequantizeProjection(const Quantization &quant,
                                                         llvm::StringRef name,
-                                                        const PackedProjection &p);
+                                                        const PackedProjection &p,
+                                                        io::DType roundTo = io::DType::F16);
 
 // A projection as the kernels read it (weft/mma_weights.cuh, PackedRows):
 // row j's codes in in * bits / 32 words, input i at bit
@@ -103,7 +105,8 @@ float e4m3Value(uint8_t bits);
 // (GPTQ act-order).
 llvm::Expected<KernelProjection> repackForKernels(const Quantization &quant,
                                                   llvm::StringRef name,
-                                                  const PackedProjection &p);
+                                                  const PackedProjection &p,
+                                                  io::DType scaleType = io::DType::F16);
 
 // Quantizes the row-major [out, in] matrix `w` (16-bit values of
 // `scaleType`, F16 or BF16) for the kernels by round to nearest.

@@ -256,7 +256,10 @@ llvm::Expected<Tensor> WeightStore::dequantize(llvm::StringRef name) const {
                                                               parts["weight_scale"].f);
     if (!t)
       return t.takeError();
-    llvm::Expected<std::vector<float>> w = dequantizeProjection(quant_, name, t->view());
+    // Its scales are in the model's dtype (F16 or BF16), and so is the weight.
+    io::DType type = sources_.find(base + "weight_scale")->second.info.dtype;
+    llvm::Expected<std::vector<float>> w = dequantizeProjection(
+        quant_, name, t->view(), type == io::DType::BF16 ? io::DType::BF16 : io::DType::F16);
     if (!w)
       return w.takeError();
     return Tensor::floats({out, in}, std::move(*w));

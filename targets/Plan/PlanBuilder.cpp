@@ -1025,7 +1025,10 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
                            q.getFormat()});
   });
   bool quantizedHere = !quantized.empty() && !config.quant.active();
-  if (config.quant.active() && config.dtype != io::DType::F16)
+  // compressed-tensors keeps its scales in the model's dtype; AWQ and GPTQ
+  // in f16.
+  if (config.quant.active() && config.dtype != io::DType::F16 &&
+      !(config.quant.method == QuantMethod::CompressedTensors && config.dtype == io::DType::BF16))
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "%s with %s activations: the kernels read a quantized checkpoint's f16 scales with "

@@ -313,6 +313,28 @@ def main():
             with open(os.path.join(d, "config.json"), "w") as f:
                 json.dump(cfg, f, indent=1)
             write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+    # compressed-tensors of a BF16 model keeps its scales (and the rest) in
+    # bf16: ct4-bf16, with its bf16 twin.
+    spec = FORMATS["ct4"]
+    quant, dequant = {}, {}
+    for name, w in weights.items():
+        w = round_to(w, "bf16")
+        if not name.endswith("_proj.weight"):
+            quant[name] = dequant[name] = stored(w, "bf16")
+            continue
+        q, zero, scale = quantize(w, spec["bits"], spec["group"], True, "bf16")
+        dequant[name] = stored(dequantize(q, zero, scale, spec["group"], "bf16"), "bf16")
+        base = name[:-len("weight")]
+        for part, t in packed("ct4", q, zero, scale, spec["group"]).items():
+            quant[base + part] = stored(scale, "bf16") if part == "weight_scale" else t
+    cfg = dict(config, torch_dtype="bfloat16")
+    for suffix, tensors, c in (("ct4-bf16", quant, dict(cfg, quantization_config=spec["config"])),
+                               ("ct4-bf16-dequant", dequant, cfg)):
+        d = os.path.join(out, suffix)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(c, f, indent=1)
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors)
 
 
 if __name__ == "__main__":

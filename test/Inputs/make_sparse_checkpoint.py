@@ -77,7 +77,7 @@ def quantized(items, quant, group):
         groups = inp // group if group > 0 else 1
         if quant.startswith("ct"):  # compressed-tensors pack-quantized
             yield base + "weight_packed", [out, inp // per_word], "I32"
-            yield base + "weight_scale", [out, groups], "F16"
+            yield base + "weight_scale", [out, groups], None  # the model dtype
             yield base + "weight_shape", [2], "I64"
         elif quant == "awq":
             yield base + "qweight", [inp, out // per_word], "I32"

@@ -127,6 +127,10 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
     k.in = r.in;
     k.bits = q.bits;
     k.group = q.groupSize ? q.groupSize : r.in;
+    k.scaleType = scales->dtype; // the checkpoint's: BF16 for ct4-bf16
+    EXPECT_EQ(scales->dtype, packed.source.config.quant.method == QuantMethod::CompressedTensors
+                                 ? packed.source.config.dtype
+                                 : io::DType::F16);
     EXPECT_EQ(codes->shape, (std::vector<int64_t>{r.out, r.in * q.bits / 32}));
     EXPECT_EQ(scales->shape, (std::vector<int64_t>{r.out, 2 * r.in / k.group}));
     const char *data = map->bytes().data() + h->dataOffset();
@@ -145,7 +149,7 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedFixtureTest,
-                         ::testing::Values("awq", "gptq4", "gptq8", "ct4", "ct8"));
+                         ::testing::Values("awq", "gptq4", "gptq8", "ct4", "ct8", "ct4-bf16"));
 
 TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   // One row of 8 outputs x 8 inputs, group 8: AWQ keeps column c of a word
