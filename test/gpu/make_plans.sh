@@ -86,6 +86,16 @@ for f in awq gptq4 gptq8 ct4 ct8; do
   fi
 done
 
+# compressed-tensors of a BF16 model: bf16 scales, bf16 tensor cores.
+rm -rf "$out/q-ct4-bf16" "$out/q-ct4-bf16-dequant"
+cp -r "$quantized/ct4-bf16" "$out/q-ct4-bf16"
+cp -r "$quantized/ct4-bf16-dequant" "$out/q-ct4-bf16-dequant"
+build_plan --model "$out/q-ct4-bf16" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/q-ct4-bf16.weft"
+check "quantized ct4 (bf16)" "q-ct4-bf16.weft" "quant:q-ct4-bf16" bfloat16 8 32 1
+build_plan --model "$out/q-ct4-bf16" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32,96 \
+  -o "$out/q-ct4-bf16-mb32.weft"
+check_batch "quantized ct4 (bf16), 24 sequences" "q-ct4-bf16-mb32.weft" "quant:q-ct4-bf16" bfloat16 16 1 "$(lengths 24 60)"
+
 # Quantized at compile time (--weight-dtype int4 / int8) from the F16 copy
 # of the llama fixture, against transformers on the twins numpy quantized
 # by the same rule (make_quantized_fixture.py: rtn4-dequant, rtn8-dequant).
