@@ -231,6 +231,11 @@ Expected<Quantization> parseCompressedTensors(const FieldReader &r) {
     return weights->error("strategy",
                           "'" + *strategy + "' is not supported (group, channel)");
   }
+  if (r.get("kv_cache_scheme"))
+    return r.error("kv_cache_scheme", "a quantized KV cache is not supported (the cache stays in "
+                                      "the model's 16-bit dtype)");
+  if (r.get("sparsity_config"))
+    return r.error("sparsity_config", "sparse weights are not supported");
   if (Error e = readModuleList(r, "ignore", q))
     return std::move(e);
   return q;

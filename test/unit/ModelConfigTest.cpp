@@ -334,6 +334,13 @@ INSTANTIATE_TEST_SUITE_P(
                                    "actorder": "group"}}}})"),
                   "field 'quantization_config.config_groups.g.weights.actorder': act-order "
                   "(\"group\") is not supported: quantize with actorder null"},
+        BadConfig{"compressed tensors, quantized KV cache",
+                  quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                "config_groups": {"g": {"targets": ["Linear"], "weights":
+                                  {"num_bits": 4, "strategy": "channel"}}},
+                                "kv_cache_scheme": {"num_bits": 8, "type": "float"}})"),
+                  "field 'quantization_config.kv_cache_scheme': a quantized KV cache is not "
+                  "supported"},
         BadConfig{"compressed tensors, bad ignore regex",
                   quantized(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
                                 "config_groups": {"g": {"targets": ["Linear"], "weights":
