@@ -64,37 +64,28 @@ build_plan --model "$root/test/fixtures/qwen2" --topology h200 --batch 4 --max-b
 check_batch "fixture qwen2 (bf16), 24 sequences" qwen2-mb32.weft fixture:qwen2 bfloat16 16 1 "$(lengths 24 60)"
 
 # Quantized (issue 12): the AWQ, GPTQ 4-bit, GPTQ 8-bit and
-# compressed-tensors (ct4, ct8) twins of the llama fixture that
-# make_quantized_fixture.py writes at build time, with their dequantized
-# twins for transformers. One sequence, 24 at once (batched decode, prefill
+# compressed-tensors (ct4, ct8; ct4-bf16 from a BF16 model) twins of the
+# llama fixture that make_quantized_fixture.py writes at build time, with
+# their dequantized twins for transformers. One sequence, 24 at once (batched decode, prefill
 # chunks, token tiles), and TP 2 where the groups allow it (GPTQ 8-bit and
 # ct8 have one group per row).
 quantized="$build/test/unit/quantized"
-for f in awq gptq4 gptq8 ct4 ct8; do
+for fd in awq:float16 gptq4:float16 gptq8:float16 ct4:float16 ct8:float16 ct4-bf16:bfloat16; do
+  f="${fd%%:*}"; dtype="${fd##*:}"
   rm -rf "$out/q-$f" "$out/q-$f-dequant"
   cp -r "$quantized/$f" "$out/q-$f"
   cp -r "$quantized/$f-dequant" "$out/q-$f-dequant"
   build_plan --model "$out/q-$f" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/q-$f.weft"
-  check "quantized $f" "q-$f.weft" "quant:q-$f" float16 8 32 1
+  check "quantized $f" "q-$f.weft" "quant:q-$f" "$dtype" 8 32 1
   build_plan --model "$out/q-$f" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32,96 \
     -o "$out/q-$f-mb32.weft"
-  check_batch "quantized $f, 24 sequences" "q-$f-mb32.weft" "quant:q-$f" float16 16 1 "$(lengths 24 60)"
-  if [[ $f != gptq8 && $f != ct8 ]]; then
+  check_batch "quantized $f, 24 sequences" "q-$f-mb32.weft" "quant:q-$f" "$dtype" 16 1 "$(lengths 24 60)"
+  if [[ $f == awq || $f == gptq4 || $f == ct4 ]]; then
     build_plan --model "$out/q-$f" --topology 2xh200:nvlink --stages 0+1 --max-batch 1 \
       --prefill-chunks 8 -o "$out/q-$f-tp.weft"
     check "quantized $f, TP 2" "q-$f-tp.weft" "quant:q-$f" float16 8 32 2
   fi
 done
-
-# compressed-tensors of a BF16 model: bf16 scales, bf16 tensor cores.
-rm -rf "$out/q-ct4-bf16" "$out/q-ct4-bf16-dequant"
-cp -r "$quantized/ct4-bf16" "$out/q-ct4-bf16"
-cp -r "$quantized/ct4-bf16-dequant" "$out/q-ct4-bf16-dequant"
-build_plan --model "$out/q-ct4-bf16" --topology h200 --max-batch 1 --prefill-chunks 8 -o "$out/q-ct4-bf16.weft"
-check "quantized ct4 (bf16)" "q-ct4-bf16.weft" "quant:q-ct4-bf16" bfloat16 8 32 1
-build_plan --model "$out/q-ct4-bf16" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32,96 \
-  -o "$out/q-ct4-bf16-mb32.weft"
-check_batch "quantized ct4 (bf16), 24 sequences" "q-ct4-bf16-mb32.weft" "quant:q-ct4-bf16" bfloat16 16 1 "$(lengths 24 60)"
 
 # Quantized at compile time (--weight-dtype int4 / int8) from the F16 copy
 # of the llama fixture, against transformers on the twins numpy quantized
