@@ -330,7 +330,7 @@ Error checkQuantizedShapes(const ModelConfig &c, const FieldReader &r) {
       return r.error("quantization_config.group_size",
                      llvm::formatv("{0} does not divide the {1} inputs of {2}", q.groupSize,
                                    p.in, p.what));
-    if (p.out % perWord != 0 || (q.method == QuantMethod::Gptq && p.in % perWord != 0))
+    if (p.out % perWord != 0 || (q.method != QuantMethod::Awq && p.in % perWord != 0))
       return r.error("quantization_config.bits",
                      llvm::formatv("{0}: {1} x {2} does not pack into 32-bit words of {3} "
                                    "{4}-bit values",

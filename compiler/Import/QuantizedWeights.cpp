@@ -157,7 +157,8 @@ llvm::Expected<GptqTensors> gptqFromCompressedTensors(const Quantization &q,
   const int perWord = 32 / q.bits;
   const int64_t group = q.groupSize ? q.groupSize : in, groups = in / group;
   const int64_t words = in / perWord;
-  if (packed.size() != uint64_t(out * words) || scales.size() != uint64_t(out * groups))
+  if (out % perWord != 0 || in % group != 0 || packed.size() != uint64_t(out * words) ||
+      scales.size() != uint64_t(out * groups))
     return makeOneLineError(name + ": " +
                             llvm::formatv("weight_packed of {0} words and weight_scale of {1} "
                                           "do not match {2} x {3}, {4}",

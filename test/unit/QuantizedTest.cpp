@@ -151,6 +151,38 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedFixtureTest,
                          ::testing::Values("awq", "gptq4", "gptq8", "ct4", "ct8", "ct4-bf16"));
 
+TEST(DequantizeTest, CompressedTensorsPackAlongTheInputWithAnOffset) {
+  // 8 rows of 8 inputs, group 4, every value stored as 8 (zero) but row 1's
+  // input 5, at nibble 5 as 8 + 3; scales [out, groups].
+  Quantization ct;
+  ct.method = QuantMethod::CompressedTensors;
+  ct.bits = 4;
+  ct.groupSize = 4;
+  ct.zeroPoint = false;
+  std::vector<int32_t> packed(8, int32_t(0x88888888u));
+  packed[1] = int32_t(0x88b88888u);
+  std::vector<float> scales(16, 1.0f);
+  scales[1 * 2 + 1] = 0.25f; // row 1, group 1
+  auto t = gptqFromCompressedTensors(ct, "ct", 8, 8, packed, scales);
+  ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+  auto w = dequantizeProjection(ct, "ct", t->view());
+  ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ((*w)[size_t(i)], 0.0f) << "row 0, input " << i; // value 8: zero
+  EXPECT_EQ((*w)[size_t(8 + 5)], 3 * 0.25f); // row 1, input 5, group 1
+  EXPECT_EQ((*w)[size_t(8 + 4)], 0.0f);
+  std::vector<float> short_(15, 1.0f);
+  auto bad = gptqFromCompressedTensors(ct, "model.layers.0.mlp.up_proj.weight", 8, 8, packed,
+                                       short_);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "model.layers.0.mlp.up_proj.weight: weight_packed of 8 words and weight_scale of 15 "
+            "do not match 8 x 8, compressed-tensors 4-bit, group 4");
+  auto odd = gptqFromCompressedTensors(ct, "odd", 2, 8, {packed.data(), 2}, {scales.data(), 4});
+  EXPECT_FALSE(bool(odd)); // 2 rows: GPTQ's zeros pack 8 rows a word
+  llvm::consumeError(odd.takeError());
+}
+
 TEST(DequantizeTest, AwqNibbleOrderAndGptqZeros) {
   // One row of 8 outputs x 8 inputs, group 8: AWQ keeps column c of a word
   // at nibble (c % 2) * 4 + c / 2; code 9 at output 1 (nibble 4), zero 1.
