@@ -90,6 +90,8 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
       cost.flops += 2 * T * width(logits.getResult()) * width(logits.getInput());
     } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
       cost.flops += 4 * T * width(norm.getInput());
+    } else if (auto norm = dyn_cast<HeadRmsNormOp>(op)) {
+      cost.flops += 4 * T * width(norm.getInput());
     } else if (auto rope = dyn_cast<RopeOp>(op)) {
       cost.flops += 3 * T * width(rope.getInput());
     } else if (isa<SiluOp>(op)) {

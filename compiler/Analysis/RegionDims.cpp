@@ -34,6 +34,8 @@ public:
       add("hidden", width(norm.getInput()));
     } else if (auto rope = dyn_cast<RopeOp>(op)) {
       add("head_dim", rope.getHeadDim());
+    } else if (auto norm = dyn_cast<HeadRmsNormOp>(op)) {
+      add("head_dim", norm.getHeadDim());
     } else if (auto write = dyn_cast<KvWriteOp>(op)) {
       add("kv_heads", write.getCache().getType().getKvHeads());
       add("head_dim", write.getCache().getType().getHeadDim());

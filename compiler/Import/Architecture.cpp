@@ -12,7 +12,7 @@ namespace weft {
 
 llvm::ArrayRef<const Architecture *> architectures() {
   static const Architecture *const all[] = {&llamaArchitecture(), &mistralArchitecture(),
-                                            &qwen2Architecture()};
+                                            &qwen2Architecture(), &qwen3Architecture()};
   return all;
 }
 
@@ -72,12 +72,21 @@ GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &pre
 }
 
 GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &c, int64_t i, GraphValue x) {
+  return llamaLayer(g, c, i, x, LlamaLayerParts{});
+}
+
+GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &c, int64_t i, GraphValue x,
+                      const LlamaLayerParts &parts) {
   std::string p = "model.layers." + std::to_string(i) + ".";
   int64_t h = c.hiddenSize, f = c.intermediateSize;
   GraphValue n = g.rmsNorm(x, g.weight(p + "input_layernorm.weight", {h}), c.rmsNormEps);
   GraphValue q = projection(g, n, p + "self_attn.q_proj", c.qWidth(), h, c.qkvBias);
   GraphValue k = projection(g, n, p + "self_attn.k_proj", c.kvWidth(), h, c.qkvBias);
   GraphValue v = projection(g, n, p + "self_attn.v_proj", c.kvWidth(), h, c.qkvBias);
+  if (parts.headNorms) {
+    q = g.headRmsNorm(q, g.weight(p + "self_attn.q_norm.weight", {c.headDim}), c.rmsNormEps);
+    k = g.headRmsNorm(k, g.weight(p + "self_attn.k_norm.weight", {c.headDim}), c.rmsNormEps);
+  }
   GraphValue qr = g.rope(q);
   GraphValue kr = g.rope(k);
   g.kvWrite(kr, v, i);
@@ -134,6 +143,7 @@ public:
     return {0};
   }
   GraphValue rmsNorm(GraphValue, GraphValue, double) override { return {0}; }
+  GraphValue headRmsNorm(GraphValue, GraphValue, double) override { return {0}; }
   GraphValue rope(GraphValue) override { return {0}; }
   void kvWrite(GraphValue, GraphValue, int64_t) override {}
   GraphValue attention(GraphValue, int64_t) override { return {0}; }

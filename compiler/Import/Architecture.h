@@ -36,6 +36,9 @@ public:
                             int64_t out) = 0;
   // RMSNorm over the last dimension with weight w and epsilon `eps`.
   virtual GraphValue rmsNorm(GraphValue x, GraphValue w, double eps) = 0;
+  // RMSNorm of each head of x (the config's head_dim) with the one weight
+  // w [head_dim] all heads share.
+  virtual GraphValue headRmsNorm(GraphValue x, GraphValue w, double eps) = 0;
   // Rotary embedding of every head of x at the tokens' positions (the
   // config's head_dim, theta and scaling).
   virtual GraphValue rope(GraphValue x) = 0;
@@ -97,12 +100,21 @@ GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &pre
 // post_attention_layernorm, mlp.{gate,up,down}_proj}.
 GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &config, int64_t layer,
                       GraphValue x);
+// What other families add to that layer.
+struct LlamaLayerParts {
+  // RMSNorm of each query and key head before the rotary embedding, with
+  // weights self_attn.q_norm and self_attn.k_norm [head_dim] (Qwen3).
+  bool headNorms = false;
+};
+GraphValue llamaLayer(ModelGraphBuilder &g, const ModelConfig &config, int64_t layer,
+                      GraphValue x, const LlamaLayerParts &parts);
 } // namespace layers
 
 // The families, one per file in Architectures/.
 const Architecture &llamaArchitecture();
 const Architecture &mistralArchitecture();
 const Architecture &qwen2Architecture();
+const Architecture &qwen3Architecture();
 
 } // namespace weft
 

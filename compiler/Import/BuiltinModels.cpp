@@ -85,6 +85,20 @@ const BuiltinModel kBuiltinModels[] = {
       "sliding_window": 131072, "use_sliding_window": false, "hidden_act": "silu",
       "tie_word_embeddings": false, "torch_dtype": "bfloat16",
       "bos_token_id": 151643, "eos_token_id": 151643})"},
+    {"qwen3-8b", R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+      "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+      "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000.0, "attention_bias": false, "sliding_window": null,
+      "use_sliding_window": false, "hidden_act": "silu", "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645})"},
+    {"qwen3-32b", R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+      "hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+      "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000.0, "attention_bias": false, "sliding_window": null,
+      "use_sliding_window": false, "hidden_act": "silu", "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645})"},
 };
 
 } // namespace

@@ -68,6 +68,12 @@ public:
     return wrap(b.create<RmsNormOp>(loc, v.getType(), v, unwrap(w), b.getF64FloatAttr(eps)));
   }
 
+  GraphValue headRmsNorm(GraphValue x, GraphValue w, double eps) override {
+    Value v = unwrap(x);
+    return wrap(b.create<HeadRmsNormOp>(loc, v.getType(), v, unwrap(w),
+                                        b.getI64IntegerAttr(c.headDim), b.getF64FloatAttr(eps)));
+  }
+
   GraphValue rope(GraphValue x) override {
     Value v = unwrap(x);
     RopeKind kind = ropeKind();

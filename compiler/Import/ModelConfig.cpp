@@ -26,6 +26,7 @@ const char *modelFamilyName(ModelFamily family) {
   case ModelFamily::Llama: return "llama";
   case ModelFamily::Mistral: return "mistral";
   case ModelFamily::Qwen2: return "qwen2";
+  case ModelFamily::Qwen3: return "qwen3";
   }
   return "unknown";
 }

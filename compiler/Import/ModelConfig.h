@@ -15,7 +15,7 @@
 
 namespace weft {
 
-enum class ModelFamily { Llama, Mistral, Qwen2 };
+enum class ModelFamily { Llama, Mistral, Qwen2, Qwen3 };
 const char *modelFamilyName(ModelFamily family);
 
 enum class RopeType { Default, Linear, Llama3 };

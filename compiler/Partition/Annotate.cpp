@@ -83,7 +83,15 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
     if (parts < 2 || regionLayer(region) < 0)
       return;
     bool rowParallel = false;
-    for (Value input : region.getInputs()) {
+    Block &body = region.getBody().front();
+    for (auto [index, input] : llvm::enumerate(region.getInputs())) {
+      // A norm's weight scales every feature (or every head) alike: each
+      // device holds all of it.
+      bool normWeight = llvm::any_of(body.getArgument(unsigned(index)).getUses(),
+                                     [](OpOperand &use) {
+                                       return use.getOperandNumber() == 1 &&
+                                              isa<RmsNormOp, HeadRmsNormOp>(use.getOwner());
+                                     });
       SmallVector<WeightOp> refs;
       if (auto w = input.getDefiningOp<WeightOp>())
         refs.push_back(w);
@@ -94,7 +102,7 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
       for (WeightOp w : refs) {
         StringRef name = w.getName();
         bool row = name.contains("o_proj.weight") || name.contains("down_proj.weight");
-        bool replicated = name.contains("layernorm") || name.contains("o_proj.bias") ||
+        bool replicated = normWeight || name.contains("o_proj.bias") ||
                           name.contains("down_proj.bias");
         rowParallel |= row;
         // A quantized weight's groups cannot straddle two devices (a

@@ -391,6 +391,7 @@ private:
   Results weight(WeightOp op);
   Results embedding(EmbeddingOp op, const Ins &in);
   Results rmsNorm(RmsNormOp op, const Ins &in);
+  Results headRmsNorm(HeadRmsNormOp op, const Ins &in);
   Results linear(Operation *op, const Tensor &x, const Tensor &w,
                  const Tensor *bias);
   Results rope(RopeOp op, const Ins &in);
@@ -485,6 +486,8 @@ Results Executor::compute(Operation *op, const Ins &in) {
     return embedding(e, in);
   if (auto n = llvm::dyn_cast<RmsNormOp>(op))
     return rmsNorm(n, in);
+  if (auto n = llvm::dyn_cast<HeadRmsNormOp>(op))
+    return headRmsNorm(n, in);
   if (llvm::isa<LinearOp>(op))
     return linear(op, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
   if (llvm::isa<LogitsOp>(op))
@@ -581,6 +584,32 @@ Results Executor::rmsNorm(RmsNormOp op, const Ins &in) {
     double inv = 1.0 / std::sqrt(sumSq / double(width) + eps);
     for (int64_t j = 0; j < width; ++j)
       out.f[t * width + j] = w.f[j] * float(row[j] * inv);
+  }
+  return std::vector<TensorRef>{share(std::move(out))};
+}
+
+// Each head of `dim` features normalized on its own, as rmsNorm a row.
+Results Executor::headRmsNorm(HeadRmsNormOp op, const Ins &in) {
+  const Tensor &x = *in[0], &w = *in[1];
+  if (llvm::Error e = expectMatrix(op, x, "input"))
+    return std::move(e);
+  int64_t tokens = x.shape[0], width = x.shape[1], dim = op.getHeadDim();
+  if (width % dim != 0)
+    return error(nameOf(op) + ": input width " + llvm::Twine(width) +
+                 " is not a multiple of head_dim " + llvm::Twine(dim));
+  if (w.isInt || w.shape != std::vector<int64_t>{dim})
+    return error(nameOf(op) + ": weight has shape " + shapeString(w.shape) +
+                 ", expected " + llvm::Twine(dim));
+  double eps = op.getEpsilon().convertToDouble();
+  Tensor out = Tensor::floats({tokens, width});
+  for (int64_t r = 0; r < tokens * width; r += dim) {
+    const float *head = &x.f[r];
+    double sumSq = 0.0;
+    for (int64_t j = 0; j < dim; ++j)
+      sumSq += double(head[j]) * head[j];
+    double inv = 1.0 / std::sqrt(sumSq / double(dim) + eps);
+    for (int64_t j = 0; j < dim; ++j)
+      out.f[r + j] = w.f[j] * float(head[j] * inv);
   }
   return std::vector<TensorRef>{share(std::move(out))};
 }

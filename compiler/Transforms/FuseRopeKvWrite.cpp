@@ -1,5 +1,5 @@
-// weft-fuse-rope-kv-write: rotary embedding of Q and K and the KV-cache
-// write of a layer become one kernel.
+// weft-fuse-rope-kv-write: rotary embedding of Q and K (with the per-head
+// norms before them) and the KV-cache write of a layer become one kernel.
 #include "compiler/Transforms/FusionUtils.h"
 #include "compiler/Transforms/Passes.h"
 
@@ -27,6 +27,14 @@ RopeOp findQueryRope(KvWriteOp write) {
   return nullptr;
 }
 
+// The rope, and before it the per-head norm it alone reads (if any).
+void addRope(SmallVector<Operation *> &group, RopeOp rope) {
+  if (auto norm = rope.getInput().getDefiningOp<HeadRmsNormOp>();
+      norm && !norm->getParentOfType<FusionOp>() && hasSingleUser(norm.getResult(), rope))
+    group.push_back(norm);
+  group.push_back(rope);
+}
+
 struct FuseRopeKvWritePass : impl::FuseRopeKvWritePassBase<FuseRopeKvWritePass> {
   void runOnOperation() override {
     SmallVector<SmallVector<Operation *>> groups;
@@ -37,9 +45,11 @@ struct FuseRopeKvWritePass : impl::FuseRopeKvWritePassBase<FuseRopeKvWritePass> 
       if (!keyRope || !hasSingleUser(keyRope.getResult(), write) ||
           keyRope.getPositions() != write.getPositions())
         return;
-      SmallVector<Operation *> group = {keyRope, write};
+      SmallVector<Operation *> group;
+      addRope(group, keyRope);
+      group.push_back(write);
       if (RopeOp queryRope = findQueryRope(write))
-        group.push_back(queryRope);
+        addRope(group, queryRope);
       groups.push_back(group);
     });
     IRRewriter rewriter(&getContext());

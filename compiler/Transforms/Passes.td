@@ -130,7 +130,9 @@ def FuseRopeKvWritePass : Pass<"weft-fuse-rope-kv-write", "mlir::func::FuncOp"> 
     with that rope and with the rope of the query that uses the same
     positions (the one `weft.attention` of the same layer reads): one kernel
     rotates Q and K, stores K and V in the cache, and writes only the rotated
-    query.
+    query. A single-use `weft.head_rms_norm` feeding either rope (Qwen3's
+    query and key norms) joins the same kernel: each head is normalized
+    where it is loaded.
 
     Before:
 

@@ -1357,6 +1357,11 @@ struct HeadGroup {
   llvm::SmallVector<int64_t, 1> results;
   int cache = 0; // 0 none, 1 K, 2 V
   ElementType inType, resultType;
+  // A head norm before the rotation (HeadRmsNormOp): its weight's input
+  // index (-1: none), epsilon and result type.
+  int64_t normParam = -1;
+  double normEps = 0.0;
+  ElementType normType, normWeightType;
 };
 
 llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
@@ -1364,10 +1369,13 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   mlir::Block &body = region.getBody().front();
   auto yielded = yieldedResults(region);
   llvm::SmallVector<RopeOp> ropes;
+  llvm::SmallVector<HeadRmsNormOp> norms;
   KvWriteOp write;
   for (Operation &op : body.without_terminator()) {
     if (auto r = llvm::dyn_cast<RopeOp>(op))
       ropes.push_back(r);
+    else if (auto n = llvm::dyn_cast<HeadRmsNormOp>(op))
+      norms.push_back(n);
     else if (auto w = llvm::dyn_cast<KvWriteOp>(op)) {
       if (write)
         return regionError(region, "more than one kv_write");
@@ -1403,9 +1411,18 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
     kvHeads = cache.getKvHeads();
     headDim = cache.getHeadDim();
   }
+  // Each head norm feeds one rope of the region, nothing else.
+  for (HeadRmsNormOp n : norms) {
+    Value out = n.getResult();
+    if (!out.hasOneUse() || !llvm::isa<RopeOp>(*out.getUsers().begin()))
+      return regionError(region, "a head_rms_norm must feed one rope of the region and nothing "
+                                 "else");
+  }
   for (RopeOp r : ropes) {
-    auto shape = matrixShape(r.getInput());
-    auto it = elementTypeOf(r.getInput().getType()), rt = elementTypeOf(r.getResult().getType());
+    auto norm = r.getInput().getDefiningOp<HeadRmsNormOp>();
+    Value loaded = norm ? norm.getInput() : r.getInput();
+    auto shape = matrixShape(loaded);
+    auto it = elementTypeOf(loaded.getType()), rt = elementTypeOf(r.getResult().getType());
     if (!shape || !it || !rt)
       return regionError(region, "rope operands must be static f16/bf16/f32 matrices");
     int64_t dim = r.getHeadDim();
@@ -1424,10 +1441,27 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
     if (table == int64_t(tables.size()))
       tables.push_back(*inv);
     HeadGroup g;
-    g.inputParam = useInput(r.getInput());
+    g.inputParam = useInput(loaded);
     g.positionsParam = useInput(r.getPositions());
     if (g.inputParam < 0 || g.positionsParam < 0)
       return regionError(region, "rope operands must be region inputs");
+    if (norm) {
+      auto nt = elementTypeOf(norm.getResult().getType());
+      auto wt = elementTypeOf(norm.getWeight().getType());
+      if (!nt || !wt)
+        return regionError(region, "head_rms_norm operands must be f16/bf16/f32");
+      if (norm.getHeadDim() != dim)
+        return regionError(region, "head_rms_norm head_dim differs from its rope's");
+      if (dim & (dim - 1))
+        return regionError(region, "head norms need a power-of-two head_dim, got " +
+                                       llvm::Twine(dim));
+      g.normParam = useInput(norm.getWeight());
+      if (g.normParam < 0)
+        return regionError(region, "the head_rms_norm weight must be a region input");
+      g.normEps = norm.getEpsilon().convertToDouble();
+      g.normType = *nt;
+      g.normWeightType = *wt;
+    }
     g.heads = shape->second / dim;
     g.table = table;
     g.inType = *it;
@@ -1504,9 +1538,13 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   os << "};\n";
   if (write)
     os << "using cache_t = Config::cache_t;\n";
-  for (auto [i, g] : llvm::enumerate(groups))
+  for (auto [i, g] : llvm::enumerate(groups)) {
     os << "using in" << i << "_t = " << cudaType(g.inType) << ";\n"
        << "using res" << i << "_t = " << cudaType(g.resultType) << ";\n";
+    if (g.normParam >= 0)
+      os << "using norm" << i << "_t = " << cudaType(g.normType) << ";\n"
+         << "using norm_w" << i << "_t = " << cudaType(g.normWeightType) << ";\n";
+  }
   // The frequencies, computed in double by the compiler.
   for (auto [i, table] : llvm::enumerate(tables)) {
     os << "__constant__ double wf_inv_freq" << i << "[Config::HALF] = {";
@@ -1521,11 +1559,16 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   // (x<group>, keys, values) and the int32 positions and slots.
   for (auto [i, in] : llvm::enumerate(inputs)) {
     std::string type = "int", name;
-    for (auto [gi, g] : llvm::enumerate(groups))
+    for (auto [gi, g] : llvm::enumerate(groups)) {
       if (g.inputParam == int64_t(i) && name.empty()) {
         type = "in" + std::to_string(gi) + "_t";
         name = g.cache == 1 ? "keys" : g.cache == 2 ? "values" : "x" + std::to_string(gi);
       }
+      if (g.normParam == int64_t(i) && name.empty()) {
+        type = "norm_w" + std::to_string(gi) + "_t";
+        name = "norm_w" + std::to_string(gi);
+      }
+    }
     if (name.empty())
       name = int64_t(i) == slotsParam ? "slots" : "positions";
     if (llvm::any_of(params, [&](const ParamBinding &b) { return b.name == name; }))
@@ -1550,28 +1593,57 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
       params.push_back(binding(ParamBinding::Kind::RegionResult, r, n));
     }
 
+  // With head norms, every thread loads its pair (or zeros) and takes part
+  // in the heads' sums before any returns; without, threads past the last
+  // head return at once.
+  bool anyNorm = llvm::any_of(groups, [](const HeadGroup &g) { return g.normParam >= 0; });
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
      << "  using namespace weft::kernels;\n"
      << "  const int t = blockIdx.y;\n"
      << "  const int head = blockIdx.x * Config::HEADS_PER_BLOCK + threadIdx.x / Config::HALF;\n"
-     << "  const int i = threadIdx.x % Config::HALF;\n"
-     << "  if (head >= Config::HEADS)\n"
+     << "  const int i = threadIdx.x % Config::HALF;\n";
+  // `else if (head < end) {` / `{` opening group gi's branch (the last
+  // one bounded too where threads past the last head get there).
+  auto openBranch = [&](size_t gi, int64_t start, const HeadGroup &g, bool boundLast) {
+    os << "  " << (gi ? "else " : "");
+    if (gi + 1 < groups.size() || boundLast)
+      os << "if (head < " << start + g.heads << ") ";
+    os << "{\n    const int h = head - " << start << ";\n";
+  };
+  auto load = [&](const HeadGroup &g) {
+    os << "    loadPair<Config, " << g.heads << ">(" << inputName(g.inputParam)
+       << ", t, h, i, a, b);\n";
+  };
+  if (anyNorm) {
+    os << "  float a = 0.0f, b = 0.0f, squares = 0.0f;\n";
+    int64_t start = 0;
+    for (auto [gi, g] : llvm::enumerate(groups)) {
+      openBranch(gi, start, g, true);
+      load(g);
+      if (g.normParam >= 0)
+        os << "    squares = a * a + b * b;\n";
+      os << "  }\n";
+      start += g.heads;
+    }
+    os << "  const float headSquares = headSumSquares<Config>(squares);\n";
+  }
+  os << "  if (head >= Config::HEADS)\n"
      << "    return;\n";
   if (write)
     os << "  const CacheSlot slot = cacheSlot<Config>(" << inputName(positionsParam) << "[t], "
        << inputName(slotsParam) << "[t], block_tables);\n";
   int64_t start = 0;
   for (auto [gi, g] : llvm::enumerate(groups)) {
-    bool last = gi + 1 == groups.size();
     std::string heads = std::to_string(g.heads), res = "res" + std::to_string(gi) + "_t";
-    os << "  " << (gi ? "else " : "");
-    if (!last)
-      os << "if (head < " << start + g.heads << ") ";
-    os << "{\n    const int h = head - " << start << ";\n"
-       << "    float a, b;\n"
-       << "    loadPair<Config, " << heads << ">(" << inputName(g.inputParam)
-       << ", t, h, i, a, b);\n";
+    openBranch(gi, start, g, false);
+    if (!anyNorm) {
+      os << "    float a, b;\n";
+      load(g);
+    }
+    if (g.normParam >= 0)
+      os << "    normPair<Config, norm" << gi << "_t>(headSquares, " << inputName(g.normParam)
+         << ", i, " << floatLiteral(g.normEps) << ", a, b);\n";
     if (g.table >= 0)
       os << "    rotatePair<" << res << ">(" << inputName(g.positionsParam) << "[t], wf_inv_freq"
          << g.table << "[i], a, b);\n";
@@ -1593,8 +1665,8 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(finishKernel(
       region,
-      "weft_rope_kv_write_h" + std::to_string(totalHeads) +
-          "_d" + std::to_string(headDim),
+      std::string(anyNorm ? "weft_norm_rope_kv_write_h" : "weft_rope_kv_write_h") +
+          std::to_string(totalHeads) + "_d" + std::to_string(headDim),
       std::move(src), {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1},
       {int(threads), 1, 1}, std::move(params))));
   return steps;

@@ -10,7 +10,8 @@ check that importing reads only headers.
                               [--drop TENSOR]...
 
 --config merges keys into the Llama 3.1 8B config.json, e.g. another
-architecture ('{"model_type": "qwen2", ...}': Q/K/V biases), other sizes,
+architecture ('{"model_type": "qwen2", ...}': Q/K/V biases; "qwen3": Q/K
+head norms), other sizes,
 "head_dim", or "tie_word_embeddings": true (no lm_head tensor).
 
 --quant stores the projections packed, as AWQ (GEMM layout, 4-bit) or GPTQ
@@ -54,6 +55,9 @@ def tensors(c):
             yield p + "self_attn.q_proj.bias", [q]
             yield p + "self_attn.k_proj.bias", [kv]
             yield p + "self_attn.v_proj.bias", [kv]
+        if c["model_type"] == "qwen3":  # per-head norms of queries and keys
+            yield p + "self_attn.q_norm.weight", [d]
+            yield p + "self_attn.k_norm.weight", [d]
         yield p + "self_attn.o_proj.weight", [h, q]
         yield p + "post_attention_layernorm.weight", [h]
         yield p + "mlp.gate_proj.weight", [f, h]

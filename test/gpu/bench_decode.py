@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Batch-1 decode benchmark of Llama 3.1 8B in FP16 on one GPU, side by side:
-Weft (weft-run on a plan, random weights; with and without programmatic
-dependent launch and CUDA graphs), Hugging Face transformers (eager PyTorch,
-random weights) and the floor. Prints a table of ratios.
+"""Batch-1 decode benchmark on one GPU, side by side: Weft (weft-run on a
+plan, random weights; with and without programmatic dependent launch and
+CUDA graphs), Hugging Face transformers (eager PyTorch, random weights) and
+the floor. Prints a table of ratios. MODEL is llama-3.1-8b (FP16, the
+default) or qwen3-8b (BF16, as its checkpoints are); the plan must be of it.
 
 The floor is the bytes one decode token must read over the measured
 device-to-device copy bandwidth: every weight except the embedding table,
 of which one row is read, plus the KV cache of the positions attended
 (averaged over the decode steps).
 
-    python3 test/gpu/bench_decode.py PLAN WEFT_RUN
+    python3 test/gpu/bench_decode.py PLAN WEFT_RUN [MODEL]
 """
 import subprocess
 import sys
@@ -18,20 +19,27 @@ import time
 import torch
 import transformers
 
-# Llama 3.1 8B, fp16.
-HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 4096, 14336, 32, 32, 8, 128256
-HEAD_DIM = HIDDEN // HEADS
+MODELS = {
+    "llama-3.1-8b": dict(family="Llama", hidden=4096, ffn=14336, layers=32, heads=32,
+                         kv_heads=8, head_dim=128, vocab=128256, dtype=torch.float16,
+                         head_norms=False, label="Llama 3.1 8B fp16"),
+    "qwen3-8b": dict(family="Qwen3", hidden=4096, ffn=12288, layers=36, heads=32,
+                     kv_heads=8, head_dim=128, vocab=151936, dtype=torch.bfloat16,
+                     head_norms=True, label="Qwen3 8B bf16"),
+}
 PROMPT, NEW_TOKENS = 32, 128
 
 
-def token_bytes():
+def token_bytes(m):
     """Bytes one decode step reads: weights (one embedding row) and KV cache."""
-    layer = (HIDDEN * HIDDEN * 2                     # q, o
-             + HIDDEN * KV_HEADS * HEAD_DIM * 2      # k, v
-             + HIDDEN * FFN * 3                      # gate, up, down
-             + HIDDEN * 2)                           # two norms
-    weights = (LAYERS * layer + VOCAB * HIDDEN + HIDDEN + HIDDEN) * 2  # + head, final norm, 1 row
-    kv_per_position = LAYERS * 2 * KV_HEADS * HEAD_DIM * 2
+    h, q, kv = m["hidden"], m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"]
+    layer = (h * q * 2                               # q, o
+             + h * kv * 2                            # k, v
+             + h * m["ffn"] * 3                      # gate, up, down
+             + h * 2                                 # two norms
+             + (m["head_dim"] * 2 if m["head_norms"] else 0))
+    weights = (m["layers"] * layer + m["vocab"] * h + h + h) * 2  # + head, final norm, 1 row
+    kv_per_position = m["layers"] * 2 * kv * 2
     mean_context = PROMPT + NEW_TOKENS / 2
     return weights + kv_per_position * mean_context
 
@@ -59,13 +67,13 @@ def weft(plan, runner, tokens=NEW_TOKENS, extra=()):
     return float(line.split(",")[-1].split("ms/token")[0].strip()) / 1e3, line
 
 
-def hf(tokens=64):
-    cfg = transformers.LlamaConfig(
-        hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-        max_position_embeddings=131072)
+def hf(m, tokens=64):
+    cfg = getattr(transformers, m["family"] + "Config")(
+        hidden_size=m["hidden"], intermediate_size=m["ffn"], num_hidden_layers=m["layers"],
+        num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
+        head_dim=m["head_dim"], vocab_size=m["vocab"], max_position_embeddings=32768)
     with torch.device("cuda"):
-        model = transformers.LlamaForCausalLM(cfg).half().eval()
+        model = getattr(transformers, m["family"] + "ForCausalLM")(cfg).to(m["dtype"]).eval()
     ids = torch.arange(1, PROMPT + 1, device="cuda")[None]
     with torch.no_grad():
         model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8)
@@ -78,8 +86,9 @@ def hf(tokens=64):
 
 def main():
     plan, runner = sys.argv[1], sys.argv[2]
+    m = MODELS[sys.argv[3] if len(sys.argv) > 3 else "llama-3.1-8b"]
     bw = copy_bandwidth()
-    nbytes = token_bytes()
+    nbytes = token_bytes(m)
     floor = nbytes / bw
     runs = [("Weft (graphs, programmatic launch)", ()),
             ("Weft (graphs, no programmatic launch)", ("--no-programmatic-launch",)),
@@ -90,10 +99,10 @@ def main():
         print(f"weft-run {' '.join(extra)}: {line}")
         results.append((name, t))
     torch.cuda.empty_cache()
-    h = hf()
+    h = hf(m)
     print(f"floor: {nbytes / 1e9:.2f} GB per token (weights without the embedding table, "
           f"one row of it, KV cache) over {bw / 1e12:.2f} TB/s")
-    print("| batch-1 decode, Llama 3.1 8B fp16 | ms/token | tok/s | achieved GB/s | vs floor |")
+    print(f"| batch-1 decode, {m['label']} | ms/token | tok/s | achieved GB/s | vs floor |")
     print("|---|---|---|---|---|")
     for name, t in [("floor (copy bandwidth %.2f TB/s)" % (bw / 1e12), floor), *results,
                     ("HF transformers (eager)", h)]:

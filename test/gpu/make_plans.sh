@@ -214,6 +214,25 @@ build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --max-batch
 check "Qwen2-7B sizes, 2 layers" qwen2-7b-2l.weft cfg/qwen2-7b-2l float16 20 32 1
 check "  same, TP 2" qwen2-7b-2l-tp.weft cfg/qwen2-7b-2l float16 20 32 2
 
+# Qwen3 8B layer sizes, 2 layers, bf16 as the checkpoints are: per-head
+# q/k norms in the rope kernel, 24 sequences at once (batched decode,
+# prefill chunks) and TP 2.
+model qwen3-8b-2l 2 '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+  "hidden_size": 4096, "intermediate_size": 12288, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000.0,
+  "rope_scaling": null, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+  "attention_bias": false}' bfloat16
+# Buckets to 64 and prefill chunks 8/32, as sanitize.sh runs them.
+for layout in "h200" "2xh200:nvlink --stages 0+1"; do
+  plan=qwen3-8b-2l-mb64
+  [[ $layout == h200 ]] || plan=qwen3-8b-2l-tp-mb64
+  build_plan --model "$out/ckpt" --topology $layout --batch 4 --max-batch 64 --prefill-chunks 8,32 \
+    -o "$out/$plan.weft"
+done
+check "Qwen3-8B sizes, 2 layers" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 1
+check_batch "  same, 24 sequences" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 16 1 "$(lengths 24 300)"
+check "  same, TP 2" qwen3-8b-2l-tp-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 2
+
 # Random sizes (fixed seed): every kernel kind at shapes no real model has.
 python3 - "$out/random.txt" <<'PY'
 import json, random, sys
@@ -278,6 +297,17 @@ check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,100 \
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
+rm -rf "$out/ckpt"
+
+# The full Qwen3 8B in bf16: correctness (batch 1, all 36 layers) and
+# bench_decode.py's batch-1 comparison.
+model qwen3-8b 36 '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+  "hidden_size": 4096, "intermediate_size": 12288, "num_attention_heads": 32,
+  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000.0,
+  "rope_scaling": null, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+  "attention_bias": false}' bfloat16
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 -o "$out/qwen3-8b-bf16.weft"
+check "Qwen3-8B, all 36 layers" qwen3-8b-bf16.weft cfg/qwen3-8b bfloat16 8 32 1
 rm -rf "$out/ckpt"
 
 # Llama 3.1 8B with 4-bit (AWQ, group 128), 8-bit (GPTQ, one group per

@@ -51,5 +51,33 @@ TEST(ArchitectureTest, ExpectedTensorsAreTheGraphsWeights) {
   }
 }
 
+// Qwen3 adds one q_norm and one k_norm of head_dim per layer to the Llama
+// layer, and its queries (64 heads of 128) are wider than the hidden size.
+TEST(ArchitectureTest, Qwen3HasHeadNorms) {
+  llvm::Expected<ModelConfig> c = getBuiltinModel("qwen3-32b");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(&architectureOf(*c), &qwen3Architecture());
+  EXPECT_EQ(c->qWidth(), 8192);
+  EXPECT_EQ(c->hiddenSize, 5120);
+  EXPECT_FALSE(c->qkvBias);
+  int norms = 0;
+  for (const ExpectedTensor &t : expectedTensors(*c))
+    if (llvm::StringRef(t.name).ends_with("self_attn.q_norm.weight") ||
+        llvm::StringRef(t.name).ends_with("self_attn.k_norm.weight")) {
+      EXPECT_EQ(t.shape, std::vector<int64_t>{128}) << t.name;
+      ++norms;
+    }
+  EXPECT_EQ(norms, 2 * c->numLayers);
+  mlir::MLIRContext context;
+  c->numLayers = 1;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *c);
+  int headNorms = 0;
+  module->walk([&](HeadRmsNormOp op) {
+    EXPECT_EQ(op.getHeadDim(), 128u);
+    ++headNorms;
+  });
+  EXPECT_EQ(headNorms, 2);
+}
+
 } // namespace
 } // namespace weft

@@ -118,6 +118,22 @@ TEST(ModelConfigTest, BuiltinParameterCountsMatchPublishedSizes) {
   EXPECT_EQ(params("llama-3.1-70b"), 70553706496u);
   EXPECT_EQ(params("qwen2.5-7b"), 7615616512u);
   EXPECT_EQ(params("mistral-7b"), 7248023552u);
+  EXPECT_EQ(params("qwen3-8b"), 8190735360u); // 8.19B, q/k norms included
+  EXPECT_EQ(params("qwen3-32b"), 32762123264u);
+}
+
+TEST(ModelConfigTest, Qwen3HasNoBiasesAndRefusesWindows) {
+  std::string json = tinyLlamaWith("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                   "\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\"");
+  llvm::Expected<ModelConfig> c = parseModelConfig(json, "config.json");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->family, ModelFamily::Qwen3);
+  EXPECT_FALSE(c->qkvBias);
+  std::string windowed = tinyLlamaWith("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                       "\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
+                                       "\"use_sliding_window\": true");
+  std::string msg = parseError(windowed);
+  EXPECT_NE(msg.find("use_sliding_window"), std::string::npos) << msg;
 }
 
 TEST(ModelConfigTest, UnknownBuiltinListsKnownNames) {

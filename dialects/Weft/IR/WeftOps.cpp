@@ -204,6 +204,26 @@ LogicalResult RmsNormOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// HeadRmsNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult HeadRmsNormOp::verify() {
+  if (failed(verifyStaticFeatureDim(*this, getInput(), "input")))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError("result type must equal the input type");
+  int64_t dim = getHeadDim(), width = getInput().getType().getDimSize(1);
+  if (width % dim != 0)
+    return emitOpError() << "input width " << width << " is not a multiple of head_dim " << dim;
+  RankedTensorType w = getWeight().getType();
+  if (w.getRank() != 1 || w.getDimSize(0) != dim)
+    return emitOpError() << "weight must be tensor<" << dim << "x...>, got " << w;
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError("epsilon must be positive");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // LinearOp
 //===----------------------------------------------------------------------===//
 

@@ -104,6 +104,30 @@ def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Weft_HeadRmsNormOp : Weft_Op<"head_rms_norm", [Pure]> {
+  let summary = "Root-mean-square normalization of each attention head.";
+  let description = [{
+    Splits each token row into heads of `head_dim` features and normalizes
+    every head on its own, with one `weight` of `head_dim` shared by all
+    heads: `result = h / sqrt(mean(h^2) + epsilon) * weight` for each head
+    `h`, with the rounding of `weft.rms_norm`. Qwen3 normalizes queries and
+    keys this way before the rotary embedding (`q_norm`, `k_norm`).
+
+    Example:
+
+    ```mlir
+    %qn = weft.head_rms_norm %q, %wqn {head_dim = 128 : i64, epsilon = 1.0e-06 : f64}
+        : (tensor<?x4096xbf16>, tensor<128xbf16>) -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       F64Attr:$epsilon);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Projections
 //===----------------------------------------------------------------------===//

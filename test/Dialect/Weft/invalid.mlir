@@ -63,6 +63,24 @@ func.func @rms_norm_eps(%x: tensor<?x64xf16>, %w: tensor<64xf16>) {
 
 // -----
 
+// Tests that a head norm's weight is one head wide.
+func.func @head_rms_norm_weight(%x: tensor<?x64xbf16>, %w: tensor<64xbf16>) {
+  // expected-error @+1 {{weight must be tensor<16x...>}}
+  %y = weft.head_rms_norm %x, %w {head_dim = 16 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x64xbf16>, tensor<64xbf16>) -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+// Tests that a head norm's input holds whole heads.
+func.func @head_rms_norm_width(%x: tensor<?x72xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{input width 72 is not a multiple of head_dim 16}}
+  %y = weft.head_rms_norm %x, %w {head_dim = 16 : i64, epsilon = 1.0e-6 : f64} : (tensor<?x72xbf16>, tensor<16xbf16>) -> tensor<?x72xbf16>
+  return
+}
+
+// -----
+
 // Tests that the feature dimension of activations is static.
 func.func @rms_norm_dynamic(%x: tensor<?x?xf16>, %w: tensor<64xf16>) {
   // expected-error @+1 {{input must have a static feature dimension}}

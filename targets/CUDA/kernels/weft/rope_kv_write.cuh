@@ -3,7 +3,7 @@
 // thread: element i and i + HALF of a head are a pair.
 //
 // A generated kernel holds up to three head groups (queries, keys, values;
-// each rotated or not, yielded and/or cached) and dispatches each thread to
+// each normalized per head or not, rotated or not, yielded and/or cached) and dispatches each thread to
 // its group with these helpers; the rope frequencies are the compiler's,
 // in double, as a __constant__ table per distinct rope.
 //
@@ -57,6 +57,43 @@ __device__ __forceinline__ void loadPair(const In *__restrict__ x, int t, int h,
   const In *src = x + (size_t)t * HEADS_OF_GROUP * C::D + h * C::D;
   a = wf_f32(src[i]);
   b = wf_f32(src[i + C::HALF]);
+}
+
+// Head norms (Qwen3's q_norm and k_norm): the sum of a*a + b*b over the
+// HALF threads of each head, in every thread of it. Called by every thread
+// of the block (others pass 0): heads of more than 64 features span warps,
+// summed through shared memory behind one barrier. HALF is a power of two
+// (the compiler checks), so the lanes of a head are an aligned run.
+template <class C> __device__ __forceinline__ float headSumSquares(float v) {
+  static_assert((C::HALF & (C::HALF - 1)) == 0, "head norms need a power-of-two head_dim");
+  static_assert(C::THREADS % 32 == 0, "whole warps");
+  constexpr int LANES = C::HALF < 32 ? C::HALF : 32;
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  if constexpr (C::HALF > 32) {
+    constexpr int WARPS = C::HALF / 32; // per head
+    __shared__ float partial[C::THREADS / 32];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+      partial[warp] = v;
+    __syncthreads();
+    v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w)
+      v += partial[warp / WARPS * WARPS + w];
+  }
+  return v;
+}
+
+// RMSNorm of the pair given its head's sum of squares, rounded as the
+// model's norm is: weight * round_Res(x / rms), then round_Res again.
+template <class C, class Res, class W>
+__device__ __forceinline__ void normPair(float sumSquares, const W *__restrict__ weight, int i,
+                                         float eps, float &a, float &b) {
+  const float inv = 1.0f / sqrtf(sumSquares * (1.0f / C::D) + eps);
+  a = wf_round<Res>(wf_f32(weight[i]) * wf_round<Res>(a * inv));
+  b = wf_round<Res>(wf_f32(weight[i + C::HALF]) * wf_round<Res>(b * inv));
 }
 
 // Rotates the pair by position * inv_freq, rounding to Res as the model's
