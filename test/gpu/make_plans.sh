@@ -44,7 +44,7 @@ lengths() {
 }
 
 # The Hugging Face fixtures: one device, and tensor parallel over two.
-for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16; do
+for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16 qwen3:bfloat16; do
   name="${f%%:*}"; dtype="${f##*:}"
   # Plans sample by default (temperature 0 is greedy); two fixtures keep
   # the argmax head so both ends of the graph stay checked.

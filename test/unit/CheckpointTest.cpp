@@ -40,6 +40,7 @@ TEST(CheckpointTest, EveryFixtureImports) {
       {"mistral", io::DType::F16, false, ModelFamily::Mistral},
       {"qwen2", io::DType::BF16, false, ModelFamily::Qwen2},
       {"llama_sharded", io::DType::F16, true, ModelFamily::Llama},
+      {"qwen3", io::DType::BF16, false, ModelFamily::Qwen3},
   };
   for (const Expect &e : cases) {
     llvm::Expected<ModelSource> src = loadModelSource(kFixtures + "/" + e.name);
