@@ -94,7 +94,7 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
       cost.flops += 4 * T * width(norm.getInput());
     } else if (auto rope = dyn_cast<RopeOp>(op)) {
       cost.flops += 3 * T * width(rope.getInput());
-    } else if (isa<SiluOp>(op)) {
+    } else if (isa<SiluOp, GeluTanhOp>(op)) {
       cost.flops += 4 * T * width(op.getResult(0));
     } else if (isa<AddOp, MulOp>(op)) {
       cost.flops += T * width(op.getResult(0));

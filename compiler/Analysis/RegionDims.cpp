@@ -53,7 +53,7 @@ public:
     } else if (auto logits = dyn_cast<LogitsOp>(op)) {
       add("vocab", logits.getWeight().getType().getDimSize(0));
       add("hidden", logits.getWeight().getType().getDimSize(1));
-    } else if (isa<SiluOp, MulOp, AddOp>(op)) {
+    } else if (isa<SiluOp, GeluTanhOp, MulOp, AddOp>(op)) {
       add("width", width(op->getResult(0)));
     }
   }

@@ -12,7 +12,8 @@ namespace weft {
 
 llvm::ArrayRef<const Architecture *> architectures() {
   static const Architecture *const all[] = {&llamaArchitecture(), &mistralArchitecture(),
-                                            &qwen2Architecture(), &qwen3Architecture()};
+                                            &qwen2Architecture(), &qwen3Architecture(),
+                                            &gemma2Architecture()};
   return all;
 }
 
@@ -59,6 +60,13 @@ llvm::Error readProjectionBiases(const JsonFields &r, ModelConfig &c) {
   WEFT_ASSIGN_OR_RETURN(mlpBias, r.optBool("mlp_bias"));
   c.qkvBias = c.oBias = attentionBias.value_or(false);
   c.mlpBias = mlpBias.value_or(false);
+  return llvm::Error::success();
+}
+
+llvm::Error requireSilu(const JsonFields &r, const ModelConfig &c) {
+  if (c.hiddenAct != Activation::Silu)
+    return r.error("hidden_act", std::string("'") + activationName(c.hiddenAct) + "' is not " +
+                                     c.architecture + "'s activation (expected silu)");
   return llvm::Error::success();
 }
 
@@ -150,6 +158,7 @@ public:
   GraphValue add(GraphValue, GraphValue) override { return {0}; }
   GraphValue mul(GraphValue, GraphValue) override { return {0}; }
   GraphValue silu(GraphValue) override { return {0}; }
+  GraphValue geluTanh(GraphValue) override { return {0}; }
   GraphValue embedding(GraphValue) override { return {0}; }
 
 private:

@@ -34,7 +34,8 @@ public:
   // x [T, in] times w [out, in] transposed, plus bias [out].
   virtual GraphValue linear(GraphValue x, GraphValue w, std::optional<GraphValue> bias,
                             int64_t out) = 0;
-  // RMSNorm over the last dimension with weight w and epsilon `eps`.
+  // RMSNorm over the last dimension with weight w and epsilon `eps` (times
+  // (offset + w) for the config's normWeightOffset).
   virtual GraphValue rmsNorm(GraphValue x, GraphValue w, double eps) = 0;
   // RMSNorm of each head of x (the config's head_dim) with the one weight
   // w [head_dim] all heads share.
@@ -45,12 +46,16 @@ public:
   // Writes this layer's K and V rows into the cache.
   virtual void kvWrite(GraphValue k, GraphValue v, int64_t layer) = 0;
   // Causal attention of q over the layer's cache (the config's heads, KV
-  // heads, head_dim, 1/sqrt(head_dim) and sliding window).
+  // heads, head_dim, attention scale and soft cap, and the layer's
+  // sliding window).
   virtual GraphValue attention(GraphValue q, int64_t layer) = 0;
   virtual GraphValue add(GraphValue a, GraphValue b) = 0;
   virtual GraphValue mul(GraphValue a, GraphValue b) = 0;
   virtual GraphValue silu(GraphValue x) = 0;
-  // The embedding rows of the tokens' ids.
+  // GELU with the tanh approximation (PyTorch's gelu(approximate="tanh")).
+  virtual GraphValue geluTanh(GraphValue x) = 0;
+  // The embedding rows of the tokens' ids (times sqrt(hidden) when the
+  // config says so).
   virtual GraphValue embedding(GraphValue table) = 0;
 };
 
@@ -91,6 +96,8 @@ namespace layers {
 // The `attention_bias` (Q, K, V, O) and `mlp_bias` (gate, up, down) flags
 // of Llama-style configs.
 llvm::Error readProjectionBiases(const JsonFields &fields, ModelConfig &config);
+// Refuses an MLP activation other than SiLU (Llama-style families).
+llvm::Error requireSilu(const JsonFields &fields, const ModelConfig &config);
 // A projection with its weight (and bias) named `prefix`.weight/.bias.
 GraphValue projection(ModelGraphBuilder &g, GraphValue x, const std::string &prefix,
                       int64_t out, int64_t in, bool bias);
@@ -115,6 +122,7 @@ const Architecture &llamaArchitecture();
 const Architecture &mistralArchitecture();
 const Architecture &qwen2Architecture();
 const Architecture &qwen3Architecture();
+const Architecture &gemma2Architecture();
 
 } // namespace weft
 

@@ -65,7 +65,10 @@ public:
 
   GraphValue rmsNorm(GraphValue x, GraphValue w, double eps) override {
     Value v = unwrap(x);
-    return wrap(b.create<RmsNormOp>(loc, v.getType(), v, unwrap(w), b.getF64FloatAttr(eps)));
+    return wrap(b.create<RmsNormOp>(loc, v.getType(), v, unwrap(w), b.getF64FloatAttr(eps),
+                                    c.normWeightOffset != 0.0
+                                        ? b.getF64FloatAttr(c.normWeightOffset)
+                                        : FloatAttr()));
   }
 
   GraphValue headRmsNorm(GraphValue x, GraphValue w, double eps) override {
@@ -104,9 +107,12 @@ public:
         loc, act(widthOf(q)), unwrap(q), positions, slots, cache,
         b.getI64IntegerAttr(layer), b.getI64IntegerAttr(c.numHeads),
         b.getI64IntegerAttr(c.numKvHeads), b.getI64IntegerAttr(c.headDim),
-        b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim))), IntegerAttr());
-    if (c.slidingWindow)
-      attn.setSlidingWindowAttr(b.getI64IntegerAttr(*c.slidingWindow));
+        b.getF64FloatAttr(c.attentionScale.value_or(1.0 / std::sqrt(double(c.headDim)))),
+        IntegerAttr(), FloatAttr());
+    if (std::optional<int64_t> window = c.windowOf(layer))
+      attn.setSlidingWindowAttr(b.getI64IntegerAttr(*window));
+    if (c.attentionSoftcap)
+      attn.setSoftcapAttr(b.getF64FloatAttr(*c.attentionSoftcap));
     return wrap(attn);
   }
 
@@ -117,8 +123,13 @@ public:
     return wrap(b.create<MulOp>(loc, unwrap(x), unwrap(y)));
   }
   GraphValue silu(GraphValue x) override { return wrap(b.create<SiluOp>(loc, unwrap(x))); }
+  GraphValue geluTanh(GraphValue x) override {
+    return wrap(b.create<GeluTanhOp>(loc, unwrap(x)));
+  }
   GraphValue embedding(GraphValue table) override {
-    return wrap(b.create<EmbeddingOp>(loc, act(c.hiddenSize), unwrap(table), ids));
+    return wrap(b.create<EmbeddingOp>(
+        loc, act(c.hiddenSize), unwrap(table), ids,
+        c.scaleEmbedding ? b.getF64FloatAttr(std::sqrt(double(c.hiddenSize))) : FloatAttr()));
   }
 
   RopeKind ropeKind() const {
@@ -159,7 +170,9 @@ public:
 
     DecoderOutputs out = buildDecoder(*this, c, architectureOf(c));
     Value n = unwrap(out.hidden), head = unwrap(out.head);
-    Value logits = b.create<LogitsOp>(loc, logitsType, n, head);
+    Value logits = b.create<LogitsOp>(
+        loc, logitsType, n, head,
+        c.finalLogitSoftcap ? b.getF64FloatAttr(*c.finalLogitSoftcap) : FloatAttr());
     Value next;
     if (options.sampling)
       next = b.create<SampleOp>(loc, tokens, logits, entry->getArgument(4),

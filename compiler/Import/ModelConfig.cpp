@@ -27,6 +27,7 @@ const char *modelFamilyName(ModelFamily family) {
   case ModelFamily::Mistral: return "mistral";
   case ModelFamily::Qwen2: return "qwen2";
   case ModelFamily::Qwen3: return "qwen3";
+  case ModelFamily::Gemma2: return "gemma2";
   }
   return "unknown";
 }
@@ -64,6 +65,14 @@ std::string Quantization::describe() const {
   if (method == QuantMethod::Gptq)
     s += zeroPoint ? ", asymmetric" : ", symmetric";
   return s;
+}
+
+const char *activationName(Activation act) {
+  switch (act) {
+  case Activation::Silu: return "silu";
+  case Activation::GeluTanh: return "gelu_pytorch_tanh";
+  }
+  return "unknown";
 }
 
 const char *ropeTypeName(RopeType type) {
@@ -392,9 +401,13 @@ Expected<ModelConfig> parseModelConfig(StringRef text, StringRef file) {
                                      c.architecture + " (expected '" +
                                      expectedModelType + "')");
 
+  // The activation: which one a family supports is the family's to say.
   WEFT_ASSIGN_OR_RETURN(act, r.optString("hidden_act"));
-  if (act && *act != "silu")
-    return r.error("hidden_act", "unsupported activation '" + *act + "' (expected silu)");
+  if (act && *act == "gelu_pytorch_tanh")
+    c.hiddenAct = Activation::GeluTanh;
+  else if (act && *act != "silu")
+    return r.error("hidden_act", "unsupported activation '" + *act +
+                                     "' (supported: silu, gelu_pytorch_tanh)");
 
   // Dimensions.
   WEFT_ASSIGN_OR_RETURN(hidden, r.reqInt("hidden_size", 1, kMaxDim));

@@ -15,8 +15,13 @@
 
 namespace weft {
 
-enum class ModelFamily { Llama, Mistral, Qwen2, Qwen3 };
+enum class ModelFamily { Llama, Mistral, Qwen2, Qwen3, Gemma2 };
 const char *modelFamilyName(ModelFamily family);
+
+// The MLP's gate activation (config.json "hidden_act", Gemma's
+// "hidden_activation").
+enum class Activation { Silu, GeluTanh };
+const char *activationName(Activation act); // "silu", "gelu_pytorch_tanh"
 
 enum class RopeType { Default, Linear, Llama3 };
 const char *ropeTypeName(RopeType type);
@@ -85,12 +90,30 @@ struct ModelConfig {
   bool oBias = false;   // bias on the output projection
   bool mlpBias = false; // bias on gate, up and down
   std::optional<int64_t> slidingWindow;
+  // Layers that use slidingWindow (Gemma 2: every other one); empty: all.
+  std::vector<bool> slidingLayers;
+  Activation hiddenAct = Activation::Silu;
+  // Gemma: norms scale by (1 + weight), the embedding rows are multiplied
+  // by sqrt(hidden) (rounded to the dtype), the attention scale is
+  // query_pre_attn_scalar^-1/2, and attention scores and final logits are
+  // soft-capped (cap * tanh(x / cap)).
+  double normWeightOffset = 0.0;
+  bool scaleEmbedding = false;
+  std::optional<double> attentionScale; // default 1/sqrt(head_dim)
+  std::optional<double> attentionSoftcap;
+  std::optional<double> finalLogitSoftcap;
   io::DType dtype = io::DType::BF16; // the checkpoint's weight dtype
   std::optional<int64_t> bosTokenId;
   std::vector<int64_t> eosTokenIds;
   Quantization quant; // how the checkpoint stores the projections
 
   int64_t qWidth() const { return numHeads * headDim; }
+  // The sliding window of layer `layer`, if it has one.
+  std::optional<int64_t> windowOf(int64_t layer) const {
+    if (!slidingWindow || (!slidingLayers.empty() && !slidingLayers[size_t(layer)]))
+      return std::nullopt;
+    return slidingWindow;
+  }
   int64_t kvWidth() const { return numKvHeads * headDim; }
 };
 

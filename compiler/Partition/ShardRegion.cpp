@@ -183,7 +183,7 @@ llvm::Expected<ShardedRegion> shardRegion(FusionOp region, int64_t rank, int64_t
       attn.setNumKvHeads(*kv);
       attn.getResult().setType(withDim(cast<RankedTensorType>(attn.getResult().getType()), 1,
                                        *heads * int64_t(attn.getHeadDim())));
-    } else if (isa<RmsNormOp, HeadRmsNormOp, RopeOp, SiluOp, MulOp, AddOp>(copy)) {
+    } else if (isa<RmsNormOp, HeadRmsNormOp, RopeOp, SiluOp, GeluTanhOp, MulOp, AddOp>(copy)) {
       copy->getResult(0).setType(copy->getOperand(0).getType());
     } else if (!isa<KvWriteOp>(copy)) {
       return error(where + ": '" + op.getName().getStringRef() +

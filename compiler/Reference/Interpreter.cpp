@@ -11,6 +11,7 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -398,6 +399,7 @@ private:
   Results kvWrite(KvWriteOp op, const Ins &in);
   Results attention(AttentionOp op, const Ins &in);
   Results silu(SiluOp op, const Ins &in);
+  Results geluTanh(GeluTanhOp op, const Ins &in);
   Results elementwise(Operation *op, const Ins &in, bool multiply);
   Results argmax(ArgmaxOp op, const Ins &in);
   Results sample(SampleOp op, const Ins &in);
@@ -490,8 +492,19 @@ Results Executor::compute(Operation *op, const Ins &in) {
     return headRmsNorm(n, in);
   if (llvm::isa<LinearOp>(op))
     return linear(op, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
-  if (llvm::isa<LogitsOp>(op))
-    return linear(op, *in[0], *in[1], nullptr);
+  if (auto logits = llvm::dyn_cast<LogitsOp>(op)) {
+    Results r = linear(op, *in[0], *in[1], nullptr);
+    if (r && logits.getSoftcap()) {
+      // A fresh tensor: the linear's result is not shared yet, but keep
+      // the results immutable once made.
+      Tensor capped = *(*r)[0];
+      double cap = logits.getSoftcap()->convertToDouble();
+      for (float &v : capped.f)
+        v = float(cap * std::tanh(double(v) / cap));
+      return std::vector<TensorRef>{share(std::move(capped))};
+    }
+    return r;
+  }
   if (auto r = llvm::dyn_cast<RopeOp>(op))
     return rope(r, in);
   if (auto k = llvm::dyn_cast<KvWriteOp>(op))
@@ -500,6 +513,8 @@ Results Executor::compute(Operation *op, const Ins &in) {
     return attention(a, in);
   if (auto s = llvm::dyn_cast<SiluOp>(op))
     return silu(s, in);
+  if (auto g = llvm::dyn_cast<GeluTanhOp>(op))
+    return geluTanh(g, in);
   if (llvm::isa<AddOp>(op))
     return elementwise(op, in, /*multiply=*/false);
   if (llvm::isa<MulOp>(op))
@@ -544,6 +559,20 @@ Results Executor::weight(WeightOp op) {
   return std::vector<TensorRef>{*t};
 }
 
+// `v` rounded to a float element type (f16, bf16, f32), to nearest even.
+float roundToElementType(float v, mlir::Type type) {
+  const llvm::fltSemantics *sem = type.isBF16()  ? &llvm::APFloat::BFloat()
+                                  : type.isF16() ? &llvm::APFloat::IEEEhalf()
+                                                 : nullptr;
+  if (!sem)
+    return v;
+  llvm::APFloat a(v);
+  bool lost = false;
+  a.convert(*sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+  a.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return a.convertToFloat();
+}
+
 Results Executor::embedding(EmbeddingOp op, const Ins &in) {
   const Tensor &table = *in[0], &ids = *in[1];
   if (llvm::Error e = expectMatrix(op, table, "table"))
@@ -560,6 +589,13 @@ Results Executor::embedding(EmbeddingOp op, const Ins &in) {
                    llvm::Twine(t) + ") is outside the vocabulary [0, " +
                    llvm::Twine(vocab) + ")");
     std::copy_n(&table.f[id * hidden], hidden, &out.f[t * hidden]);
+  }
+  if (op.getScale()) {
+    // Gemma's normalizer is a tensor of the model's dtype.
+    float scale = roundToElementType(float(op.getScale()->convertToDouble()),
+                                     op.getResult().getType().getElementType());
+    for (float &v : out.f)
+      v *= scale;
   }
   return std::vector<TensorRef>{share(std::move(out))};
 }
@@ -582,8 +618,9 @@ Results Executor::rmsNorm(RmsNormOp op, const Ins &in) {
     // Hugging Face normalizes in f32 first and multiplies by the weight
     // after; keeping that order keeps the rounding the same.
     double inv = 1.0 / std::sqrt(sumSq / double(width) + eps);
+    float offset = float(op.weightOffsetOrZero());
     for (int64_t j = 0; j < width; ++j)
-      out.f[t * width + j] = w.f[j] * float(row[j] * inv);
+      out.f[t * width + j] = (offset + w.f[j]) * float(row[j] * inv);
   }
   return std::vector<TensorRef>{share(std::move(out))};
 }
@@ -731,6 +768,7 @@ Results Executor::attention(AttentionOp op, const Ins &in) {
   int64_t layer = op.getLayer(), heads = op.getNumHeads(),
           kvHeads = op.getNumKvHeads(), dim = op.getHeadDim();
   double scale = op.getScale().convertToDouble();
+  double softcap = op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0;
   if (heads % kvHeads != 0)
     return error(nameOf(op) + ": num_heads " + llvm::Twine(heads) +
                  " is not a multiple of num_kv_heads " + llvm::Twine(kvHeads));
@@ -781,6 +819,8 @@ Results Executor::attention(AttentionOp op, const Ins &in) {
         for (int64_t d = 0; d < dim; ++d)
           dot += double(qh[d]) * kh[d];
         scores[j] = dot * scale;
+        if (softcap > 0.0)
+          scores[j] = softcap * std::tanh(scores[j] / softcap);
         maxScore = std::max(maxScore, scores[j]);
       }
       double sum = 0.0;
@@ -807,6 +847,19 @@ Results Executor::silu(SiluOp op, const Ins &in) {
   Tensor out = Tensor::floats(x.shape);
   for (size_t j = 0; j < x.f.size(); ++j)
     out.f[j] = float(double(x.f[j]) / (1.0 + std::exp(-double(x.f[j]))));
+  return std::vector<TensorRef>{share(std::move(out))};
+}
+
+Results Executor::geluTanh(GeluTanhOp op, const Ins &in) {
+  const Tensor &x = *in[0];
+  if (x.isInt)
+    return error(nameOf(op) + ": input must be a float tensor");
+  Tensor out = Tensor::floats(x.shape);
+  const double k = std::sqrt(2.0 / M_PI);
+  for (size_t j = 0; j < x.f.size(); ++j) {
+    double v = x.f[j];
+    out.f[j] = float(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+  }
   return std::vector<TensorRef>{share(std::move(out))};
 }
 

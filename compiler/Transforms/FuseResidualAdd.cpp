@@ -31,7 +31,10 @@ struct FuseResidualAddPass : impl::FuseResidualAddPassBase<FuseResidualAddPass> 
       // The importer writes `add(residual, projection)`; try that side first.
       for (Value v : {add.getRhs(), add.getLhs()}) {
         Operation *producer = v.getDefiningOp();
-        if (producer && endsInProjection(producer) && hasSingleUser(v, add)) {
+        // Gemma normalizes the projection's output before the add (its
+        // post-attention and post-feedforward norms): norm and add fuse.
+        if (producer && (endsInProjection(producer) || isa<RmsNormOp>(producer)) &&
+            hasSingleUser(v, add)) {
           matches.push_back({producer, add});
           return;
         }

@@ -1,5 +1,5 @@
-// weft-fuse-swiglu: SiLU(gate) * up joins the projection that computes
-// gate and up.
+// weft-fuse-swiglu: SiLU(gate) * up (or GELU-tanh(gate) * up, Gemma's
+// GeGLU) joins the projection that computes gate and up.
 #include "compiler/Transforms/FusionUtils.h"
 #include "compiler/Transforms/Passes.h"
 
@@ -23,10 +23,11 @@ struct FuseSwigluPass : impl::FuseSwigluPassBase<FuseSwigluPass> {
         return;
       for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
                           std::pair(mul.getRhs(), mul.getLhs())}) {
-        auto silu = a.getDefiningOp<SiluOp>();
-        if (!silu || !hasSingleUser(silu.getResult(), mul))
+        Operation *silu = a.getDefiningOp();
+        if (!silu || !isa<SiluOp, GeluTanhOp>(silu) || !hasSingleUser(a, mul))
           continue;
-        Operation *producer = silu.getInput().getDefiningOp();
+        const char *suffix = isa<SiluOp>(silu) ? "swiglu" : "geglu";
+        Operation *producer = silu->getOperand(0).getDefiningOp();
         // Gate and up must come from one producer: a projection region or
         // the split of a merged projection.
         if (!producer || producer != b.getDefiningOp())
@@ -34,14 +35,14 @@ struct FuseSwigluPass : impl::FuseSwigluPassBase<FuseSwigluPass> {
         Match m;
         m.ops = {producer, silu, mul};
         if (auto split = dyn_cast<SplitOp>(producer)) {
-          m.kind = "split_swiglu";
+          m.kind = std::string("split_") + suffix;
           if (auto linear = split.getInput().getDefiningOp<LinearOp>();
               linear && linear->hasOneUse()) {
             m.ops.push_back(linear);
-            m.kind = "linear_swiglu";
+            m.kind = std::string("linear_") + suffix;
           }
         } else if (auto fusion = dyn_cast<FusionOp>(producer)) {
-          m.kind = fusion.getKind().str() + "_swiglu";
+          m.kind = fusion.getKind().str() + "_" + suffix;
         } else {
           continue;
         }

@@ -76,12 +76,13 @@ def FuseRmsNormLinearPass : Pass<"weft-fuse-rms-norm-linear", "mlir::func::FuncO
 }
 
 def FuseSwigluPass : Pass<"weft-fuse-swiglu", "mlir::func::FuncOp"> {
-  let summary = "Fuses SiLU(gate) * up into the gate/up projection.";
+  let summary = "Fuses SiLU(gate) * up (or GELU-tanh) into the gate/up projection.";
   let description = [{
     When `weft.mul(weft.silu(%gate), %up)` reads two results of one
     projection region (the merged gate/up projection) and the SiLU has no
     other user, both join that region as an epilogue: the kernel writes only
-    the product, half the bytes of gate and up.
+    the product, half the bytes of gate and up. `weft.gelu_tanh` in place of
+    the SiLU (Gemma's GeGLU) fuses alike, into a region of kind `..._geglu`.
 
     Before:
 
@@ -105,7 +106,10 @@ def FuseResidualAddPass : Pass<"weft-fuse-residual-add", "mlir::func::FuncOp"> {
   let description = [{
     `weft.add(%residual, %proj)` where `%proj` is the only use of a linear
     (or of a region ending in one) becomes that region's epilogue: the
-    kernel adds the residual as it writes the projection's output.
+    kernel adds the residual as it writes the projection's output. A
+    single-use `weft.rms_norm` in place of the projection (Gemma's norms of
+    the attention and MLP outputs) fuses with the add into an
+    `rms_norm_residual` region, one kernel.
 
     Before:
 

@@ -28,6 +28,7 @@ struct AttentionShape {
   int64_t tokens = 0, heads = 0, kvHeads = 0, headDim = 0, layer = 0;
   int64_t window = 0; // 0: no sliding window
   double scale = 0.0;
+  double softcap = 0.0; // Gemma 2: scores become softcap * tanh(score / softcap); 0: none
   ElementType elem = ElementType::BF16;
   // Operand indices of the weft.fusion.
   int64_t queryInput = 0, positionsInput = 1, slotsInput = 2;
@@ -75,6 +76,8 @@ llvm::Expected<AttentionShape> readShape(FusionOp region) {
   s.headDim = attn.getHeadDim();
   s.layer = attn.getLayer();
   s.scale = attn.getScale().convertToDouble();
+  if (auto cap = attn.getSoftcap())
+    s.softcap = cap->convertToDouble();
   if (auto w = attn.getSlidingWindow())
     s.window = int64_t(*w);
   if (s.heads % s.kvHeads != 0)
@@ -140,6 +143,8 @@ std::string kernelBaseName(const AttentionShape &s, const char *what) {
      << s.kvHeads << "_d" << s.headDim;
   if (s.window)
     os << "_w" << s.window;
+  if (s.softcap)
+    os << "_cap";
   os << "_" << elementTypeName(s.elem);
   // The scale is almost always 1/sqrt(head_dim); another one changes the
   // source, so it must change the name too.
@@ -200,6 +205,8 @@ void emitModelConstants(llvm::raw_ostream &os, const AttentionShape &s,
      << "  static constexpr float kScale = " << floatLiteral(s.scale) << ";\n"
      << "  static constexpr float kScaleLog2 = " << floatLiteral(s.scale * kLog2E)
      << "; // scale * log2(e): scores in base 2\n"
+     << "  static constexpr float kSoftcapLog2 = " << floatLiteral(s.softcap * kLog2E)
+     << "; // soft cap of the scores, in base 2 (0: none)\n"
      << "  static constexpr int kBlockTokens = " << o.blockTokens << ";\n"
      << "  static constexpr int kMaxBlocks = " << o.maxBlocksPerSequence
      << "; // block-table row length\n"

@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -216,6 +217,9 @@ struct Projection {
   // Fusion operands.
   int64_t xIn = -1, normIn = -1, weightIn = -1, biasIn = -1, residualIn = -1;
   double eps = 0.0;
+  double normOffset = 0.0; // Gemma: the norm scales by (offset + weight)
+  bool gelu = false;       // Swiglu: GELU-tanh(gate) * up (Gemma's GeGLU)
+  std::optional<double> logitsSoftcap; // Logits: cap * tanh(logit / cap)
   ElementType xType, normType = ElementType::F32, weightType, biasType = ElementType::F32,
                      linType, residualType = ElementType::F32, outType = ElementType::F32;
   ElementType normOutType = ElementType::F32; // the rms_norm result
@@ -261,7 +265,8 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
       if (proj)
         return regionError(region, "more than one projection in one region");
       proj = &op;
-    } else if (!llvm::isa<RmsNormOp, SplitOp, SiluOp, MulOp, AddOp, ArgmaxOp, SampleOp>(op)) {
+    } else if (!llvm::isa<RmsNormOp, SplitOp, SiluOp, GeluTanhOp, MulOp, AddOp, ArgmaxOp,
+                         SampleOp>(op)) {
       return std::optional<Projection>();
     }
   }
@@ -292,6 +297,7 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
     p.xIn = inputIndex(region, norm.getInput());
     p.normIn = inputIndex(region, norm.getWeight());
     p.eps = norm.getEpsilon().convertToDouble();
+    p.normOffset = norm.weightOffsetOrZero();
     auto nt = elementTypeOf(norm.getWeight().getType());
     auto ot = elementTypeOf(norm.getResult().getType());
     if (!nt || !ot)
@@ -353,6 +359,8 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
 
   if (p.isLogits) {
     p.epilogue = Epilogue::Logits;
+    if (auto cap = llvm::cast<LogitsOp>(proj).getSoftcap())
+      p.logitsSoftcap = cap->convertToDouble();
     p.outResults = yieldedAs(result);
     if (users.size() > 1)
       return regionError(region, "logits feed more than one token selection");
@@ -423,13 +431,14 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   if (offset != p.nw)
     return regionError(region, "split sizes do not add up to the projection width");
 
-  // SwiGLU: silu(split#a) * split#b, the only consumers of the split.
-  SiluOp silu;
+  // SwiGLU: silu(split#a) * split#b, the only consumers of the split
+  // (GeGLU: gelu_tanh in place of silu).
+  Operation *silu = nullptr;
   MulOp mul;
   for (Value r : split.getResults())
     for (Operation *u : r.getUsers()) {
-      if (auto s = llvm::dyn_cast<SiluOp>(u))
-        silu = s;
+      if (llvm::isa<SiluOp, GeluTanhOp>(u))
+        silu = u;
       else if (auto m = llvm::dyn_cast<MulOp>(u))
         mul = m;
       else if (!llvm::isa<YieldOp>(u))
@@ -442,14 +451,15 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   }
   if (!silu || !mul || !silu->hasOneUse() || *silu->getUsers().begin() != mul.getOperation())
     return regionError(region, "expected silu(gate) * up after the split");
-  Value up = mul.getLhs() == silu.getResult() ? mul.getRhs() : mul.getLhs();
+  p.gelu = llvm::isa<GeluTanhOp>(silu);
+  Value up = mul.getLhs() == silu->getResult(0) ? mul.getRhs() : mul.getLhs();
   auto segmentOf = [&](Value v) -> int64_t {
     for (auto [i, r] : llvm::enumerate(split.getResults()))
       if (r == v)
         return int64_t(i);
     return -1;
   };
-  int64_t gate = segmentOf(silu.getInput()), upSeg = segmentOf(up);
+  int64_t gate = segmentOf(silu->getOperand(0)), upSeg = segmentOf(up);
   if (gate < 0 || upSeg < 0 || gate == upSeg ||
       p.segments[gate].size != p.segments[upSeg].size)
     return regionError(region, "gate and up must be two equal parts of the split");
@@ -529,7 +539,8 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
     defs << "typedef " << cudaType(p.linType) << " lin_t;\n"
          << "typedef " << cudaType(p.outType) << " out_t;\n";
     body << "    const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);\n"
-         << "    const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));\n";
+         << "    const float act = wf_round<lin_t>(" << (p.gelu ? "wf_gelu_tanh" : "wf_silu")
+         << "(gate));\n";
     for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
       body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(act * up);\n";
     break;
@@ -567,6 +578,9 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
     } else {
       names = addOutputs(p.outResults, "float", "logits");
     }
+    if (p.logitsSoftcap)
+      body << "    v[0] = " << floatLiteral(*p.logitsSoftcap) << " * tanhf(v[0] * "
+           << floatLiteral(1.0 / *p.logitsSoftcap) << ");  // soft cap\n";
     for (const std::string &n : names)
       body << "    " << n << "[(size_t)t * NC + col] = v[0];\n";
     if (argmaxCandidates)
@@ -734,7 +748,8 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << ", PRENORM = " << (g.prenorm ? "true" : "false")
        << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
        << (argmax ? "true" : "false") << ";\n"
-       << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0) << ";\n"
+       << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
+       << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"
        << "  using x_t = " << cudaType(p.xType) << ";\n"
        << "  using w_t = " << (p.quantBits ? "unsigned" : cudaType(p.weightType)) << ";\n"
        << "  using s_t = " << cudaType(g.stageType) << ";\n"
@@ -941,6 +956,27 @@ EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
                                  std::move(params)));
 }
 
+// The soft cap of logits a library GEMM wrote (weft/softcap.cuh).
+EmittedStep emitSoftcapRows(FusionOp region, const Projection &p) {
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// cap * tanh(logit / cap) of each logit, in place.\n"
+     << "#include \"weft/softcap.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int V = " << p.nw << ", THREADS = 256;\n"
+     << "  static constexpr float CAP = " << floatLiteral(*p.logitsSoftcap)
+     << ", INV_CAP = " << floatLiteral(1.0 / *p.logitsSoftcap) << ";\n"
+     << "};\n";
+  std::vector<ParamBinding> params = {logitsBinding(p)};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker << "(float *__restrict__ logits) {\n"
+     << "  weft::kernels::softcapRows<Config>(logits);\n}\n";
+  os.flush();
+  return kernelStep(finishKernel(region, "weft_softcap_rows_v" + std::to_string(p.nw),
+                                 std::move(src), {int(ceilDiv(p.nw, 256)), int(p.tokens), 1},
+                                 {256, 1, 1}, std::move(params)));
+}
+
 // weft.sample, one block per token (weft/sample.cuh).
 EmittedStep emitSample(FusionOp region, const Projection &p) {
   std::string src;
@@ -992,7 +1028,8 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
      << "struct Config {\n"
      << "  static constexpr int K = " << p.k << ", VEC = " << vec
      << ", THREADS = 256;\n"
-     << "  static constexpr float EPS = " << floatLiteral(p.eps) << ";\n"
+     << "  static constexpr float EPS = " << floatLiteral(p.eps)
+     << ", NORM_OFFSET = " << floatLiteral(p.normOffset) << ";\n"
      << "  using x_t = " << cudaType(p.xType) << ";\n"
      << "  using norm_t = " << cudaType(p.normType) << ";\n"
      << "  using y_t = " << cudaType(p.normOutType) << ";\n"
@@ -1087,12 +1124,13 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
   int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
   std::string src;
   llvm::raw_string_ostream os(src);
-  os << "// silu(gate) * up over a projection's output.\n"
+  os << "// " << (p.gelu ? "gelu_tanh" : "silu") << "(gate) * up over a projection's output.\n"
      << "#include \"weft/swiglu.cuh\"\n\n"
      << "struct Config {\n"
      << "  static constexpr int NW = " << p.nw << ", I = " << p.width
      << ", GATE = " << p.gateOffset << ", UP = " << p.upOffset << ", VEC = " << vec
      << ", THREADS = " << threads << ";\n"
+     << "  static constexpr bool GELU = " << (p.gelu ? "true" : "false") << ";\n"
      << "  using lin_t = " << cudaType(p.linType) << ";\n"
      << "  using out_t = " << cudaType(p.outType) << ";\n"
      << "};\n";
@@ -1149,6 +1187,61 @@ EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding o
                                      std::to_string(p.k),
                                  std::move(src), {int(ceilDiv(words, threads)), 1, 1},
                                  {threads, 1, 1}, std::move(params)));
+}
+
+// A norm of a projection's output added to the residual (Gemma's
+// post-attention and post-feedforward norms): residual + rms_norm(x), one
+// block per token, at every token count.
+llvm::Expected<std::vector<EmittedStep>> emitNormResidual(FusionOp region, RmsNormOp norm,
+                                                          AddOp add) {
+  Value residual = add.getLhs() == norm.getResult() ? add.getRhs() : add.getLhs();
+  auto shape = matrixShape(norm.getInput());
+  auto xt = elementTypeOf(norm.getInput().getType());
+  auto nt = elementTypeOf(norm.getWeight().getType());
+  auto yt = elementTypeOf(add.getResult().getType());
+  if (!shape || !xt || !nt || !yt || elementTypeOf(residual.getType()) != yt ||
+      elementTypeOf(norm.getResult().getType()) != yt)
+    return regionError(region, "rms_norm + add operands must be static f16/bf16/f32 "
+                               "matrices of one result type");
+  int64_t xIn = inputIndex(region, norm.getInput()), wIn = inputIndex(region, norm.getWeight()),
+          rIn = inputIndex(region, residual);
+  auto yielded = yieldedResults(region);
+  auto out = yielded.find(add.getResult());
+  if (xIn < 0 || wIn < 0 || rIn < 0 || residual == norm.getResult())
+    return regionError(region, "rms_norm + add operands must be region inputs");
+  if (out == yielded.end() || out->second.size() != 1 || !norm->hasOneUse())
+    return regionError(region, "the sum must be the region's one result");
+  int64_t k = shape->second, tokens = shape->first;
+  int64_t vec = vectorWidth(std::max({bytesOf(*xt), bytesOf(*nt), bytesOf(*yt)}), {k});
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// residual + RMSNorm of each token row (one block per token).\n"
+     << "#include \"weft/rms_norm.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int K = " << k << ", VEC = " << vec << ", THREADS = 256;\n"
+     << "  static constexpr float EPS = " << floatLiteral(norm.getEpsilon().convertToDouble())
+     << ", NORM_OFFSET = " << floatLiteral(norm.weightOffsetOrZero()) << ";\n"
+     << "  using x_t = " << cudaType(*xt) << ";\n"
+     << "  using norm_t = " << cudaType(*nt) << ";\n"
+     << "  using y_t = " << cudaType(*yt) << ";\n"
+     << "};\n";
+  std::vector<ParamBinding> params = {
+      binding(ParamBinding::Kind::RegionInput, xIn, "x"),
+      binding(ParamBinding::Kind::RegionInput, wIn, "norm_w"),
+      binding(ParamBinding::Kind::RegionInput, rIn, "residual"),
+      binding(ParamBinding::Kind::RegionResult, out->second.front(), "y")};
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker
+     << "(const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w,\n"
+        "    const Config::y_t *__restrict__ residual, Config::y_t *__restrict__ y) {\n"
+        "  weft::kernels::rmsNormRows<Config, true>(x, norm_w, y, residual);\n"
+        "}\n";
+  os.flush();
+  std::vector<EmittedStep> steps;
+  steps.push_back(kernelStep(finishKernel(region, "weft_rms_norm_residual_k" + std::to_string(k),
+                                          std::move(src), {int(tokens), 1, 1}, {256, 1, 1},
+                                          std::move(params))));
+  return steps;
 }
 
 // Prefill-sized projections: [RMSNorm kernel,] a cuBLASLt GEMM, then the
@@ -1209,6 +1302,8 @@ emitPrefillProjection(FusionOp region, const Projection &p,
     gemm.c = logitsBinding(p);
     if (p.outResults.size() > 1)
       return regionError(region, "logits yielded more than once");
+    if (p.logitsSoftcap)
+      after.push_back(emitSoftcapRows(region, p));
     if (p.select == Projection::Select::Argmax)
       after.push_back(emitArgmaxRows(region, p));
     else if (p.select == Projection::Select::Sample)
@@ -1308,8 +1403,22 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
      << "#include \"weft/embedding.cuh\"\n\n"
      << "struct Config {\n"
      << "  static constexpr int H = " << hidden << ", V = " << vocab
-     << ", VEC = " << vec << ", THREADS = " << threads << ";\n"
-     << "  using table_t = " << cudaType(*tableType) << ";\n"
+     << ", VEC = " << vec << ", THREADS = " << threads << ";\n";
+  if (emb.getScale()) {
+    // Gemma's normalizer, a tensor of the result's dtype: rounded here.
+    llvm::APFloat scale(emb.getScale()->convertToDouble());
+    bool lost = false;
+    if (*outType != ElementType::F32)
+      scale.convert(*outType == ElementType::BF16 ? llvm::APFloat::BFloat()
+                                                  : llvm::APFloat::IEEEhalf(),
+                    llvm::APFloat::rmNearestTiesToEven, &lost);
+    scale.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    os << "  static constexpr float SCALE = " << floatLiteral(scale.convertToDouble())
+       << ";  // rows times sqrt(H) in out_t\n";
+  } else {
+    os << "  static constexpr float SCALE = 1.0f;\n";
+  }
+  os << "  using table_t = " << cudaType(*tableType) << ";\n"
      << "  using out_t = " << cudaType(*outType) << ";\n"
      << "};\n";
   std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, tableIn, "table"),
@@ -1801,6 +1910,13 @@ llvm::Expected<std::vector<EmittedStep>> emitRegionSteps(FusionOp region,
   }
   if (hasRopeOrWrite)
     return emitRopeKvWrite(region, options);
+  if (ops == 2) {
+    auto it = body.begin();
+    auto norm = llvm::dyn_cast<RmsNormOp>(*it);
+    auto add = llvm::dyn_cast<AddOp>(*std::next(it));
+    if (norm && add && llvm::is_contained(add->getOperands(), norm.getResult()))
+      return emitNormResidual(region, norm, add);
+  }
   llvm::Expected<std::optional<Projection>> projection = analyzeProjection(region);
   if (!projection)
     return projection.takeError();

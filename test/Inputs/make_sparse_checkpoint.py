@@ -11,7 +11,7 @@ check that importing reads only headers.
 
 --config merges keys into the Llama 3.1 8B config.json, e.g. another
 architecture ('{"model_type": "qwen2", ...}': Q/K/V biases; "qwen3": Q/K
-head norms), other sizes,
+head norms; "gemma2": four norms a layer, tied by default), other sizes,
 "head_dim", or "tie_word_embeddings": true (no lm_head tensor).
 
 --quant stores the projections packed, as AWQ (GEMM layout, 4-bit) or GPTQ
@@ -60,11 +60,14 @@ def tensors(c):
             yield p + "self_attn.k_norm.weight", [d]
         yield p + "self_attn.o_proj.weight", [h, q]
         yield p + "post_attention_layernorm.weight", [h]
+        if c["model_type"] == "gemma2":  # norms around the MLP too
+            yield p + "pre_feedforward_layernorm.weight", [h]
+            yield p + "post_feedforward_layernorm.weight", [h]
         yield p + "mlp.gate_proj.weight", [f, h]
         yield p + "mlp.up_proj.weight", [f, h]
         yield p + "mlp.down_proj.weight", [h, f]
     yield "model.norm.weight", [h]
-    if not c.get("tie_word_embeddings"):
+    if not c.get("tie_word_embeddings", c["model_type"] == "gemma2"):
         yield "lm_head.weight", [v, h]
 
 

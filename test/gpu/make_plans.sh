@@ -44,7 +44,7 @@ lengths() {
 }
 
 # The Hugging Face fixtures: one device, and tensor parallel over two.
-for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16 qwen3:bfloat16; do
+for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16 qwen3:bfloat16 gemma2:float32; do
   name="${f%%:*}"; dtype="${f##*:}"
   # Plans sample by default (temperature 0 is greedy); two fixtures keep
   # the argmax head so both ends of the graph stay checked.
@@ -232,6 +232,36 @@ done
 check "Qwen3-8B sizes, 2 layers" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 1
 check_batch "  same, 24 sequences" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 16 1 "$(lengths 24 300)"
 check "  same, TP 2" qwen3-8b-2l-tp-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 2
+
+# Gemma 2: the fixture with 24 sequences (prefill chunks through cuBLASLt
+# and the logits soft cap after it), and the 9B (head_dim 256) and 27B
+# (head_dim 128, query_pre_attn_scalar 144) layer sizes, 2 layers, bf16,
+# with a sliding window of 16 on layer 0 so that prompts and decode cross
+# it; one device (buckets to 64) and TP 2.
+build_plan --model "$root/test/fixtures/gemma2" --topology h200 --batch 4 --max-batch 32 --prefill-chunks 8,32 \
+  -o "$out/gemma2-mb32.weft"
+check_batch "fixture gemma2 (f32), 24 sequences" gemma2-mb32.weft fixture:gemma2 float32 16 1 "$(lengths 24 60)"
+gemma='"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "rope_theta": 10000.0,
+  "rope_scaling": null, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "sliding_window": 16,
+  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": true, "vocab_size": 256000'
+model gemma2-9b-2l 2 "{$gemma, \"hidden_size\": 3584, \"intermediate_size\": 14336,
+  \"num_attention_heads\": 16, \"num_key_value_heads\": 8, \"head_dim\": 256, \"query_pre_attn_scalar\": 256}" bfloat16
+for layout in "h200" "2xh200:nvlink --stages 0+1"; do
+  plan=gemma2-9b-2l-mb64
+  [[ $layout == h200 ]] || plan=gemma2-9b-2l-tp-mb64
+  build_plan --model "$out/ckpt" --topology $layout --batch 4 --max-batch 64 --prefill-chunks 8,32 \
+    -o "$out/$plan.weft"
+done
+check "Gemma-2-9B sizes, 2 layers, window 16" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 1
+check_batch "  same, 24 sequences" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 16 1 "$(lengths 24 300)"
+check "  same, TP 2" gemma2-9b-2l-tp-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 2
+model gemma2-27b-2l 2 "{$gemma, \"hidden_size\": 4608, \"intermediate_size\": 36864,
+  \"num_attention_heads\": 32, \"num_key_value_heads\": 16, \"head_dim\": 128, \"query_pre_attn_scalar\": 144}" bfloat16
+build_plan --model "$out/ckpt" --topology h200 --batch 4 --max-batch 64 --prefill-chunks 8,32 \
+  -o "$out/gemma2-27b-2l-mb64.weft"
+check "Gemma-2-27B sizes, 2 layers, window 16" gemma2-27b-2l-mb64.weft cfg/gemma2-27b-2l bfloat16 20 32 1
+check_batch "  same, 24 sequences" gemma2-27b-2l-mb64.weft cfg/gemma2-27b-2l bfloat16 16 1 "$(lengths 24 300)"
 
 # Random sizes (fixed seed): every kernel kind at shapes no real model has.
 python3 - "$out/random.txt" <<'PY'

@@ -100,7 +100,7 @@ TEST_P(InterpreterFixtureTest, LogitsAndGreedyContinuationMatchHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(InterpreterFixtures, InterpreterFixtureTest,
                          ::testing::Values("llama", "llama_tied_bf16", "mistral",
-                                           "qwen2", "llama_sharded", "qwen3"),
+                                           "qwen2", "llama_sharded", "qwen3", "gemma2"),
                          [](const ::testing::TestParamInfo<const char *> &info) {
                            return std::string(info.param);
                          });

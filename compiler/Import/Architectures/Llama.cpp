@@ -5,10 +5,19 @@
 #include "compiler/Import/Architecture.h"
 
 namespace weft {
+namespace {
+
+llvm::Error readLlamaFields(const JsonFields &r, ModelConfig &c) {
+  if (llvm::Error e = layers::requireSilu(r, c))
+    return e;
+  return layers::readProjectionBiases(r, c);
+}
+
+} // namespace
 
 const Architecture &llamaArchitecture() {
-  static const Architecture a{"LlamaForCausalLM", "llama", ModelFamily::Llama,
-                              layers::readProjectionBiases, layers::llamaLayer};
+  static const Architecture a{"LlamaForCausalLM", "llama", ModelFamily::Llama, readLlamaFields,
+                              layers::llamaLayer};
   return a;
 }
 

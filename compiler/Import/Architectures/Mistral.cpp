@@ -6,6 +6,8 @@ namespace weft {
 namespace {
 
 llvm::Error readMistralFields(const JsonFields &r, ModelConfig &c) {
+  if (llvm::Error e = layers::requireSilu(r, c))
+    return e;
   if (llvm::Error e = layers::readProjectionBiases(r, c))
     return e;
   WEFT_ASSIGN_OR_RETURN(window, r.optInt("sliding_window", 1, int64_t(1) << 30));

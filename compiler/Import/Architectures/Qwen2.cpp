@@ -7,6 +7,8 @@ namespace weft {
 namespace {
 
 llvm::Error readQwen2Fields(const JsonFields &r, ModelConfig &c) {
+  if (llvm::Error e = layers::requireSilu(r, c))
+    return e;
   c.qkvBias = true;
   c.oBias = c.mlpBias = false;
   WEFT_ASSIGN_OR_RETURN(useWindow, r.optBool("use_sliding_window"));

@@ -10,6 +10,8 @@ namespace weft {
 namespace {
 
 llvm::Error readQwen3Fields(const JsonFields &r, ModelConfig &c) {
+  if (llvm::Error e = layers::requireSilu(r, c))
+    return e;
   if (llvm::Error e = layers::readProjectionBiases(r, c))
     return e;
   WEFT_ASSIGN_OR_RETURN(useWindow, r.optBool("use_sliding_window"));

@@ -174,6 +174,9 @@ LogicalResult QuantAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitErr
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
+  if (getScale() && !(getScale()->convertToDouble() > 0.0 &&
+                      std::isfinite(getScale()->convertToDouble())))
+    return emitOpError("scale must be positive");
   RankedTensorType table = getTable().getType();
   RankedTensorType result = getResult().getType();
   if (table.getRank() != 2)
@@ -200,6 +203,8 @@ LogicalResult RmsNormOp::verify() {
     return emitOpError() << "weight must be tensor<" << width << "x...>, got " << w;
   if (!(getEpsilon().convertToDouble() > 0.0))
     return emitOpError("epsilon must be positive");
+  if (!std::isfinite(weightOffsetOrZero()))
+    return emitOpError("weight_offset must be finite");
   return success();
 }
 
@@ -398,6 +403,9 @@ LogicalResult AttentionOp::verify() {
   }
   if (!(getScale().convertToDouble() > 0.0))
     return emitOpError("scale must be positive");
+  if (getSoftcap() && !(getSoftcap()->convertToDouble() > 0.0 &&
+                        std::isfinite(getSoftcap()->convertToDouble())))
+    return emitOpError("softcap must be positive");
   if (failed(verifyTokens(*this, getQuery(), getPositions(), "positions")) ||
       failed(verifyTokens(*this, getQuery(), getSlots(), "slots")) ||
       failed(verifyTokens(*this, getQuery(), getResult(), "result")))
@@ -410,6 +418,9 @@ LogicalResult AttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LogitsOp::verify() {
+  if (getSoftcap() && !(getSoftcap()->convertToDouble() > 0.0 &&
+                        std::isfinite(getSoftcap()->convertToDouble())))
+    return emitOpError("softcap must be positive");
   RankedTensorType in = getInput().getType();
   RankedTensorType w = getWeight().getType();
   RankedTensorType out = getResult().getType();

@@ -67,7 +67,9 @@ def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure]> {
   let description = [{
     `result[t, :] = table[ids[t], :]`, converted to the result's dtype. The
     table is `tensor<V x H>`; token ids outside `[0, V)` are an error at run
-    time.
+    time. With `scale` (Gemma: sqrt(H)), each row is multiplied by the scale
+    rounded to the result's dtype, and the product rounded again, as
+    Gemma's embedding normalizer does.
 
     Example:
 
@@ -76,7 +78,8 @@ def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure]> {
         : (tensor<128256x4096xbf16>, tensor<?xi32>) -> tensor<?x4096xbf16>
     ```
   }];
-  let arguments = (ins Weft_WeightTensor:$table, Weft_TokenVector:$ids);
+  let arguments = (ins Weft_WeightTensor:$table, Weft_TokenVector:$ids,
+                       OptionalAttr<F64Attr>:$scale);
   let results = (outs Weft_Activation:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -88,7 +91,9 @@ def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
     For each token row `x` of width H:
     `result = x / sqrt(mean(x^2) + epsilon) * weight`, computed in f32 and
     rounded to the input's dtype before the multiplication by `weight`, as
-    Hugging Face's LlamaRMSNorm does.
+    Hugging Face's LlamaRMSNorm does. With a `weight_offset` (Gemma: 1.0)
+    the factor is `weight_offset + weight`, and the normalized row times it
+    is taken in f32 and rounded once, as Gemma's RMSNorm does.
 
     Example:
 
@@ -98,10 +103,16 @@ def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
     ```
   }];
   let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight,
-                       F64Attr:$epsilon);
+                       F64Attr:$epsilon, OptionalAttr<F64Attr>:$weight_offset);
   let results = (outs Weft_Activation:$result);
   let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The constant added to the weight (0 unless weight_offset is set).
+    double weightOffsetOrZero() {
+      return getWeightOffset() ? getWeightOffset()->convertToDouble() : 0.0;
+    }
+  }];
 }
 
 def Weft_HeadRmsNormOp : Weft_Op<"head_rms_norm", [Pure]> {
@@ -244,7 +255,9 @@ def Weft_AttentionOp : Weft_Op<"attention"> {
     `0 ..= positions[t]` (and, with `sliding_window = W`, only the last `W`
     of those), using KV head `h / (num_heads / num_kv_heads)`:
     `softmax(q · Kᵀ * scale) · V`, accumulated in f32. The query is
-    `tensor<T x (num_heads * head_dim)>`; so is the result.
+    `tensor<T x (num_heads * head_dim)>`; so is the result. With `softcap`
+    (Gemma 2), each scaled score `s` becomes `softcap * tanh(s / softcap)`
+    before the softmax.
 
     Keys and values of the current tokens must have been stored with
     `weft.kv_write` first, so one op serves prefill (many positions of one
@@ -269,7 +282,8 @@ def Weft_AttentionOp : Weft_Op<"attention"> {
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        F64Attr:$scale,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$sliding_window);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$sliding_window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Weft_Activation:$result);
   let assemblyFormat = "$query `,` $positions `,` $slots `,` $cache attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -288,6 +302,23 @@ def Weft_SiluOp : Weft_Op<"silu", [Pure, SameOperandsAndResultType]> {
 
     ```mlir
     %s = weft.silu %g : tensor<?x14336xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_Activation:$input);
+  let results = (outs Weft_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Weft_GeluTanhOp : Weft_Op<"gelu_tanh", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU activation, tanh approximation.";
+  let description = [{
+    Elementwise `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`,
+    computed in f32 (PyTorch's `gelu(approximate="tanh")`, Gemma's MLP).
+
+    Example:
+
+    ```mlir
+    %g = weft.gelu_tanh %gate : tensor<?x14336xbf16>
     ```
   }];
   let arguments = (ins Weft_Activation:$input);
@@ -328,7 +359,8 @@ def Weft_LogitsOp : Weft_Op<"logits", [Pure]> {
   let description = [{
     `result = input · weightᵀ` with `weight : tensor<V x H>` (the LM head, or
     the embedding table when the model ties them), accumulated and returned
-    in f32.
+    in f32. With `softcap` (Gemma 2), each logit `l` becomes
+    `softcap * tanh(l / softcap)`.
 
     Example:
 
@@ -337,7 +369,8 @@ def Weft_LogitsOp : Weft_Op<"logits", [Pure]> {
         : (tensor<?x4096xbf16>, tensor<128256x4096xbf16>) -> tensor<?x128256xf32>
     ```
   }];
-  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight);
+  let arguments = (ins Weft_Activation:$input, Weft_WeightTensor:$weight,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Weft_Logits:$result);
   let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -6,7 +6,8 @@
 // Every function takes the kernel's Config C, which the compiler writes
 // with the model and cache dimensions as constants (AttentionEmitter.cpp):
 // elem_t (f32, f16 or bf16), kTokens, kHeads, kKvHeads, kGroup, kHeadDim,
-// kWindow (0: none), kScale, kScaleLog2, kBlockTokens, kMaxBlocks,
+// kWindow (0: none), kScale, kScaleLog2, kSoftcapLog2 (0: none),
+// kBlockTokens, kMaxBlocks,
 // kMaxSequences, kMaxContext, kQueryWidth, kRowStride, kChunkKernel, and
 // what each kernel adds (its header lists them).
 #pragma once
@@ -17,6 +18,16 @@
 #pragma nv_diag_suppress 177 // declared but never referenced
 
 namespace weft::kernels::attention {
+
+// A scaled score in base 2, soft-capped where the model caps them (Gemma
+// 2): cap * tanh(s / cap) is, in base 2, capL * tanh(s2 / capL) with capL
+// = cap * log2(e). Applied to computed scores only, before any masking.
+template <class C> __device__ __forceinline__ float capScore(float s2) {
+  if constexpr (C::kSoftcapLog2 > 0.0f)
+    return C::kSoftcapLog2 * tanhf(s2 * (1.0f / C::kSoftcapLog2));
+  else
+    return s2;
+}
 
 // Pads and out-of-range tokens (negative position or slot) get a zero output.
 template <class C>

@@ -287,6 +287,12 @@ __device__ __forceinline__ void decodeSplit(
 #pragma unroll
         for (int g = 0; g < kHeadsPerBlock; ++g)
           s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], offset);
+    if constexpr (C::kSoftcapLog2 > 0.0f)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int g = 0; g < kHeadsPerBlock; ++g)
+          s[u][g] = capScore<C>(s[u][g]);
 
     // Online softmax. The running max settles quickly, so the rescale of
     // the accumulators is skipped when no lane of the warp saw it grow.
@@ -572,7 +578,7 @@ __device__ __forceinline__ void decodeSplitTc(
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = kb + n * 8 + (lane & 3) * 2 + e;
-          const float v = key < end ? sc[n][2 * ri + e] * kScaleLog2 : kNegInf;
+          const float v = key < end ? capScore<C>(sc[n][2 * ri + e] * kScaleLog2) : kNegInf;
           sc[n][2 * ri + e] = v;
           mx = fmaxf(mx, v);
         }

@@ -221,7 +221,7 @@ __device__ __forceinline__ void prefillChunk(
           for (int n = 0; n < kKeys / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              float v = sc[n][2 * ri + e] * kScaleLog2;
+              float v = capScore<C>(sc[n][2 * ri + e] * kScaleLog2);
               if (!full) {
                 const int key = kb + n * 8 + (lane & 3) * 2 + e;
                 const bool visible = pr >= 0 && key <= pr && (kWindow == 0 || pr - key < kWindow);

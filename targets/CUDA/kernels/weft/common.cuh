@@ -30,6 +30,14 @@ template <typename T> __device__ __forceinline__ float wf_round(float v) {
   return wf_f32(wf_to<T>(v));
 }
 
+// The MLP gate activations, in f32: SiLU (x * sigmoid(x)) and GELU with
+// the tanh approximation (PyTorch's gelu(approximate="tanh")).
+__device__ __forceinline__ float wf_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float wf_gelu_tanh(float x) {
+  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x); // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
 // N consecutive elements moved by one (at most 16-byte) access.
 template <typename T, int N>
 struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) wf_pack {

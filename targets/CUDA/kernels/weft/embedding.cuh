@@ -6,6 +6,7 @@
 //   H        hidden size (row length) V        vocabulary (table rows)
 //   VEC      elements per vector access
 //   THREADS  threads per block       table_t, out_t  storage types
+//   SCALE    factor of every row (Gemma: sqrt(H) rounded to out_t; 1)
 // Grid: (ceil(H / VEC / THREADS), tokens); block: THREADS.
 // The token count is the grid's, not the Config's, so one binary serves
 // every bucket.
@@ -29,8 +30,12 @@ __device__ __forceinline__ void embedding(const typename C::table_t *__restrict_
   if (id >= 0 && id < C::V) {
     const wf_pack<table_t, C::VEC> r = wf_load<table_t, C::VEC>(table + (size_t)id * C::H + h);
 #pragma unroll
-    for (int e = 0; e < C::VEC; ++e)
-      o.v[e] = wf_to<out_t>(wf_f32(r.v[e]));
+    for (int e = 0; e < C::VEC; ++e) {
+      if constexpr (C::SCALE != 1.0f)
+        o.v[e] = wf_to<out_t>(wf_round<out_t>(wf_f32(r.v[e])) * C::SCALE);
+      else
+        o.v[e] = wf_to<out_t>(wf_f32(r.v[e]));
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < C::VEC; ++e)

@@ -31,7 +31,8 @@
 // s_t (staging), norm_t; MMA: W (the weight-format policy of
 // weft/mma_weights.cuh, whose scales come in `scales`), m_t (the 16-bit
 // type it expands to); static
-// row(col, j). NORM multiplies the staged inputs by the norm weight and the
+// row(col, j). NORM multiplies the staged inputs by the norm weight (plus
+// NORM_OFFSET: Gemma's norms scale by 1 + weight) and the
 // sums by 1/rms at the end; PRENORM (f16 staging, which could overflow
 // before 1/rms) first reads every token's whole row for its rms and stages
 // the normalized inputs.
@@ -237,10 +238,10 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         float f = wf_f32(xv.v[e]);
         if constexpr (C::PRENORM) {
           // As the rms_norm op rounds its result: x / rms * weight.
-          f = f * inv[t] * wf_f32(nv.v[e]);
+          f = f * inv[t] * (wf_f32(nv.v[e]) + C::NORM_OFFSET);
         } else if constexpr (C::NORM) {
           ss += f * f;
-          f *= wf_f32(nv.v[e]);
+          f *= wf_f32(nv.v[e]) + C::NORM_OFFSET;
         }
         sv.v[e] = wf_to<s_t>(f);
       }

@@ -1,8 +1,9 @@
 // RMSNorm of each token row, one block per token, rounded as Hugging Face
-// does: y = norm_w * round_x(x / rms(x)), with rms over the f32 squares.
+// does: y = norm_w * round_x(x / rms(x)), with rms over the f32 squares;
+// with NORM_OFFSET (Gemma) y = round((NORM_OFFSET + norm_w) * x / rms(x)).
 //
 // Config: K row length, VEC elements per vector access, THREADS
-// per block, EPS; x_t, norm_t, y_t storage types.
+// per block, EPS, NORM_OFFSET; x_t, norm_t, y_t storage types.
 // Grid: (tokens); block: THREADS.
 // The token count is the grid's, not the Config's, so one binary serves
 // every bucket.
@@ -12,10 +13,14 @@
 
 namespace weft::kernels {
 
-template <class C>
+// RESIDUAL: y = residual + round_y(norm(x)), rounded again (Gemma's
+// post-attention and post-feedforward norms before the residual add).
+template <class C, bool RESIDUAL = false>
 __device__ __forceinline__ void rmsNormRows(const typename C::x_t *__restrict__ x,
                                             const typename C::norm_t *__restrict__ norm_w,
-                                            typename C::y_t *__restrict__ y) {
+                                            typename C::y_t *__restrict__ y,
+                                            const typename C::y_t *__restrict__ residual =
+                                                nullptr) {
   using x_t = typename C::x_t;
   using norm_t = typename C::norm_t;
   using y_t = typename C::y_t;
@@ -40,13 +45,22 @@ __device__ __forceinline__ void rmsNormRows(const typename C::x_t *__restrict__ 
     ss += red[q];
   const float inv = 1.0f / sqrtf(ss / C::K + C::EPS);
   y_t *out = y + (size_t)blockIdx.x * C::K;
+  const y_t *res = RESIDUAL ? residual + (size_t)blockIdx.x * C::K : nullptr;
   for (int i = threadIdx.x * C::VEC; i < C::K; i += C::THREADS * C::VEC) {
     const wf_pack<x_t, C::VEC> xv = wf_load<x_t, C::VEC>(row + i);
     const wf_pack<norm_t, C::VEC> nv = wf_load<norm_t, C::VEC>(norm_w + i);
-    wf_pack<y_t, C::VEC> yv;
+    wf_pack<y_t, C::VEC> yv, rv;
+    if constexpr (RESIDUAL)
+      rv = wf_load<y_t, C::VEC>(res + i);
 #pragma unroll
-    for (int e = 0; e < C::VEC; ++e)
-      yv.v[e] = wf_to<y_t>(wf_f32(nv.v[e]) * wf_round<x_t>(wf_f32(xv.v[e]) * inv));
+    for (int e = 0; e < C::VEC; ++e) {
+      if constexpr (C::NORM_OFFSET != 0.0f) // Gemma: one rounding of the f32 product
+        yv.v[e] = wf_to<y_t>((wf_f32(nv.v[e]) + C::NORM_OFFSET) * (wf_f32(xv.v[e]) * inv));
+      else
+        yv.v[e] = wf_to<y_t>(wf_f32(nv.v[e]) * wf_round<x_t>(wf_f32(xv.v[e]) * inv));
+      if constexpr (RESIDUAL)
+        yv.v[e] = wf_to<y_t>(wf_f32(rv.v[e]) + wf_f32(yv.v[e]));
+    }
     wf_store<y_t, C::VEC>(out + i, yv);
   }
 }

@@ -1,9 +1,10 @@
-// silu(gate) * up over a projection's output [T, NW] whose columns hold the
+// silu(gate) * up (GELU: gelu_tanh(gate) * up) over a projection's output [T, NW] whose columns hold the
 // gate at GATE and up at UP, I wide each (prefill, after the GEMM). The
 // activation is rounded to lin_t where the model's op boundary is.
 //
 // Config: NW output row length, I width, GATE and UP column
-// offsets, VEC elements per vector access, THREADS per block; lin_t, out_t.
+// offsets, VEC elements per vector access, THREADS per block, GELU; lin_t,
+// out_t.
 // Grid: (ceil(I / VEC / THREADS), tokens); block: THREADS.
 // The token count is the grid's, not the Config's, so one binary serves
 // every bucket.
@@ -28,7 +29,7 @@ __device__ __forceinline__ void swigluRows(const typename C::lin_t *__restrict__
 #pragma unroll
   for (int e = 0; e < C::VEC; ++e) {
     const float gate = wf_f32(g.v[e]);
-    const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));
+    const float act = wf_round<lin_t>(C::GELU ? wf_gelu_tanh(gate) : wf_silu(gate));
     o.v[e] = wf_to<out_t>(act * wf_f32(u.v[e]));
   }
   (wf_store<out_t, C::VEC>(outs + (size_t)t * C::I + c, o), ...);
