@@ -255,8 +255,12 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
                       c.numLayers, c.hiddenSize, c.intermediateSize);
   os << llvm::formatv("attention    {0} heads, {1} KV heads, head_dim {2}{3}\n",
                       c.numHeads, c.numKvHeads, c.headDim,
-                      c.slidingWindow ? llvm::formatv(", window {0}", *c.slidingWindow).str()
-                                      : std::string());
+                      !c.slidingWindow ? std::string()
+                      : c.slidingLayers.empty()
+                          ? llvm::formatv(", window {0}", *c.slidingWindow).str()
+                          : llvm::formatv(", window {0} on {1} of {2} layers", *c.slidingWindow,
+                                          llvm::count(c.slidingLayers, true), c.numLayers)
+                                .str());
   os << llvm::format("rope         theta %g, scaling %s", c.ropeTheta,
                      ropeTypeName(c.rope.type));
   if (c.rope.type != RopeType::Default)

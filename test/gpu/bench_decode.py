@@ -3,7 +3,8 @@
 plan, random weights; with and without programmatic dependent launch and
 CUDA graphs), Hugging Face transformers (eager PyTorch, random weights) and
 the floor. Prints a table of ratios. MODEL is llama-3.1-8b (FP16, the
-default) or qwen3-8b (BF16, as its checkpoints are); the plan must be of it.
+default), qwen3-8b or gemma-2-9b (BF16, as their checkpoints are); the plan
+must be of it.
 
 The floor is the bytes one decode token must read over the measured
 device-to-device copy bandwidth: every weight except the embedding table,
@@ -26,6 +27,10 @@ MODELS = {
     "qwen3-8b": dict(family="Qwen3", hidden=4096, ffn=12288, layers=36, heads=32,
                      kv_heads=8, head_dim=128, vocab=151936, dtype=torch.bfloat16,
                      head_norms=True, label="Qwen3 8B bf16"),
+    # Tied: the LM head is the embedding table, read whole once per token.
+    "gemma-2-9b": dict(family="Gemma2", hidden=3584, ffn=14336, layers=42, heads=16,
+                       kv_heads=8, head_dim=256, vocab=256000, dtype=torch.bfloat16,
+                       head_norms=False, post_norms=True, tied=True, label="Gemma 2 9B bf16"),
 }
 PROMPT, NEW_TOKENS = 32, 128
 
@@ -36,9 +41,11 @@ def token_bytes(m):
     layer = (h * q * 2                               # q, o
              + h * kv * 2                            # k, v
              + h * m["ffn"] * 3                      # gate, up, down
-             + h * 2                                 # two norms
+             + h * (4 if m.get("post_norms") else 2)  # norms
              + (m["head_dim"] * 2 if m["head_norms"] else 0))
-    weights = (m["layers"] * layer + m["vocab"] * h + h + h) * 2  # + head, final norm, 1 row
+    # + the LM head (the table itself when tied: then no extra row), final norm
+    head = m["vocab"] * h + (0 if m.get("tied") else h)
+    weights = (m["layers"] * layer + head + h) * 2
     kv_per_position = m["layers"] * 2 * kv * 2
     mean_context = PROMPT + NEW_TOKENS / 2
     return weights + kv_per_position * mean_context
@@ -100,8 +107,9 @@ def main():
         results.append((name, t))
     torch.cuda.empty_cache()
     h = hf(m)
-    print(f"floor: {nbytes / 1e9:.2f} GB per token (weights without the embedding table, "
-          f"one row of it, KV cache) over {bw / 1e12:.2f} TB/s")
+    table = ("the tied embedding table once, as the LM head" if m.get("tied") else
+             "weights without the embedding table, one row of it")
+    print(f"floor: {nbytes / 1e9:.2f} GB per token ({table}, KV cache) over {bw / 1e12:.2f} TB/s")
     print(f"| batch-1 decode, {m['label']} | ms/token | tok/s | achieved GB/s | vs floor |")
     print("|---|---|---|---|---|")
     for name, t in [("floor (copy bandwidth %.2f TB/s)" % (bw / 1e12), floor), *results,

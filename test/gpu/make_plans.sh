@@ -340,6 +340,19 @@ build_plan --model "$out/ckpt" --topology h200 --max-batch 1 -o "$out/qwen3-8b-b
 check "Qwen3-8B, all 36 layers" qwen3-8b-bf16.weft cfg/qwen3-8b bfloat16 8 32 1
 rm -rf "$out/ckpt"
 
+# The full Gemma 2 9B in bf16 (its own config: window 4096 on even layers):
+# correctness at batch 1 and bench_decode.py's comparison.
+model gemma2-9b 42 '{"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+  "hidden_size": 3584, "intermediate_size": 14336, "num_attention_heads": 16,
+  "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000, "rope_theta": 10000.0,
+  "rope_scaling": null, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06,
+  "query_pre_attn_scalar": 256, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+  "final_logit_softcapping": 30.0, "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": true}' bfloat16
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 -o "$out/gemma2-9b-bf16.weft"
+check "Gemma-2-9B, all 42 layers" gemma2-9b-bf16.weft cfg/gemma2-9b bfloat16 8 32 1
+rm -rf "$out/ckpt"
+
 # Llama 3.1 8B with 4-bit (AWQ, group 128), 8-bit (GPTQ, one group per
 # row) and FP8 projections beside fp16, for bench_quantized.py: decode buckets 1
 # and 100, a 512-token prefill chunk, random weights (the file the compiler

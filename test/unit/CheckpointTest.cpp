@@ -41,6 +41,7 @@ TEST(CheckpointTest, EveryFixtureImports) {
       {"qwen2", io::DType::BF16, false, ModelFamily::Qwen2},
       {"llama_sharded", io::DType::F16, true, ModelFamily::Llama},
       {"qwen3", io::DType::BF16, false, ModelFamily::Qwen3},
+      {"gemma2", io::DType::F32, false, ModelFamily::Gemma2},
   };
   for (const Expect &e : cases) {
     llvm::Expected<ModelSource> src = loadModelSource(kFixtures + "/" + e.name);

@@ -120,6 +120,59 @@ TEST(ModelConfigTest, BuiltinParameterCountsMatchPublishedSizes) {
   EXPECT_EQ(params("mistral-7b"), 7248023552u);
   EXPECT_EQ(params("qwen3-8b"), 8190735360u); // 8.19B, q/k norms included
   EXPECT_EQ(params("qwen3-32b"), 32762123264u);
+  EXPECT_EQ(params("gemma-2-9b"), 9241705984u); // tied: the table counts once
+  EXPECT_EQ(params("gemma-2-27b"), 27227128320u);
+}
+
+TEST(ModelConfigTest, Gemma2Fields) {
+  llvm::Expected<ModelConfig> c = getBuiltinModel("gemma-2-27b");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->family, ModelFamily::Gemma2);
+  EXPECT_EQ(c->hiddenAct, Activation::GeluTanh);
+  EXPECT_DOUBLE_EQ(c->normWeightOffset, 1.0);
+  EXPECT_TRUE(c->scaleEmbedding);
+  EXPECT_TRUE(c->tieWordEmbeddings);
+  ASSERT_TRUE(c->attentionScale.has_value());
+  EXPECT_DOUBLE_EQ(*c->attentionScale, 1.0 / 12.0); // query_pre_attn_scalar 144
+  EXPECT_EQ(c->attentionSoftcap, 50.0);
+  EXPECT_EQ(c->finalLogitSoftcap, 30.0);
+  // transformers 4's pattern without layer_types: even layers slide.
+  EXPECT_EQ(c->windowOf(0), 4096);
+  EXPECT_EQ(c->windowOf(1), std::nullopt);
+  EXPECT_EQ(c->windowOf(44), 4096);
+}
+
+TEST(ModelConfigTest, Gemma2Refusals) {
+  std::string gemma = tinyLlamaWith("\"LlamaForCausalLM\"], \"model_type\": \"llama\"",
+                                    "\"Gemma2ForCausalLM\"], \"model_type\": \"gemma2\"");
+  // The tiny config says silu.
+  EXPECT_NE(parseError(gemma).find("gelu_pytorch_tanh"), std::string::npos) << parseError(gemma);
+  std::string gelu = gemma;
+  gelu.replace(gelu.find("\"hidden_act\": \"silu\""), 20, "\"hidden_act\": \"gelu_pytorch_tanh\"");
+  auto with = [&](const std::string &extra) {
+    std::string j = gelu;
+    j.insert(j.rfind('}'), ", " + extra);
+    return j;
+  };
+  llvm::Expected<ModelConfig> ok = parseModelConfig(with("\"sliding_window\": 8"), "c.json");
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+  EXPECT_NE(parseError(with("\"layer_types\": [\"full_attention\"]")).find("layer_types"),
+            std::string::npos);
+  EXPECT_NE(parseError(with("\"layer_types\": [\"sliding_attention\", \"global\"]"))
+                .find("entry 1"),
+            std::string::npos);
+  EXPECT_NE(parseError(with("\"attention_bias\": true")).find("attention_bias"),
+            std::string::npos);
+  EXPECT_NE(parseError(with("\"attn_logit_softcapping\": -1")).find("attn_logit_softcapping"),
+            std::string::npos);
+  // Sliding layers need a window.
+  EXPECT_NE(parseError(gelu).find("sliding_window"), std::string::npos) << parseError(gelu);
+  // And Llama refuses Gemma's activation.
+  std::string llamaGelu = kTinyLlama;
+  llamaGelu.replace(llamaGelu.find("\"hidden_act\": \"silu\""), 20,
+                    "\"hidden_act\": \"gelu_pytorch_tanh\"");
+  EXPECT_NE(parseError(llamaGelu).find("expected silu"), std::string::npos)
+      << parseError(llamaGelu);
 }
 
 TEST(ModelConfigTest, Qwen3HasNoBiasesAndRefusesWindows) {

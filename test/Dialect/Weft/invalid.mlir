@@ -356,3 +356,23 @@ func.func @quant_group() {
 // expected-error @+1 {{#weft.model: num_kv_heads must be positive, got 0}}
 module attributes {weft.model = #weft.model<architecture = "LlamaForCausalLM", name = "m", dtype = f16, hidden_size = 64, intermediate_size = 128, num_layers = 2, num_heads = 4, num_kv_heads = 0, head_dim = 16, vocab_size = 256, max_position_embeddings = 256, rms_norm_eps = 1.0e-05 : f64, rope_theta = 1.0e+04 : f64, rope_type = default, tie_word_embeddings = false, qkv_bias = false, o_bias = false, mlp_bias = false>} {
 }
+
+// -----
+
+// Tests that an attention soft cap is positive.
+!cache = !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f16>
+func.func @attention_softcap(%q: tensor<?x64xf16>, %pos: tensor<?xi32>, %cache: !cache) {
+  // expected-error @+1 {{softcap must be positive}}
+  %a = weft.attention %q, %pos, %pos, %cache {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64,
+        head_dim = 16 : i64, scale = 0.25 : f64, softcap = 0.0 : f64} : (tensor<?x64xf16>, tensor<?xi32>, tensor<?xi32>, !cache) -> tensor<?x64xf16>
+  return
+}
+
+// -----
+
+// Tests that a logits soft cap is positive.
+func.func @logits_softcap(%x: tensor<?x64xf16>, %w: tensor<256x64xf16>) {
+  // expected-error @+1 {{softcap must be positive}}
+  %l = weft.logits %x, %w {softcap = -30.0 : f64} : (tensor<?x64xf16>, tensor<256x64xf16>) -> tensor<?x256xf32>
+  return
+}

@@ -29,6 +29,12 @@ func.func @decoder_layer(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %slots: tenso
   %wqn = weft.weight "q_norm.weight" : tensor<16xf16>
   // CHECK: weft.head_rms_norm %{{.+}}, %{{.+}} {epsilon = 9.9999999999999995E-7 : f64, head_dim = 16 : i64} : (tensor<?x32xf16>, tensor<16xf16>) -> tensor<?x32xf16>
   %kn = weft.head_rms_norm %k, %wqn {head_dim = 16 : i64, epsilon = 1.0e-06 : f64} : (tensor<?x32xf16>, tensor<16xf16>) -> tensor<?x32xf16>
+  // CHECK: weft.gelu_tanh %{{.+}} : tensor<?x32xf16>
+  %kg = weft.gelu_tanh %kn : tensor<?x32xf16>
+  // CHECK: weft.rms_norm %{{.+}}, %{{.+}} {epsilon = 1.000000e-05 : f64, weight_offset = 1.000000e+00 : f64}
+  %gn = weft.rms_norm %x, %wn {epsilon = 1.0e-05 : f64, weight_offset = 1.0 : f64} : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+  // CHECK: weft.embedding %[[TABLE]], %{{.+}} {scale = 8.000000e+00 : f64}
+  %xs = weft.embedding %table, %ids {scale = 8.0 : f64} : (tensor<256x64xf16>, tensor<?xi32>) -> tensor<?x64xf16>
   // CHECK: weft.rope {{.+}} {factor = 8.000000e+00 : f64, head_dim = 16 : i64, high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, original_max_position_embeddings = 8192 : i64, rope_type = #weft.rope_kind<llama3>, theta = 5.000000e+05 : f64}
   %qr = weft.rope %q, %pos {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = #weft.rope_kind<llama3>,
           factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64,
