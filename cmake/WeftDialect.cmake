@@ -6,8 +6,13 @@
 # copies it to docs/dialects/<m>.md (part of `weft-update-docs`), and the
 # library <Name>Dialect linked to MLIR.
 function(weft_add_dialect name)
-  cmake_parse_arguments(ARG "TYPES;ATTRS;ENUMS" "MNEMONIC" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "TYPES;ATTRS;ENUMS;INTERFACES" "MNEMONIC" "SOURCES" ${ARGN})
   set(m ${ARG_MNEMONIC})
+  if(ARG_INTERFACES)
+    set(LLVM_TARGET_DEFINITIONS ${name}Interfaces.td)
+    mlir_tablegen(${name}Interfaces.h.inc -gen-op-interface-decls)
+    mlir_tablegen(${name}Interfaces.cpp.inc -gen-op-interface-defs)
+  endif()
   set(LLVM_TARGET_DEFINITIONS ${name}Ops.td)
   mlir_tablegen(${name}Ops.h.inc -gen-op-decls)
   mlir_tablegen(${name}Ops.cpp.inc -gen-op-defs)

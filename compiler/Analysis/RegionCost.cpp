@@ -30,10 +30,6 @@ uint64_t tensorBytes(Type type, int64_t tokens) {
   return n * elementBytes(t.getElementType());
 }
 
-int64_t width(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
-}
-
 bool isWeight(Value v) {
   Operation *def = v.getDefiningOp();
   return def && isa<WeightOp, WeightConcatOp>(def);
@@ -83,45 +79,26 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
     StringRef name = op.getName().getStringRef();
     name.consume_front("weft.");
     cost.ops.push_back(name.str());
-    if (auto linear = dyn_cast<LinearOp>(op)) {
-      double n = width(linear.getResult()), k = width(linear.getInput());
-      cost.flops += 2 * T * n * k + (linear.getBias() ? T * n : 0);
-    } else if (auto logits = dyn_cast<LogitsOp>(op)) {
-      cost.flops += 2 * T * width(logits.getResult()) * width(logits.getInput());
-    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
-      cost.flops += 4 * T * width(norm.getInput());
-    } else if (auto norm = dyn_cast<HeadRmsNormOp>(op)) {
-      cost.flops += 4 * T * width(norm.getInput());
-    } else if (auto rope = dyn_cast<RopeOp>(op)) {
-      cost.flops += 3 * T * width(rope.getInput());
-    } else if (isa<SiluOp, GeluTanhOp>(op)) {
-      cost.flops += 4 * T * width(op.getResult(0));
-    } else if (isa<AddOp, MulOp>(op)) {
-      cost.flops += T * width(op.getResult(0));
-    } else if (isa<ArgmaxOp>(op)) {
-      cost.flops += T * width(op.getOperand(0));
-    } else if (isa<SampleOp>(op)) {
-      cost.flops += 5 * T * width(op.getOperand(0));
-    } else if (auto write = dyn_cast<KvWriteOp>(op)) {
-      KvCacheType c = write.getCache().getType();
-      cost.bytesWritten += uint64_t(2 * T * c.getKvHeads() * c.getHeadDim() *
-                                    elementBytes(c.getDtype()));
-      cost.layer = write.getLayer();
-    } else if (auto attn = dyn_cast<AttentionOp>(op)) {
-      KvCacheType c = attn.getCache().getType();
+    auto costOf = dyn_cast<CostOpInterface>(op);
+    if (!costOf)
+      continue; // no arithmetic of its own (a split)
+    OpCost c = costOf.estimateCost(T);
+    cost.flops += c.flops;
+    cost.bytesWritten += c.cacheBytesWritten;
+    if (c.layer >= 0)
+      cost.layer = c.layer;
+    if (c.cacheBytesPerPosition || c.flopsPerPosition) {
+      // Attention: its per-position terms over the context, bounded by the
+      // window.
       double context = double(ctx.contextLength);
-      if (auto window = attn.getSlidingWindow()) {
-        context = std::min(context, double(*window));
-        cost.slidingWindow = *window;
+      if (c.slidingWindow) {
+        context = std::min(context, double(c.slidingWindow));
+        cost.slidingWindow = c.slidingWindow;
       }
-      double heads = attn.getNumHeads(), dim = attn.getHeadDim();
-      cost.kvBytesPerPosition += uint64_t(2 * T * c.getKvHeads() * dim *
-                                          elementBytes(c.getDtype()));
-      cost.attentionFlopsPerPosition += 4 * T * heads * dim + 5 * T * heads;
-      cost.kvBytesRead += uint64_t(2 * T * context * c.getKvHeads() * dim *
-                                   elementBytes(c.getDtype()));
-      cost.flops += 4 * T * context * heads * dim + 5 * T * context * heads;
-      cost.layer = attn.getLayer();
+      cost.kvBytesPerPosition += c.cacheBytesPerPosition;
+      cost.attentionFlopsPerPosition += c.flopsPerPosition;
+      cost.kvBytesRead += uint64_t(context * double(c.cacheBytesPerPosition));
+      cost.flops += context * c.flopsPerPosition;
     }
   }
   // Layer of a projection region: from its weights' names.

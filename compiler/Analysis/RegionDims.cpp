@@ -23,39 +23,11 @@ public:
       attrs.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(value)));
   }
 
+  // What the op fixes (RegionDimsOpInterface); ops without the interface
+  // fix nothing.
   void addOp(Operation *op) {
-    auto width = [](Value v) {
-      return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
-    };
-    if (auto linear = dyn_cast<LinearOp>(op)) {
-      add("k", width(linear.getInput()));
-      add("n", width(linear.getResult()));
-    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
-      add("hidden", width(norm.getInput()));
-    } else if (auto rope = dyn_cast<RopeOp>(op)) {
-      add("head_dim", rope.getHeadDim());
-    } else if (auto norm = dyn_cast<HeadRmsNormOp>(op)) {
-      add("head_dim", norm.getHeadDim());
-    } else if (auto write = dyn_cast<KvWriteOp>(op)) {
-      add("kv_heads", write.getCache().getType().getKvHeads());
-      add("head_dim", write.getCache().getType().getHeadDim());
-      add("layer", write.getLayer());
-    } else if (auto attn = dyn_cast<AttentionOp>(op)) {
-      add("num_heads", attn.getNumHeads());
-      add("kv_heads", attn.getNumKvHeads());
-      add("head_dim", attn.getHeadDim());
-      add("layer", attn.getLayer());
-      if (auto window = attn.getSlidingWindow())
-        add("sliding_window", *window);
-    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
-      add("vocab", emb.getTable().getType().getDimSize(0));
-      add("hidden", emb.getTable().getType().getDimSize(1));
-    } else if (auto logits = dyn_cast<LogitsOp>(op)) {
-      add("vocab", logits.getWeight().getType().getDimSize(0));
-      add("hidden", logits.getWeight().getType().getDimSize(1));
-    } else if (isa<SiluOp, GeluTanhOp, MulOp, AddOp>(op)) {
-      add("width", width(op->getResult(0)));
-    }
+    if (auto dims = dyn_cast<RegionDimsOpInterface>(op))
+      dims.recordDims([&](StringRef name, int64_t value) { add(name, value); });
   }
 
   DictionaryAttr get() { return b.getDictionaryAttr(attrs); }

@@ -129,13 +129,6 @@ llvm::Expected<ShardedRegion> shardRegion(FusionOp region, int64_t rank, int64_t
   OpBuilder ib(ctx);
   ib.setInsertionPointToEnd(body.get());
 
-  auto width = [](Value v) { return cast<RankedTensorType>(v.getType()).getDimSize(1); };
-  auto divide = [&](int64_t v, Operation *op, StringRef what) -> llvm::Expected<int64_t> {
-    if (v % parts)
-      return error(where + ": " + op->getName().getStringRef() + " " + what + " " +
-                   llvm::Twine(v) + " does not split " + llvm::Twine(parts) + " ways");
-    return v / parts;
-  };
   for (Operation &op : src.without_terminator()) {
     // Rank > 0 leaves the residual of a row-parallel projection to rank 0.
     if (auto add = dyn_cast<AddOp>(op); add && rank > 0) {
@@ -154,41 +147,16 @@ llvm::Expected<ShardedRegion> shardRegion(FusionOp region, int64_t rank, int64_t
     Operation *copy = ib.clone(op, map);
     if (parts == 1)
       continue; // the region as is
-    if (auto linear = dyn_cast<LinearOp>(copy)) {
-      if (linear.getBias() && isRowParallel(region, cast<LinearOp>(op)))
-        return error(where + ": a row-parallel projection with a bias cannot be sharded "
-                             "(the bias would be added on every device)");
-      auto w = cast<RankedTensorType>(linear.getWeight().getType());
-      linear.getResult().setType(withDim(cast<RankedTensorType>(linear.getResult().getType()),
-                                         1, w.getDimSize(0)));
-    } else if (auto split = dyn_cast<SplitOp>(copy)) {
-      SmallVector<int64_t> sizes;
-      for (auto [i, size] : llvm::enumerate(split.getSizes())) {
-        llvm::Expected<int64_t> s = divide(size, copy, "width");
-        if (!s)
-          return s.takeError();
-        sizes.push_back(*s);
-        Value r = split.getResult(unsigned(i));
-        r.setType(withDim(cast<RankedTensorType>(r.getType()), 1, *s));
-      }
-      split.setSizes(sizes);
-    } else if (auto attn = dyn_cast<AttentionOp>(copy)) {
-      llvm::Expected<int64_t> heads = divide(attn.getNumHeads(), copy, "num_heads");
-      if (!heads)
-        return heads.takeError();
-      llvm::Expected<int64_t> kv = divide(attn.getNumKvHeads(), copy, "num_kv_heads");
-      if (!kv)
-        return kv.takeError();
-      attn.setNumHeads(*heads);
-      attn.setNumKvHeads(*kv);
-      attn.getResult().setType(withDim(cast<RankedTensorType>(attn.getResult().getType()), 1,
-                                       *heads * int64_t(attn.getHeadDim())));
-    } else if (isa<RmsNormOp, HeadRmsNormOp, RopeOp, SiluOp, GeluTanhOp, MulOp, AddOp>(copy)) {
-      copy->getResult(0).setType(copy->getOperand(0).getType());
-    } else if (!isa<KvWriteOp>(copy)) {
-      return error(where + ": '" + op.getName().getStringRef() +
-                   "' cannot run tensor parallel");
-    }
+    if (auto linear = dyn_cast<LinearOp>(copy);
+        linear && linear.getBias() && isRowParallel(region, cast<LinearOp>(op)))
+      return error(where + ": a row-parallel projection with a bias cannot be sharded "
+                           "(the bias would be added on every device)");
+    auto shardable = dyn_cast<TensorParallelOpInterface>(copy);
+    if (!shardable)
+      return error(where + ": '" + op.getName().getStringRef() + "' cannot run tensor parallel");
+    std::string problem = shardable.shardForDevices(parts);
+    if (!problem.empty())
+      return error(where + ": " + problem);
   }
   auto yield = cast<YieldOp>(src.getTerminator());
   SmallVector<Value> values;

@@ -3,6 +3,7 @@
 #define WEFT_DIALECT_WEFT_IR_WEFTOPS_H_
 
 #include "dialects/Weft/IR/WeftDialect.h"
+#include "dialects/Weft/IR/WeftInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"

@@ -11,6 +11,7 @@
 #define WEFT_DIALECT_WEFT_IR_WEFTOPS_TD
 
 include "dialects/Weft/IR/WeftBase.td"
+include "dialects/Weft/IR/WeftInterfaces.td"
 include "dialects/Weft/IR/WeftTypes.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -62,7 +63,7 @@ def Weft_WeightOp : Weft_Op<"weight", [Pure]> {
 // Embedding and normalization
 //===----------------------------------------------------------------------===//
 
-def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure]> {
+def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>]> {
   let summary = "Gathers the embedding rows of the given token ids.";
   let description = [{
     `result[t, :] = table[ids[t], :]`, converted to the result's dtype. The
@@ -85,7 +86,10 @@ def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
+def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Root-mean-square layer normalization.";
   let description = [{
     For each token row `x` of width H:
@@ -115,7 +119,10 @@ def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure]> {
   }];
 }
 
-def Weft_HeadRmsNormOp : Weft_Op<"head_rms_norm", [Pure]> {
+def Weft_HeadRmsNormOp : Weft_Op<"head_rms_norm", [Pure,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Root-mean-square normalization of each attention head.";
   let description = [{
     Splits each token row into heads of `head_dim` features and normalizes
@@ -143,7 +150,10 @@ def Weft_HeadRmsNormOp : Weft_Op<"head_rms_norm", [Pure]> {
 // Projections
 //===----------------------------------------------------------------------===//
 
-def Weft_LinearOp : Weft_Op<"linear", [Pure]> {
+def Weft_LinearOp : Weft_Op<"linear", [Pure,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Matrix product with a transposed weight, optional bias.";
   let description = [{
     `result = input · weightᵀ + bias`, with `input : tensor<T x K>`,
@@ -171,7 +181,10 @@ def Weft_LinearOp : Weft_Op<"linear", [Pure]> {
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 
-def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
+def Weft_RopeOp : Weft_Op<"rope", [Pure,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Rotary position embedding, with optional Llama 3 scaling.";
   let description = [{
     Rotates each head of width `head_dim` of every token by angles
@@ -220,7 +233,10 @@ def Weft_RopeOp : Weft_Op<"rope", [Pure]> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Weft_KvWriteOp : Weft_Op<"kv_write"> {
+def Weft_KvWriteOp : Weft_Op<"kv_write", [
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Stores keys and values of the given tokens in the KV cache.";
   let description = [{
     For each token `t`, stores `key[t]` and `value[t]` (each
@@ -247,7 +263,10 @@ def Weft_KvWriteOp : Weft_Op<"kv_write"> {
   let hasVerifier = 1;
 }
 
-def Weft_AttentionOp : Weft_Op<"attention"> {
+def Weft_AttentionOp : Weft_Op<"attention", [
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Grouped-query causal attention over the KV cache.";
   let description = [{
     For each token `t` and query head `h`, attends over the keys and values
@@ -293,7 +312,10 @@ def Weft_AttentionOp : Weft_Op<"attention"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def Weft_SiluOp : Weft_Op<"silu", [Pure, SameOperandsAndResultType]> {
+def Weft_SiluOp : Weft_Op<"silu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "SiLU activation, x * sigmoid(x).";
   let description = [{
     Elementwise `x / (1 + exp(-x))`, computed in f32.
@@ -309,7 +331,10 @@ def Weft_SiluOp : Weft_Op<"silu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Weft_GeluTanhOp : Weft_Op<"gelu_tanh", [Pure, SameOperandsAndResultType]> {
+def Weft_GeluTanhOp : Weft_Op<"gelu_tanh", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+    DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "GELU activation, tanh approximation.";
   let description = [{
     Elementwise `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`,
@@ -327,7 +352,10 @@ def Weft_GeluTanhOp : Weft_Op<"gelu_tanh", [Pure, SameOperandsAndResultType]> {
 }
 
 class Weft_BinaryOp<string mnemonic, string what, string example>
-    : Weft_Op<mnemonic, [Pure, Commutative, SameOperandsAndResultType]> {
+    : Weft_Op<mnemonic, [Pure, Commutative, SameOperandsAndResultType,
+      DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+      DeclareOpInterfaceMethods<Weft_CostOpInterface>,
+      DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Elementwise " # what # " of two activations.";
   let description = [{
     Elementwise }] # what # [{ of two activations of the same type, computed
@@ -354,7 +382,9 @@ def Weft_MulOp : Weft_BinaryOp<"mul", "product",
 // Output
 //===----------------------------------------------------------------------===//
 
-def Weft_LogitsOp : Weft_Op<"logits", [Pure]> {
+def Weft_LogitsOp : Weft_Op<"logits", [Pure,
+    DeclareOpInterfaceMethods<Weft_RegionDimsOpInterface>,
+    DeclareOpInterfaceMethods<Weft_CostOpInterface>]> {
   let summary = "The language-model head: f32 logits over the vocabulary.";
   let description = [{
     `result = input · weightᵀ` with `weight : tensor<V x H>` (the LM head, or
@@ -376,7 +406,7 @@ def Weft_LogitsOp : Weft_Op<"logits", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Weft_ArgmaxOp : Weft_Op<"argmax", [Pure]> {
+def Weft_ArgmaxOp : Weft_Op<"argmax", [Pure, DeclareOpInterfaceMethods<Weft_CostOpInterface>]> {
   let summary = "Greedy token selection.";
   let description = [{
     For each token row of logits, the index of the largest value (the lowest
@@ -394,7 +424,7 @@ def Weft_ArgmaxOp : Weft_Op<"argmax", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Weft_SampleOp : Weft_Op<"sample", [Pure]> {
+def Weft_SampleOp : Weft_Op<"sample", [Pure, DeclareOpInterfaceMethods<Weft_CostOpInterface>]> {
   let summary = "Sampled token selection with temperature, top-k and top-p.";
   let description = [{
     For each row `t`: divides the logits by `temperature[t]`, keeps the
@@ -453,7 +483,7 @@ def Weft_WeightConcatOp : Weft_Op<"weight_concat", [Pure]> {
   let hasFolder = 1;
 }
 
-def Weft_SplitOp : Weft_Op<"split", [Pure]> {
+def Weft_SplitOp : Weft_Op<"split", [Pure, DeclareOpInterfaceMethods<Weft_TensorParallelOpInterface>]> {
   let summary = "Splits activations into consecutive feature ranges.";
   let description = [{
     Splits `tensor<T x F>` into results of widths `sizes` (which add up to

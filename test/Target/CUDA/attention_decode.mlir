@@ -32,6 +32,7 @@
 // CHECK-NEXT: constexpr int kWindow = 0;
 // CHECK-NEXT: constexpr float kScale = 0.125f;
 // CHECK-NEXT: constexpr float kScaleLog2 = 0.18033688f;
+// CHECK-NEXT: constexpr float kSoftcapLog2 = 0.0f;
 // CHECK-NEXT: constexpr int kBlockTokens = 16;
 // CHECK-NEXT: constexpr int kMaxBlocks = 64;
 // CHECK-NEXT: constexpr int kMaxSequences = 8;

@@ -39,6 +39,7 @@
 // CHECK-NEXT: constexpr int kWindow = 0;
 // CHECK-NEXT: constexpr float kScale = 0.0883883476f;
 // CHECK-NEXT: constexpr float kScaleLog2 = 0.127517431f;
+// CHECK-NEXT: constexpr float kSoftcapLog2 = 0.0f;
 // CHECK-NEXT: constexpr int kBlockTokens = 32;
 // CHECK-NEXT: constexpr int kMaxBlocks = 128;
 // CHECK-NEXT: constexpr int kMaxSequences = 2;

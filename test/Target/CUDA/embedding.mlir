@@ -9,6 +9,7 @@
 // CHECK-NEXT: //   param 2 out: RegionResult 0
 // CHECK: #include "weft/embedding.cuh"
 // CHECK: static constexpr int H = 4096, V = 32000, VEC = 8, THREADS = 256;
+// CHECK-NEXT: static constexpr float SCALE = 1.0f;
 // CHECK-NEXT: using table_t = __half;
 // CHECK-NEXT: using out_t = __half;
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
@@ -30,6 +31,7 @@ func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<
 // CHECK-NEXT: // step 0: kernel weft_embedding_h36_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (1, 1, 1) block (32, 1, 1) shared 0
 // CHECK: static constexpr int H = 36, V = 100, VEC = 4, THREADS = 32;
+// CHECK-NEXT: static constexpr float SCALE = 1.0f;
 // CHECK-NEXT: using table_t = float;
 func.func @embed_narrow(%table: tensor<100x36xf32>, %ids: tensor<1xi32>) -> tensor<1x36xf32> {
   %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 36 : i64, tokens = 1 : i64, vocab = 100 : i64}}

@@ -16,7 +16,7 @@
 // CHECK: static constexpr int KW = 1, CPW = 2, RPC = 2,
 // CHECK: return (j == 0 ? 0 : 256) + col;
 // CHECK: const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);
-// CHECK-NEXT: const float act = wf_round<lin_t>(gate / (1.0f + expf(-gate)));
+// CHECK-NEXT: const float act = wf_round<lin_t>(wf_silu(gate));
 // CHECK-NEXT: out[(size_t)t * NC + col] = wf_to<out_t>(act * up);
 // CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out_t *__restrict__ out)
 func.func @decode(%x: tensor<1x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x128xbf16>) -> tensor<1x256xbf16> {
