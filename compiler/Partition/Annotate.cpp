@@ -33,7 +33,7 @@ DictionaryAttr candidateAttr(Builder &b, const Candidate &c) {
 } // namespace
 
 LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
-                                const target::Topology &topology,
+                                const hardware::Topology &topology,
                                 const PartitionOptions &options) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<dist::DistDialect>();

@@ -15,7 +15,7 @@ namespace weft::partition {
 // `dist.partition` with the decision and its predicted figures.
 mlir::LogicalResult annotatePartition(mlir::ModuleOp module,
                                       const PartitionResult &result,
-                                      const target::Topology &topology,
+                                      const hardware::Topology &topology,
                                       const PartitionOptions &options);
 
 } // namespace weft::partition

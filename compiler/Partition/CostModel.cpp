@@ -158,11 +158,11 @@ uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
   return bytes / uint64_t(std::max(1, tpDegree));
 }
 
-StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens, bool prefill) {
+StepScale stepScaleAt(const hardware::DeviceProfile &device, int64_t tokens, bool prefill) {
   StepScale out;
   if (!device.calibration)
     return out;
-  const std::vector<target::StepScale> &steps =
+  const std::vector<hardware::StepScale> &steps =
       prefill ? device.calibration->prefillSteps : device.calibration->steps;
   if (steps.empty())
     return out;
@@ -173,7 +173,7 @@ StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens, bool 
   // Linear in log2(tokens) between the measured counts around it.
   for (size_t i = 1; i < steps.size(); ++i)
     if (tokens <= steps[i].tokens) {
-      const target::StepScale &a = steps[i - 1], &b = steps[i];
+      const hardware::StepScale &a = steps[i - 1], &b = steps[i];
       double f = (std::log2(double(tokens)) - std::log2(double(a.tokens))) /
                  (std::log2(double(b.tokens)) - std::log2(double(a.tokens)));
       return {a.weights + f * (b.weights - a.weights),
@@ -183,10 +183,10 @@ StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens, bool 
 }
 
 double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
-                      const target::DeviceProfile &device,
+                      const hardware::DeviceProfile &device,
                       const WeightFormat &format, int64_t tokens,
                       int64_t context, int tpDegree, StepSplit *split, bool prefill) {
-  const std::optional<target::DeviceCalibration> &cal = device.calibration;
+  const std::optional<hardware::DeviceCalibration> &cal = device.calibration;
   double peak = cal && cal->gemmFlops > 0 ? cal->gemmFlops : device.fp16TensorFlops;
   double bandwidth = device.effectiveBandwidth();
   StepScale scale = stepScaleAt(device, tokens, prefill);
@@ -221,13 +221,13 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
   return seconds;
 }
 
-double allReduceSeconds(const target::Topology &topology,
+double allReduceSeconds(const hardware::Topology &topology,
                         llvm::ArrayRef<int> devices, uint64_t bytes) {
   size_t n = devices.size();
   if (n < 2)
     return 0;
   // Measured on the box (weft-detect --calibrate) for this group.
-  if (const target::AllReduceCalibration *measured = topology.allReduceFor(devices))
+  if (const hardware::AllReduceCalibration *measured = topology.allReduceFor(devices))
     return measured->secondsFor(bytes);
   // Ring: 2(n-1) steps of bytes/n each, paced by the slowest link (whose
   // time includes its latency).

@@ -6,7 +6,7 @@
 
 #include "compiler/Analysis/RegionCost.h"
 #include "compiler/Import/ModelConfig.h"
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -102,7 +102,7 @@ struct StepScale {
   double weights = 1, attention = 1;
 };
 // `prefill`: the scales measured on prefill chunks (from position 0).
-StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens,
+StepScale stepScaleAt(const hardware::DeviceProfile &device, int64_t tokens,
                       bool prefill = false);
 
 // Seconds for `regions` on `device` at `tokens` tokens per step with
@@ -111,7 +111,7 @@ StepScale stepScaleAt(const target::DeviceProfile &device, int64_t tokens,
 // scales replace the datasheet figures (the prefill scales for `prefill`).
 // `split`, when given, accumulates the seconds by part.
 double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
-                      const target::DeviceProfile &device,
+                      const hardware::DeviceProfile &device,
                       const WeightFormat &format, int64_t tokens,
                       int64_t context, int tpDegree = 1, StepSplit *split = nullptr,
                       bool prefill = false);
@@ -122,7 +122,7 @@ uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
 
 // All-reduce of `bytes` over `devices`: the group's measured times when the
 // topology has them (weft-detect --calibrate), else a ring over its links.
-double allReduceSeconds(const target::Topology &topology,
+double allReduceSeconds(const hardware::Topology &topology,
                         llvm::ArrayRef<int> devices, uint64_t bytes);
 
 } // namespace weft::partition

@@ -12,8 +12,8 @@
 namespace weft::partition {
 namespace {
 
-using target::DeviceProfile;
-using target::Topology;
+using hardware::DeviceProfile;
+using hardware::Topology;
 
 constexpr uint64_t kWorkspaceBytes = 64ull << 20; // cuBLASLt + attention scratch
 constexpr size_t kMaxStages = 4;
@@ -88,8 +88,8 @@ std::vector<Unit> enumerateUnits(const Topology &t, const ModelConfig &c) {
     for (size_t i = 0; ok && i < devs.size(); ++i)
       for (size_t j = i + 1; ok && j < devs.size(); ++j) {
         const DeviceProfile &a = t.devices[size_t(devs[i])], &b = t.devices[size_t(devs[j])];
-        const target::LinkProfile *link = t.link(devs[i], devs[j]);
-        ok = a.name == b.name && link && link->kind == target::LinkKind::NVLink;
+        const hardware::LinkProfile *link = t.link(devs[i], devs[j]);
+        ok = a.name == b.name && link && link->kind == hardware::LinkKind::NVLink;
       }
     if (ok)
       units.push_back({devs});
@@ -710,7 +710,7 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
       if (o.weights.matrixBytes(1000, 1) >= options.weights.matrixBytes(1000, 1))
         continue;
       if (d == WeightDType::FP8 &&
-          !llvm::all_of(topology.devices, [](const target::DeviceProfile &p) {
+          !llvm::all_of(topology.devices, [](const hardware::DeviceProfile &p) {
             return p.hasFp8();
           }))
         continue;
@@ -719,8 +719,8 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
         break;
       }
     }
-    for (const std::string &name : target::builtinDeviceNames()) {
-      llvm::Expected<Topology> alt = target::parseTopologySpec(name);
+    for (const std::string &name : hardware::builtinDeviceNames()) {
+      llvm::Expected<Topology> alt = hardware::parseTopologySpec(name);
       if (!alt) {
         llvm::consumeError(alt.takeError());
         continue;
@@ -760,7 +760,7 @@ llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
   // stage in the declared order, layers in proportion to memory.
   if (topology.devices.size() > 1) {
     uint64_t total = 0;
-    for (const target::DeviceProfile &d : topology.devices)
+    for (const hardware::DeviceProfile &d : topology.devices)
       total += d.usableBytes();
     std::vector<Stage> stages;
     int64_t start = 0;

@@ -98,12 +98,12 @@ makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
 // layers on device 1 and the rest on device 0.
 llvm::Expected<std::vector<Stage>> parseStageSpec(llvm::StringRef spec,
                                                   const ModelConfig &config,
-                                                  const target::Topology &topology);
+                                                  const hardware::Topology &topology);
 
 // Searches every candidate; fails with the shortfall per device and the
 // nearest configurations that would fit when nothing does.
 llvm::Expected<PartitionResult> partitionModel(const ModelProfile &profile,
-                                               const target::Topology &topology,
+                                               const hardware::Topology &topology,
                                                const PartitionOptions &options);
 
 // The device of a stage that runs the token embedding (its first) and the
@@ -114,7 +114,7 @@ int headDevice(const Stage &s, bool tiedEmbeddings);
 
 // Prices one given candidate layout (used for baselines and tests).
 Candidate evaluateCandidate(const ModelProfile &profile,
-                            const target::Topology &topology,
+                            const hardware::Topology &topology,
                             const PartitionOptions &options,
                             std::vector<Stage> stages);
 
@@ -124,7 +124,7 @@ Candidate evaluateCandidate(const ModelProfile &profile,
 // whose tokens attend to half the chunk on average. Split by part, with the
 // calibrated step scales applied (`raw`, when given, receives the same
 // without them, which is what a new calibration is measured against).
-StepSplit predictStepSeconds(const ModelProfile &profile, const target::Topology &topology,
+StepSplit predictStepSeconds(const ModelProfile &profile, const hardware::Topology &topology,
                              const PartitionOptions &options, const std::vector<Stage> &stages,
                              int64_t tokens, int64_t context, bool prefill,
                              StepSplit *raw = nullptr);

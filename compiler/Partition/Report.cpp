@@ -42,7 +42,7 @@ std::string stepBatchLabel(const Candidate &c, const PartitionOptions &o) {
 
 } // namespace
 
-void printPartitionReport(const PartitionResult &r, const target::Topology &t,
+void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
                           const PartitionOptions &o, const ModelConfig &config,
                           llvm::raw_ostream &os) {
   const Candidate &best = r.best;
@@ -64,13 +64,13 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
   // Which figures the predictions rest on: measured on the device, or the
   // datasheet's (docs/cost-model.md).
   for (size_t i = 0; i < t.devices.size(); ++i) {
-    const target::DeviceProfile &d = t.devices[i];
+    const hardware::DeviceProfile &d = t.devices[i];
     std::string label = i == 0 ? "figures      " : "             ";
     if (!d.calibration) {
       os << llvm::formatv("{0}{1}#{2}: datasheet (not calibrated)\n", label, d.name, i);
       continue;
     }
-    const target::DeviceCalibration &c = *d.calibration;
+    const hardware::DeviceCalibration &c = *d.calibration;
     std::vector<std::string> parts;
     parts.push_back(c.copyBandwidth > 0
                         ? llvm::formatv("bandwidth {0:f0} GB/s measured", c.copyBandwidth / 1e9)
@@ -93,7 +93,7 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
                         c.date.empty() ? "" : " " + c.date, llvm::join(parts, ", "));
   }
 
-  for (const target::AllReduceCalibration &a : t.allReduces) {
+  for (const hardware::AllReduceCalibration &a : t.allReduces) {
     std::vector<std::string> group;
     for (int d : a.devices)
       group.push_back("#" + std::to_string(d));
@@ -151,7 +151,7 @@ void printPartitionReport(const PartitionResult &r, const target::Topology &t,
   os << llvm::formatv("\ncandidates   {0} evaluated\n", r.candidatesEvaluated);
 }
 
-void writePartitionSvg(const PartitionResult &r, const target::Topology &t,
+void writePartitionSvg(const PartitionResult &r, const hardware::Topology &t,
                        const PartitionOptions &o, const ModelConfig &config,
                        llvm::raw_ostream &os) {
   const Candidate &best = r.best;

@@ -14,13 +14,13 @@ namespace weft::partition {
 // and at the declared batch, time per stage, link time, the memory-split
 // baseline and the runners-up.
 void printPartitionReport(const PartitionResult &result,
-                          const target::Topology &topology,
+                          const hardware::Topology &topology,
                           const PartitionOptions &options,
                           const ModelConfig &config, llvm::raw_ostream &os);
 
 // Memory bars per device, the layer map, time per stage.
 void writePartitionSvg(const PartitionResult &result,
-                       const target::Topology &topology,
+                       const hardware::Topology &topology,
                        const PartitionOptions &options,
                        const ModelConfig &config, llvm::raw_ostream &os);
 

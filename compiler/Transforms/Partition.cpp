@@ -24,11 +24,11 @@ struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
     llvm::Expected<ModelConfig> config = modelConfigFromModule(module);
     if (!config)
       return fail(llvm::toString(config.takeError()));
-    llvm::Expected<target::Topology> topo = target::parseTopologySpec(topology);
+    llvm::Expected<hardware::Topology> topo = hardware::parseTopologySpec(topology);
     if (!topo)
       return fail(llvm::toString(topo.takeError()));
     if (!memoryCap.empty())
-      if (llvm::Error e = target::applyMemoryCaps(*topo, memoryCap))
+      if (llvm::Error e = hardware::applyMemoryCaps(*topo, memoryCap))
         return fail(llvm::toString(std::move(e)));
     llvm::Expected<partition::PartitionOptions> options =
         partition::makePartitionOptions(*config, objective, batch, context, weightDType);

@@ -207,7 +207,7 @@ struct WeightRec {
 
 class Lowering {
 public:
-  Lowering(const ModelSource &source, const target::Topology &topology,
+  Lowering(const ModelSource &source, const hardware::Topology &topology,
            const partition::PartitionOptions &popts, const PlanBuildOptions &options)
       : source(source), topology(topology), popts(popts), options(options) {
     maxBlocksPerSequence =
@@ -783,7 +783,7 @@ public:
   }
 
   const ModelSource &source;
-  const target::Topology &topology;
+  const hardware::Topology &topology;
   const partition::PartitionOptions &popts;
   const PlanBuildOptions &options;
   int64_t maxBlocksPerSequence = 0;
@@ -1006,7 +1006,7 @@ OwningOpRef<ModuleOp> toPlanIR(MLIRContext *ctx, const Lowering &lowering) {
 }
 
 llvm::Expected<std::vector<uint8_t>>
-buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &topology,
+buildPlan(ModuleOp module, const ModelSource &source, const hardware::Topology &topology,
           const partition::PartitionResult &partition,
           const partition::PartitionOptions &popts, const PlanBuildOptions &options,
           PlanStats *stats, OwningOpRef<ModuleOp> *planIR) {
@@ -1153,7 +1153,7 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
   // Topology.
   std::vector<flatbuffers::Offset<fb::Device>> devices;
   for (size_t i = 0; i < topology.devices.size(); ++i) {
-    const target::DeviceProfile &d = topology.devices[i];
+    const hardware::DeviceProfile &d = topology.devices[i];
     devices.push_back(fb::CreateDevice(
         b, str(d.name), d.computeCapability, d.memoryBytes,
         d.memoryCapBytes.value_or(0), d.memoryBandwidth, d.smCount,
@@ -1161,8 +1161,8 @@ buildPlan(ModuleOp module, const ModelSource &source, const target::Topology &to
         str(d.calibration ? d.calibration->driver : "")));
   }
   std::vector<flatbuffers::Offset<fb::Link>> links;
-  for (const target::LinkProfile &l : topology.links)
-    links.push_back(fb::CreateLink(b, l.a, l.b, str(target::linkKindName(l.kind)),
+  for (const hardware::LinkProfile &l : topology.links)
+    links.push_back(fb::CreateLink(b, l.a, l.b, str(hardware::linkKindName(l.kind)),
                                    l.bandwidth, l.latency));
   auto topo = fb::CreateTopology(b, str(topology.name), b.CreateVector(devices),
                                  b.CreateVector(links), topology.host.ramBytes);

@@ -70,7 +70,7 @@ struct PlanStats {
 
 llvm::Expected<std::vector<uint8_t>>
 buildPlan(mlir::ModuleOp module, const ModelSource &source,
-          const target::Topology &topology,
+          const hardware::Topology &topology,
           const partition::PartitionResult &partition,
           const partition::PartitionOptions &partitionOptions,
           const PlanBuildOptions &options, PlanStats *stats = nullptr,

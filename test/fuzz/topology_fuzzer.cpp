@@ -3,7 +3,7 @@
 // first newline: spec, then caps). Any bytes must give a topology or a
 // one-line error, never a crash, hang or sanitizer report; a topology that
 // parses must survive its own JSON round trip.
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,23 +20,23 @@ void oneLine(llvm::Error e) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
-  llvm::Expected<weft::target::Topology> t = weft::target::parseTopologyJson(text, "fuzz.json");
+  llvm::Expected<weft::hardware::Topology> t = weft::hardware::parseTopologyJson(text, "fuzz.json");
   if (!t) {
     oneLine(t.takeError());
   } else {
-    std::string again = weft::target::topologyToJson(*t);
-    llvm::Expected<weft::target::Topology> back =
-        weft::target::parseTopologyJson(again, "round-trip.json");
+    std::string again = weft::hardware::topologyToJson(*t);
+    llvm::Expected<weft::hardware::Topology> back =
+        weft::hardware::parseTopologyJson(again, "round-trip.json");
     if (!back || *back != *t)
       abort(); // what the writer writes, the reader reads back unchanged
   }
   // Short forms and memory caps, only where no file could be named.
   auto [spec, caps] = text.split('\n');
   if (spec.size() < 256 && !spec.contains('/') && !spec.ends_with(".json")) {
-    llvm::Expected<weft::target::Topology> s = weft::target::parseTopologySpec(spec);
+    llvm::Expected<weft::hardware::Topology> s = weft::hardware::parseTopologySpec(spec);
     if (!s) {
       oneLine(s.takeError());
-    } else if (llvm::Error e = weft::target::applyMemoryCaps(*s, caps)) {
+    } else if (llvm::Error e = weft::hardware::applyMemoryCaps(*s, caps)) {
       oneLine(std::move(e));
     }
   }

@@ -2,7 +2,7 @@
 // (test/detect/FakeNvml.cpp) describing boxes we do not have, read back
 // through the compiler's topology parser.
 #include "runtime/detect/Detect.h"
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include <gtest/gtest.h>
 
@@ -26,10 +26,10 @@ StatusOr<Detection> detectBox(const std::string &box) {
   return weft::detect::detect(**nvml, 64 * GiB);
 }
 
-target::Topology parsed(const Detection &d) {
+hardware::Topology parsed(const Detection &d) {
   StatusOr<std::string> json = topologyJson(d, WriteOptions{});
   EXPECT_TRUE(json.isOk()) << json.status().message();
-  llvm::Expected<target::Topology> t = target::parseTopologyJson(*json, "detected.json");
+  llvm::Expected<hardware::Topology> t = hardware::parseTopologyJson(*json, "detected.json");
   if (!t) {
     ADD_FAILURE() << llvm::toString(t.takeError()) << "\n" << *json;
     return {};
@@ -41,7 +41,7 @@ target::Topology parsed(const Detection &d) {
 
 TEST(Detect, EveryKnownPartIsInTheDatabase) {
   for (const std::string &key : knownBuiltinKeys()) {
-    llvm::Expected<target::DeviceProfile> d = target::getBuiltinDevice(key);
+    llvm::Expected<hardware::DeviceProfile> d = hardware::getBuiltinDevice(key);
     EXPECT_TRUE(bool(d)) << key << ": " << (d ? "" : llvm::toString(d.takeError()));
   }
 }
@@ -76,13 +76,13 @@ TEST(Detect, DesktopWithDisplayAndChipsetSlot) {
   EXPECT_EQ(d->gpus[1].pcieWidth, 4u);
   EXPECT_TRUE(d->peerToPeer.empty());
 
-  target::Topology t = parsed(*d);
+  hardware::Topology t = parsed(*d);
   ASSERT_EQ(t.devices.size(), 2u);
   EXPECT_EQ(t.devices[0].name, "rtx3090");
   EXPECT_EQ(t.devices[0].memoryBytes, 24576 * MiB);
   // The display's 1126 MiB plus the 512 MiB reserve, rounded up to 64 MiB.
   EXPECT_EQ(t.devices[0].contextReserveBytes, 1664 * MiB);
-  EXPECT_EQ(t.devices[1].contextReserveBytes, target::kDefaultContextReserve);
+  EXPECT_EQ(t.devices[1].contextReserveBytes, hardware::kDefaultContextReserve);
   // No peer-to-peer: no direct link, copies are staged through the host,
   // and the x4 slot is a quarter of x16.
   EXPECT_TRUE(t.links.empty());
@@ -95,9 +95,9 @@ TEST(Detect, DesktopWithDisplayAndChipsetSlot) {
   noReserve.displayReserve = false;
   StatusOr<std::string> json = topologyJson(*d, noReserve);
   ASSERT_TRUE(json.isOk());
-  llvm::Expected<target::Topology> t2 = target::parseTopologyJson(*json, "t.json");
+  llvm::Expected<hardware::Topology> t2 = hardware::parseTopologyJson(*json, "t.json");
   ASSERT_TRUE(bool(t2)) << llvm::toString(t2.takeError());
-  EXPECT_EQ(t2->devices[0].contextReserveBytes, target::kDefaultContextReserve);
+  EXPECT_EQ(t2->devices[0].contextReserveBytes, hardware::kDefaultContextReserve);
 }
 
 TEST(Detect, NvLinkBridge) {
@@ -105,9 +105,9 @@ TEST(Detect, NvLinkBridge) {
   ASSERT_TRUE(d.isOk()) << d.status().message();
   ASSERT_EQ(d->nvlinks.size(), 1u);
   EXPECT_EQ(d->nvlinks[0].links, 4u);
-  target::Topology t = parsed(*d);
+  hardware::Topology t = parsed(*d);
   ASSERT_EQ(t.links.size(), 1u);
-  EXPECT_EQ(t.links[0].kind, target::LinkKind::NVLink);
+  EXPECT_EQ(t.links[0].kind, hardware::LinkKind::NVLink);
   EXPECT_NEAR(t.links[0].bandwidth, 56.25e9, 1e6);
   EXPECT_TRUE(t.allPairsNVLink());
   EXPECT_NEAR(t.host.pcieBandwidth[1], 12.5e9, 1e7); // x8
@@ -136,14 +136,14 @@ TEST(Detect, CalibrationWritesMeasuredFiguresTheCompilerReads) {
   o.date = "2026-12-01";
   StatusOr<std::string> json = topologyJson(*d, o);
   ASSERT_TRUE(json.isOk()) << json.status().message();
-  llvm::Expected<target::Topology> t = target::parseTopologyJson(*json, "detected.json");
+  llvm::Expected<hardware::Topology> t = hardware::parseTopologyJson(*json, "detected.json");
   ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError()) << "\n" << *json;
   ASSERT_TRUE(t->devices[1].calibration.has_value());
   EXPECT_EQ(t->devices[1].calibration->copyBandwidth, 850e9);
   EXPECT_EQ(t->links[0].bandwidth, 50e9);
   EXPECT_DOUBLE_EQ(t->links[0].latency, 8e-6);
   EXPECT_EQ(t->host.pcieBandwidth[0], 24e9);
-  const target::AllReduceCalibration *m = t->allReduceFor({1, 0});
+  const hardware::AllReduceCalibration *m = t->allReduceFor({1, 0});
   ASSERT_NE(m, nullptr) << *json;
   EXPECT_EQ(m->method, a.method);
   ASSERT_EQ(m->times.size(), 3u);
@@ -156,11 +156,11 @@ TEST(Detect, NvSwitchBoard) {
   ASSERT_TRUE(d.isOk()) << d.status().message();
   ASSERT_EQ(d->gpus.size(), 8u);
   EXPECT_EQ(d->nvlinks.size(), 28u);
-  target::Topology t = parsed(*d);
+  hardware::Topology t = parsed(*d);
   ASSERT_EQ(t.devices.size(), 8u);
   EXPECT_EQ(t.devices[0].name, "h100-sxm");
   EXPECT_TRUE(t.allPairsNVLink());
-  for (const target::LinkProfile &l : t.links)
+  for (const hardware::LinkProfile &l : t.links)
     EXPECT_NEAR(l.bandwidth, 450e9, 1e6); // 18 links x 25 GB/s
 }
 
@@ -169,9 +169,9 @@ TEST(Detect, UnknownPartsAreDescribedFromNvml) {
   ASSERT_TRUE(d.isOk()) << d.status().message();
   EXPECT_EQ(d->gpus[0].builtin, "");
   EXPECT_EQ(d->gpus[1].builtin, ""); // the 8 GB RTX 3060 is another part
-  target::Topology t = parsed(*d);
+  hardware::Topology t = parsed(*d);
   ASSERT_EQ(t.devices.size(), 2u);
-  const target::DeviceProfile &g = t.devices[0];
+  const hardware::DeviceProfile &g = t.devices[0];
   EXPECT_EQ(g.name, "rtx-5090");
   EXPECT_EQ(g.computeCapability, 120);
   EXPECT_EQ(g.smCount, 170);
@@ -183,7 +183,7 @@ TEST(Detect, UnknownPartsAreDescribedFromNvml) {
   EXPECT_NEAR(t.devices[1].memoryBandwidth, 240e9, 0.1e9);
   EXPECT_EQ(t.devices[1].fp8TensorFlops, 0); // sm_86 has none
   ASSERT_EQ(t.links.size(), 1u);
-  EXPECT_EQ(t.links[0].kind, target::LinkKind::PCIe);
+  EXPECT_EQ(t.links[0].kind, hardware::LinkKind::PCIe);
   EXPECT_NEAR(t.links[0].bandwidth, 12.5e9, 0.1e9); // the slower slot (4.0 x8)
 }
 

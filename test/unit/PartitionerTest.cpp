@@ -4,7 +4,7 @@
 #include "compiler/Import/Importer.h"
 #include "compiler/Partition/Partitioner.h"
 #include "compiler/Transforms/Passes.h"
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -31,7 +31,7 @@ protected:
     return *p;
   }
   // Llama-style defaults (batch 1, context 4096) and the chosen stages.
-  void partitionOn(const ModelProfile &p, const target::Topology &t, PartitionOptions &o,
+  void partitionOn(const ModelProfile &p, const hardware::Topology &t, PartitionOptions &o,
                    std::vector<Stage> &stages) {
     llvm::Expected<PartitionOptions> opts = makePartitionOptions(*p.config, "throughput", 1,
                                                                  4096, "");
@@ -41,8 +41,8 @@ protected:
     ASSERT_TRUE(bool(r));
     stages = r->best.stages;
   }
-  target::Topology topology(const char *spec) {
-    llvm::Expected<target::Topology> t = target::parseTopologySpec(spec);
+  hardware::Topology topology(const char *spec) {
+    llvm::Expected<hardware::Topology> t = hardware::parseTopologySpec(spec);
     EXPECT_TRUE(bool(t)) << llvm::toString(t.takeError());
     return *t;
   }
@@ -81,9 +81,9 @@ TEST(WeightFormatTest, OutsideTheLayersQuantizedFormatsAreSixteenBit) {
 }
 
 TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
-  target::DeviceProfile d;
+  hardware::DeviceProfile d;
   EXPECT_EQ(stepScaleAt(d, 8).weights, 1.0); // uncalibrated
-  target::DeviceCalibration c;
+  hardware::DeviceCalibration c;
   c.gpu = "NVIDIA H200";
   c.steps = {{1, 1.0, 2.0}, {4, 1.2, 1.0}};
   c.prefillSteps = {{512, 0.6, 0.6}};
@@ -97,7 +97,7 @@ TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
 
 TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   ModelProfile p = profileOf("llama-3.1-8b");
-  target::Topology t = topology("h200");
+  hardware::Topology t = topology("h200");
   PartitionOptions o;
   std::vector<Stage> stages;
   ASSERT_NO_FATAL_FAILURE(partitionOn(p, t, o, stages));
@@ -106,7 +106,7 @@ TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   EXPECT_GT(plain.other, plain.attention);
   // Measured bandwidth 10% below the datasheet's: the weight-streaming part
   // slows by about that; step scales then multiply each part.
-  target::DeviceCalibration c;
+  hardware::DeviceCalibration c;
   c.gpu = "NVIDIA H200";
   c.copyBandwidth = t.devices[0].memoryBandwidth * 0.9;
   c.steps = {{8, 1.25, 2.0}};
@@ -123,11 +123,11 @@ TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
 }
 
 TEST(CostModelTest, MeasuredAllReduceReplacesTheRing) {
-  llvm::Expected<target::Topology> t = target::parseTopologySpec("2xh200:nvlink");
+  llvm::Expected<hardware::Topology> t = hardware::parseTopologySpec("2xh200:nvlink");
   ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
   double ring = allReduceSeconds(*t, {0, 1}, 8192);
   EXPECT_NEAR(ring, 2 * t->transferSeconds(0, 1, 4096), 1e-15);
-  target::AllReduceCalibration m;
+  hardware::AllReduceCalibration m;
   m.devices = {0, 1};
   m.times = {{8192, 20e-6}, {65536, 24e-6}};
   t->allReduces.push_back(m);
@@ -138,7 +138,7 @@ TEST(CostModelTest, MeasuredAllReduceReplacesTheRing) {
 
 TEST_F(PartitionerTest, PrefillChunkAttendsToHalfItself) {
   ModelProfile p = profileOf("llama-3.1-8b");
-  target::Topology t = topology("h200");
+  hardware::Topology t = topology("h200");
   PartitionOptions o;
   std::vector<Stage> stages;
   ASSERT_NO_FATAL_FAILURE(partitionOn(p, t, o, stages));
@@ -164,7 +164,7 @@ TEST_F(PartitionerTest, ProfileCoversEveryLayerAndWeight) {
 
 TEST_F(PartitionerTest, ChosenFitsAndBeatsMemorySplit) {
   ModelProfile p = profileOf("llama-3.1-8b");
-  target::Topology t = topology("rtx3090+rtx3060");
+  hardware::Topology t = topology("rtx3090+rtx3060");
   for (int64_t batch : {1, 8, 24, 32, 40}) {
     PartitionOptions o;
     o.batch = batch;
@@ -189,7 +189,7 @@ TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
   static_assert(kExpandedCodesAbove == cuda::kMaxCodeGemvTokens,
                 "the partitioner prices what the emitter does");
   ModelProfile p = profileOf("llama-3.1-8b");
-  target::Topology t = topology("h200");
+  hardware::Topology t = topology("h200");
   auto activations = [&](int64_t chunk) {
     llvm::Expected<PartitionOptions> o =
         makePartitionOptions(*p.config, "throughput", 1, 4096, "int4");
@@ -220,8 +220,8 @@ TEST_F(PartitionerTest, TiesGoToTheChoiceWithMoreFreeMemory) {
   PartitionOptions o;
   o.objective = Objective::Latency;
   for (const char *caps : {"0=16GB", "1=16GB"}) {
-    target::Topology t = topology("2xrtx3090");
-    ASSERT_FALSE(bool(target::applyMemoryCaps(t, caps)));
+    hardware::Topology t = topology("2xrtx3090");
+    ASSERT_FALSE(bool(hardware::applyMemoryCaps(t, caps)));
     llvm::Expected<PartitionResult> r = partitionModel(p, t, o);
     ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
     ASSERT_EQ(r->best.stages.size(), 1u) << r->best.description;
@@ -248,11 +248,11 @@ TEST_F(PartitionerTest, NVLinkTensorParallelBeatsPipelineForLatency) {
 
 TEST_F(PartitionerTest, MemoryCapForcesASplit) {
   ModelProfile p = profileOf("llama-3.1-8b");
-  target::Topology t = topology("2xh200:nvlink");
+  hardware::Topology t = topology("2xh200:nvlink");
   PartitionOptions o;
   llvm::Expected<PartitionResult> free = partitionModel(p, t, o);
   ASSERT_TRUE(bool(free));
-  ASSERT_FALSE(bool(target::applyMemoryCaps(t, "12GB")));
+  ASSERT_FALSE(bool(hardware::applyMemoryCaps(t, "12GB")));
   o.allowHostOffload = false;
   llvm::Expected<PartitionResult> capped = partitionModel(p, t, o);
   ASSERT_TRUE(bool(capped)) << llvm::toString(capped.takeError());

@@ -318,8 +318,8 @@ TEST_P(PipelineSemanticsTest, PartitionAnnotationsKeepLogitsAndGreedyTokens) {
     buildFusionPipeline(fusion);
     ASSERT_TRUE(mlir::succeeded(fusion.run(*module)));
 
-    llvm::Expected<target::Topology> topology =
-        target::parseTopologySpec("2xh200:nvlink");
+    llvm::Expected<hardware::Topology> topology =
+        hardware::parseTopologySpec("2xh200:nvlink");
     ASSERT_TRUE(bool(topology)) << llvm::toString(topology.takeError());
     llvm::Expected<partition::ModelProfile> profile =
         partition::profileModel(*module, source.config);
@@ -377,7 +377,7 @@ TEST_P(PipelineSemanticsTest, TensorParallelShardsMatchTheWholeModel) {
   mlir::PassManager fusion(&context);
   buildFusionPipeline(fusion);
   ASSERT_TRUE(mlir::succeeded(fusion.run(*module)));
-  llvm::Expected<target::Topology> topology = target::parseTopologySpec("2xh200:nvlink");
+  llvm::Expected<hardware::Topology> topology = hardware::parseTopologySpec("2xh200:nvlink");
   ASSERT_TRUE(bool(topology)) << llvm::toString(topology.takeError());
   llvm::Expected<partition::ModelProfile> profile =
       partition::profileModel(*module, source.config);

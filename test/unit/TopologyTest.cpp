@@ -1,6 +1,6 @@
 // Tests of hardware topologies: built-in figures, short forms, JSON files and
 // their round trip, memory caps, transfer times, and one-line errors.
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -13,7 +13,7 @@
 #include <string>
 
 namespace weft {
-namespace target {
+namespace hardware {
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
@@ -330,7 +330,7 @@ TEST(TopologyTest, SpecNamingAJsonFileReadsIt) {
 
 TEST(TopologyTest, ExampleFileIsTheShortFormWrittenOut) {
   std::string path =
-      std::string(WEFT_FIXTURES_DIR) + "/../../targets/Hardware/examples/rtx3090+rtx3060.json";
+      std::string(WEFT_FIXTURES_DIR) + "/../../compiler/Hardware/examples/rtx3090+rtx3060.json";
   Topology file = parseOk(path);
   Topology spec = parseOk("rtx3090+rtx3060");
   EXPECT_EQ(file.name, "rtx3090+rtx3060 desktop");
@@ -960,5 +960,5 @@ INSTANTIATE_TEST_SUITE_P(
         BadCap{"0=1\x1b[31mGB", "'0=1\\x1b[31mGB': expected a size"}));
 
 } // namespace
-} // namespace target
+} // namespace hardware
 } // namespace weft

@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
     return fail("--report needs --topology");
   if (!stageSpec.empty() && !partitioned)
     return fail("--stages needs --topology");
-  std::optional<weft::target::Topology> topology;
+  std::optional<weft::hardware::Topology> topology;
   std::optional<weft::partition::PartitionOptions> partitionOptions;
   std::optional<weft::partition::PartitionResult> partition;
   std::optional<weft::partition::ModelProfile> modelProfile;
@@ -265,12 +265,12 @@ int main(int argc, char **argv) {
       return fail("the fusion pipeline failed (see the diagnostics above)");
 
     if (partitioned) {
-      llvm::Expected<weft::target::Topology> topo =
-          weft::target::parseTopologySpec(topologySpec);
+      llvm::Expected<weft::hardware::Topology> topo =
+          weft::hardware::parseTopologySpec(topologySpec);
       if (!topo)
         return fail(llvm::toString(topo.takeError()));
       if (!memoryCap.empty())
-        if (llvm::Error e = weft::target::applyMemoryCaps(*topo, memoryCap))
+        if (llvm::Error e = weft::hardware::applyMemoryCaps(*topo, memoryCap))
           return fail(llvm::toString(std::move(e)));
       topology = std::move(*topo);
       llvm::Expected<weft::partition::PartitionOptions> options =
@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
               "(the quantized kernels compute in its 16-bit type); {1} is {2}",
               weightDType, spec, weft::io::dtypeName(source->config.dtype)));
         if (wanted == WeightDType::FP8)
-          for (const weft::target::DeviceProfile &d : topology->devices)
+          for (const weft::hardware::DeviceProfile &d : topology->devices)
             if (!d.hasFp8())
               return fail(llvm::formatv(
                   "--weight-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 "

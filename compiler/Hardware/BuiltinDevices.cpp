@@ -1,13 +1,13 @@
 // The built-in device database: published (or, for the H200, measured)
 // figures of the GPUs Weft plans for, each with its source.
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "runtime/base/Text.h"
 
 #include "llvm/ADT/StringExtras.h"
 
 namespace weft {
-namespace target {
+namespace hardware {
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
@@ -344,5 +344,5 @@ llvm::Expected<DeviceProfile> getBuiltinDevice(llvm::StringRef name) {
           "; alias rtx3060)");
 }
 
-} // namespace target
+} // namespace hardware
 } // namespace weft

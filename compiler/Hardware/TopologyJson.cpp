@@ -1,6 +1,6 @@
 // Reading and writing topology JSON files (format: docs/topology.md), with a
 // one-line error naming the file and field for every malformed input.
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "compiler/Support/JsonFields.h"
 #include "runtime/base/Text.h"
@@ -24,7 +24,7 @@ using llvm::StringRef;
 namespace json = llvm::json;
 
 namespace weft {
-namespace target {
+namespace hardware {
 namespace {
 
 // File contents are untrusted: every message stays on one line.
@@ -1000,5 +1000,5 @@ std::string topologyToJson(const Topology &t) {
 
 #undef WEFT_ASSIGN_OR_RETURN
 
-} // namespace target
+} // namespace hardware
 } // namespace weft

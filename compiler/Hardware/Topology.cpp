@@ -1,6 +1,6 @@
 // Topology queries (links, transfer times, capacity) and the command-line
 // forms: --topology short forms and --memory-cap values.
-#include "targets/Hardware/Topology.h"
+#include "compiler/Hardware/Topology.h"
 
 #include "compiler/Support/Error.h"
 #include "runtime/base/Text.h"
@@ -20,7 +20,7 @@ using llvm::Expected;
 using llvm::StringRef;
 
 namespace weft {
-namespace target {
+namespace hardware {
 
 namespace {
 
@@ -379,5 +379,5 @@ Error applyMemoryCaps(Topology &topology, StringRef caps) {
   return Error::success();
 }
 
-} // namespace target
+} // namespace hardware
 } // namespace weft

@@ -1,7 +1,7 @@
 // Hardware topology descriptions (devices, links, host) that the partitioner
 // and cost model plan against; built-in profiles, short forms and JSON files.
-#ifndef WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
-#define WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
+#ifndef WEFT_COMPILER_HARDWARE_TOPOLOGY_H_
+#define WEFT_COMPILER_HARDWARE_TOPOLOGY_H_
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace weft {
-namespace target {
+namespace hardware {
 
 // Measured step time over the cost model's prediction, at a token count
 // (weft-run --bench --write-calibration): the weight-streaming regions and
@@ -189,7 +189,7 @@ std::string topologyToJson(const Topology &topology);
 // error.
 llvm::Error applyMemoryCaps(Topology &topology, llvm::StringRef caps);
 
-} // namespace target
+} // namespace hardware
 } // namespace weft
 
-#endif // WEFT_TARGETS_HARDWARE_TOPOLOGY_H_
+#endif // WEFT_COMPILER_HARDWARE_TOPOLOGY_H_
