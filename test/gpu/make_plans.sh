@@ -222,13 +222,16 @@ model qwen3-8b-2l 2 '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen
   "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000.0,
   "rope_scaling": null, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
   "attention_bias": false}' bfloat16
-# Buckets to 64 and prefill chunks 8/32, as sanitize.sh runs them.
-for layout in "h200" "2xh200:nvlink --stages 0+1"; do
-  plan=qwen3-8b-2l-mb64
-  [[ $layout == h200 ]] || plan=qwen3-8b-2l-tp-mb64
-  build_plan --model "$out/ckpt" --topology $layout --batch 4 --max-batch 64 --prefill-chunks 8,32 \
-    -o "$out/$plan.weft"
-done
+# one_and_tp_mb64 NAME: NAME-mb64.weft on one device and NAME-tp-mb64.weft
+# tensor parallel over two, from $out/ckpt: buckets to 64 and prefill
+# chunks 8/32, as sanitize.sh runs them.
+one_and_tp_mb64() {
+  build_plan --model "$out/ckpt" --topology h200 --batch 4 --max-batch 64 --prefill-chunks 8,32 \
+    -o "$out/$1-mb64.weft"
+  build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --batch 4 --max-batch 64 \
+    --prefill-chunks 8,32 -o "$out/$1-tp-mb64.weft"
+}
+one_and_tp_mb64 qwen3-8b-2l
 check "Qwen3-8B sizes, 2 layers" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 1
 check_batch "  same, 24 sequences" qwen3-8b-2l-mb64.weft cfg/qwen3-8b-2l bfloat16 16 1 "$(lengths 24 300)"
 check "  same, TP 2" qwen3-8b-2l-tp-mb64.weft cfg/qwen3-8b-2l bfloat16 20 32 2
@@ -247,12 +250,7 @@ gemma='"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "rope_the
   "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": true, "vocab_size": 256000'
 model gemma2-9b-2l 2 "{$gemma, \"hidden_size\": 3584, \"intermediate_size\": 14336,
   \"num_attention_heads\": 16, \"num_key_value_heads\": 8, \"head_dim\": 256, \"query_pre_attn_scalar\": 256}" bfloat16
-for layout in "h200" "2xh200:nvlink --stages 0+1"; do
-  plan=gemma2-9b-2l-mb64
-  [[ $layout == h200 ]] || plan=gemma2-9b-2l-tp-mb64
-  build_plan --model "$out/ckpt" --topology $layout --batch 4 --max-batch 64 --prefill-chunks 8,32 \
-    -o "$out/$plan.weft"
-done
+one_and_tp_mb64 gemma2-9b-2l
 check "Gemma-2-9B sizes, 2 layers, window 16" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 1
 check_batch "  same, 24 sequences" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 16 1 "$(lengths 24 300)"
 check "  same, TP 2" gemma2-9b-2l-tp-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 2

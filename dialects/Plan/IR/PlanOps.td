@@ -118,7 +118,7 @@ def Plan_LaunchOp : Plan_Op<"launch", [HasParent<"BucketOp">]> {
     ```mlir
     plan.launch {device = 0 : i64, region = "attention", kernel = 3 : i64,
                  grid = array<i64: 1, 8, 41>, block = array<i64: 128, 1, 1>, shared = 49152 : i64,
-                 args = [#plan.arg<kind = "buffer", index = 2, offset = 0, value = 0>]}
+                 args = [#plan.arg<kind = buffer, index = 2, offset = 0, value = 0>]}
     ```
   }];
   let arguments = (ins I64Attr:$device, StrAttr:$region, I64Attr:$kernel,
@@ -135,9 +135,9 @@ def Plan_GemmOp : Plan_Op<"gemm", [HasParent<"BucketOp">]> {
 
     ```mlir
     plan.gemm {device = 0 : i64, region = "linear_residual", m = 32 : i64, n = 4096 : i64, k = 4096 : i64,
-               a = #plan.arg<kind = "buffer", index = 1, offset = 0, value = 0>,
-               b = #plan.arg<kind = "weight", index = 7, offset = 0, value = 0>,
-               c = #plan.arg<kind = "buffer", index = 2, offset = 0, value = 0>,
+               a = #plan.arg<kind = buffer, index = 1, offset = 0, value = 0>,
+               b = #plan.arg<kind = weight, index = 7, offset = 0, value = 0>,
+               c = #plan.arg<kind = buffer, index = 2, offset = 0, value = 0>,
                dtype = "f16", c_dtype = "f16"}
     ```
   }];
@@ -155,8 +155,8 @@ def Plan_CopyOp : Plan_Op<"copy", [HasParent<"BucketOp">]> {
 
     ```mlir
     plan.copy {source_device = 0 : i64, target_device = 1 : i64, bytes = 8192 : i64,
-               source = #plan.arg<kind = "buffer", index = 9, offset = 0, value = 0>,
-               target = #plan.arg<kind = "buffer", index = 0, offset = 0, value = 0>}
+               source = #plan.arg<kind = buffer, index = 9, offset = 0, value = 0>,
+               target = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>}
     ```
   }];
   let arguments = (ins I64Attr:$source_device, I64Attr:$target_device, I64Attr:$bytes,
@@ -178,9 +178,9 @@ def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"BucketOp">]> {
 
     ```mlir
     plan.all_reduce {device = 0 : i64, devices = array<i64: 0, 1>, count = 4096 : i64, dtype = "bf16",
-                     buffers = [#plan.arg<kind = "buffer", index = 4, offset = 0, value = 0>,
+                     buffers = [#plan.arg<kind = buffer, index = 4, offset = 0, value = 0>,
                                 #plan.arg<kind = buffer, index = 3, offset = 0, value = 0>],
-                     scratch = #plan.arg<kind = "buffer", index = 5, offset = 0, value = 0>,
+                     scratch = #plan.arg<kind = buffer, index = 5, offset = 0, value = 0>,
                      accumulate_kernel = 12 : i64}
     ```
   }];
