@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 
@@ -16,6 +17,21 @@ namespace {
 int64_t regionLayer(FusionOp region) {
   CostContext ctx;
   return estimateRegionCost(region, ctx).layer;
+}
+
+// Whether `v` (an activation outside any region) is split by features over
+// a tensor-parallel group: the output of attention (each device has its
+// heads) or of a gated MLP (each device has its columns of gate and up).
+// A projection reading such a value is row-parallel: each device holds the
+// weight's columns for its features and sums partial outputs.
+bool featureSharded(Value v) {
+  auto producer = v.getDefiningOp<FusionOp>();
+  if (!producer)
+    return false;
+  Value yielded = producer.getBody().front().getTerminator()->getOperand(
+      llvm::cast<OpResult>(v).getResultNumber());
+  Operation *def = yielded.getDefiningOp();
+  return def && isa<AttentionOp, MulOp>(def);
 }
 
 DictionaryAttr candidateAttr(Builder &b, const Candidate &c) {
@@ -84,14 +100,30 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
       return;
     bool rowParallel = false;
     Block &body = region.getBody().front();
+    // The projections of the region whose input is split by features.
+    llvm::SmallPtrSet<Operation *, 2> rowLinears;
+    body.walk([&](LinearOp linear) {
+      if (auto arg = dyn_cast<BlockArgument>(linear.getInput());
+          arg && featureSharded(region.getInputs()[arg.getArgNumber()]))
+        rowLinears.insert(linear);
+    });
     for (auto [index, input] : llvm::enumerate(region.getInputs())) {
+      auto uses = body.getArgument(unsigned(index)).getUses();
+      auto usedAs = [&](unsigned operand, auto pred) {
+        return llvm::any_of(uses, [&](OpOperand &use) {
+          return use.getOperandNumber() == operand && pred(use.getOwner());
+        });
+      };
       // A norm's weight scales every feature (or every head) alike: each
-      // device holds all of it.
-      bool normWeight = llvm::any_of(body.getArgument(unsigned(index)).getUses(),
-                                     [](OpOperand &use) {
-                                       return use.getOperandNumber() == 1 &&
-                                              isa<RmsNormOp, HeadRmsNormOp>(use.getOwner());
-                                     });
+      // device holds all of it; so does a row-parallel projection's bias
+      // (added once, after the partial sums).
+      bool normWeight = usedAs(1, [](Operation *op) { return isa<RmsNormOp, HeadRmsNormOp>(op); });
+      bool rowWeight = usedAs(1, [&](Operation *op) {
+        return isa<LinearOp>(op) && rowLinears.contains(op);
+      });
+      bool rowBias = usedAs(2, [&](Operation *op) {
+        return isa<LinearOp>(op) && rowLinears.contains(op);
+      });
       SmallVector<WeightOp> refs;
       if (auto w = input.getDefiningOp<WeightOp>())
         refs.push_back(w);
@@ -100,10 +132,8 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
           if (auto w = v.getDefiningOp<WeightOp>())
             refs.push_back(w);
       for (WeightOp w : refs) {
-        StringRef name = w.getName();
-        bool row = name.contains("o_proj.weight") || name.contains("down_proj.weight");
-        bool replicated = normWeight || name.contains("o_proj.bias") ||
-                          name.contains("down_proj.bias");
+        bool row = rowWeight;
+        bool replicated = normWeight || rowBias;
         rowParallel |= row;
         // A quantized weight's groups cannot straddle two devices (a
         // column cut keeps whole rows, so any cut of rows is fine).
