@@ -101,7 +101,7 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
       cost.flops += context * c.flopsPerPosition;
     }
   }
-  // Layer of a projection region: from its weights' names.
+  // Layer of a projection region: its weights' (the importer's `layer`).
   if (cost.layer < 0) {
     for (Value input : region.getInputs()) {
       Operation *def = input.getDefiningOp();
@@ -112,14 +112,9 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
         for (Value v : c.getInputs())
           if (auto w = v.getDefiningOp<WeightOp>())
             refs.push_back(w);
-      for (WeightOp w : refs) {
-        StringRef n = w.getName();
-        if (n.consume_front("model.layers.")) {
-          int64_t layer;
-          if (!n.take_until([](char c) { return c == '.'; }).getAsInteger(10, layer))
-            cost.layer = layer;
-        }
-      }
+      for (WeightOp w : refs)
+        if (std::optional<uint64_t> layer = w.getLayer())
+          cost.layer = int64_t(*layer);
     }
   }
   return cost;

@@ -44,8 +44,11 @@ DecoderOutputs buildDecoder(ModelGraphBuilder &g, const ModelConfig &c,
                             const Architecture &arch) {
   GraphValue table = g.weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
   GraphValue x = g.embedding(table);
-  for (int64_t i = 0; i < c.numLayers; ++i)
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    g.currentLayer = i;
     x = arch.layer(g, c, i, x);
+  }
+  g.currentLayer = -1;
   DecoderOutputs out;
   out.hidden = g.rmsNorm(x, g.weight("model.norm.weight", {c.hiddenSize}), c.rmsNormEps);
   out.head = c.tieWordEmbeddings ? table
@@ -126,24 +129,25 @@ public:
     if (!seen.insert(name).second)
       return {0}; // used twice (tied): listed once
     if (shape.size() != 2 || !quant.quantizes(name)) {
-      tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end()), {}});
+      tensors.push_back({name, std::vector<int64_t>(shape.begin(), shape.end()), {},
+                         currentLayer});
       return {0};
     }
     std::string base = llvm::StringRef(name).drop_back(std::strlen("weight")).str();
     int64_t out = shape[0], in = shape[1], perWord = 32 / quant.bits;
     int64_t groups = quant.groupSize ? in / quant.groupSize : 1;
     if (quant.method == QuantMethod::CompressedTensors) {
-      tensors.push_back({base + "weight_packed", {out, in / perWord}, io::DType::I32});
-      tensors.push_back({base + "weight_scale", {out, groups}, dtype}); // the model's dtype
+      tensors.push_back({base + "weight_packed", {out, in / perWord}, io::DType::I32, currentLayer});
+      tensors.push_back({base + "weight_scale", {out, groups}, dtype, currentLayer}); // the model's dtype
     } else if (quant.method == QuantMethod::Awq) {
-      tensors.push_back({base + "qweight", {in, out / perWord}, io::DType::I32});
-      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
-      tensors.push_back({base + "scales", {groups, out}, io::DType::F16});
+      tensors.push_back({base + "qweight", {in, out / perWord}, io::DType::I32, currentLayer});
+      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32, currentLayer});
+      tensors.push_back({base + "scales", {groups, out}, io::DType::F16, currentLayer});
     } else {
-      tensors.push_back({base + "qweight", {in / perWord, out}, io::DType::I32});
-      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32});
-      tensors.push_back({base + "scales", {groups, out}, io::DType::F16});
-      tensors.push_back({base + "g_idx", {in}, io::DType::I32});
+      tensors.push_back({base + "qweight", {in / perWord, out}, io::DType::I32, currentLayer});
+      tensors.push_back({base + "qzeros", {groups, out / perWord}, io::DType::I32, currentLayer});
+      tensors.push_back({base + "scales", {groups, out}, io::DType::F16, currentLayer});
+      tensors.push_back({base + "g_idx", {in}, io::DType::I32, currentLayer});
     }
     return {0};
   }

@@ -29,6 +29,10 @@ struct GraphValue {
 class ModelGraphBuilder {
 public:
   virtual ~ModelGraphBuilder() = default;
+  // The decoder layer being built (-1 outside the layers): buildDecoder
+  // sets it, and weights record it, so that nothing downstream needs to
+  // read a layer index out of a tensor name.
+  int64_t currentLayer = -1;
   // The checkpoint tensor `name` of `shape`, in the model's dtype.
   virtual GraphValue weight(const std::string &name, llvm::ArrayRef<int64_t> shape) = 0;
   // x [T, in] times w [out, in] transposed, plus bias [out].

@@ -53,8 +53,11 @@ public:
     QuantAttr quant;
     if (shape.size() == 2 && c.quant.quantizes(name))
       quant = QuantAttr::get(&ctx, c.quant.bits, c.quant.groupSize ? c.quant.groupSize : shape[1]);
-    return wrap(b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
-                                   b.getStringAttr(name), quant));
+    auto op = b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
+                                 b.getStringAttr(name), quant, IntegerAttr());
+    if (currentLayer >= 0)
+      op.setLayerAttr(b.getI64IntegerAttr(currentLayer));
+    return wrap(op);
   }
 
   GraphValue linear(GraphValue x, GraphValue w, std::optional<GraphValue> bias,

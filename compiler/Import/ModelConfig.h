@@ -125,6 +125,7 @@ struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::optional<io::DType> dtype;
+  int64_t layer = -1; // the decoder layer that reads it; -1: embedding, final norm, head
 };
 
 // The tensors a checkpoint of `config` must hold, in a stable order

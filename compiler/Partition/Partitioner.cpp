@@ -37,13 +37,12 @@ WeightTable weightTable(const ModelConfig &c, const WeightFormat &format) {
     llvm::StringRef name(e.name);
     uint64_t bytes;
     if (e.shape.size() == 2)
-      bytes = (name.starts_with("model.layers.") ? format : outside)
+      bytes = (e.layer >= 0 ? format : outside)
                   .matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));
     else
       bytes = uint64_t(e.shape[0]) * vecBytes;
-    if (name.consume_front("model.layers.")) {
-      size_t layer = std::stoul(name.take_until([](char ch) { return ch == '.'; }).str());
-      t.layer[layer] += bytes;
+    if (e.layer >= 0) {
+      t.layer[size_t(e.layer)] += bytes;
     } else if (name == "model.embed_tokens.weight") {
       t.embedding += bytes;
       if (c.tieWordEmbeddings)

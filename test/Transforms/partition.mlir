@@ -25,12 +25,12 @@
 
 // TP: dist.partition = {{.+}}description = "tp:h200[0+1] layers 0-15"
 // TP: weft.fusion "embedding" {{.+}}devices = [0]>
-// TP: weft.weight "model.layers.0.self_attn.q_proj.weight" {dist.shard = #dist.shard<axis = 0, parts = 2>}
-// TP: weft.weight "model.layers.0.self_attn.o_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>}
+// TP: weft.weight "model.layers.0.self_attn.q_proj.weight" {dist.shard = #dist.shard<axis = 0, parts = 2>, layer = 0 : i64}
+// TP: weft.weight "model.layers.0.self_attn.o_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>, layer = 0 : i64}
 // TP: %[[O:.+]] = weft.fusion "linear_residual" {{.+}}devices = [0, 1]
 // TP-NEXT: ^bb0
 // TP: dist.all_reduce %[[O]] {devices = array<i64: 0, 1>}
-// TP: weft.weight "model.layers.0.mlp.down_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>}
+// TP: weft.weight "model.layers.0.mlp.down_proj.weight" {dist.shard = #dist.shard<axis = 1, parts = 2>, layer = 0 : i64}
 // TP: weft.fusion "rms_norm_logits_sample" {{.+}}devices = [0]>
 
 // NOFIT: error: weft-partition: llama-3.2-1b (bf16 weights, batch 4096, context 131072) does not fit topology 'rtx3060': rtx3060-12g #0 short by

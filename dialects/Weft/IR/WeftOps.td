@@ -52,8 +52,14 @@ def Weft_WeightOp : Weft_Op<"weight", [Pure]> {
     %w = weft.weight "model.layers.0.mlp.down_proj.weight"
         {quant = #weft.quant<bits = 4, group = 128>} : tensor<4096x14336xf16>
     ```
+
+    A weight of a decoder layer carries the layer's index in `layer` (the
+    importer sets it from the family's layer function, whatever the
+    checkpoint calls its tensors): the partitioner places the weight, and
+    the region that reads it, with that layer.
   }];
-  let arguments = (ins StrAttr:$name, OptionalAttr<Weft_QuantAttr>:$quant);
+  let arguments = (ins StrAttr:$name, OptionalAttr<Weft_QuantAttr>:$quant,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$layer);
   let results = (outs Weft_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
