@@ -11,7 +11,6 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -393,8 +392,9 @@ private:
   Results embedding(EmbeddingOp op, const Ins &in);
   Results rmsNorm(RmsNormOp op, const Ins &in);
   Results headRmsNorm(HeadRmsNormOp op, const Ins &in);
+  // softcap > 0: each output becomes softcap * tanh(output / softcap).
   Results linear(Operation *op, const Tensor &x, const Tensor &w,
-                 const Tensor *bias);
+                 const Tensor *bias, double softcap = 0.0);
   Results rope(RopeOp op, const Ins &in);
   Results kvWrite(KvWriteOp op, const Ins &in);
   Results attention(AttentionOp op, const Ins &in);
@@ -492,19 +492,9 @@ Results Executor::compute(Operation *op, const Ins &in) {
     return headRmsNorm(n, in);
   if (llvm::isa<LinearOp>(op))
     return linear(op, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
-  if (auto logits = llvm::dyn_cast<LogitsOp>(op)) {
-    Results r = linear(op, *in[0], *in[1], nullptr);
-    if (r && logits.getSoftcap()) {
-      // A fresh tensor: the linear's result is not shared yet, but keep
-      // the results immutable once made.
-      Tensor capped = *(*r)[0];
-      double cap = logits.getSoftcap()->convertToDouble();
-      for (float &v : capped.f)
-        v = float(cap * std::tanh(double(v) / cap));
-      return std::vector<TensorRef>{share(std::move(capped))};
-    }
-    return r;
-  }
+  if (auto logits = llvm::dyn_cast<LogitsOp>(op))
+    return linear(op, *in[0], *in[1], nullptr,
+                  logits.getSoftcap() ? logits.getSoftcap()->convertToDouble() : 0.0);
   if (auto r = llvm::dyn_cast<RopeOp>(op))
     return rope(r, in);
   if (auto k = llvm::dyn_cast<KvWriteOp>(op))
@@ -559,20 +549,6 @@ Results Executor::weight(WeightOp op) {
   return std::vector<TensorRef>{*t};
 }
 
-// `v` rounded to a float element type (f16, bf16, f32), to nearest even.
-float roundToElementType(float v, mlir::Type type) {
-  const llvm::fltSemantics *sem = type.isBF16()  ? &llvm::APFloat::BFloat()
-                                  : type.isF16() ? &llvm::APFloat::IEEEhalf()
-                                                 : nullptr;
-  if (!sem)
-    return v;
-  llvm::APFloat a(v);
-  bool lost = false;
-  a.convert(*sem, llvm::APFloat::rmNearestTiesToEven, &lost);
-  a.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
-  return a.convertToFloat();
-}
-
 Results Executor::embedding(EmbeddingOp op, const Ins &in) {
   const Tensor &table = *in[0], &ids = *in[1];
   if (llvm::Error e = expectMatrix(op, table, "table"))
@@ -592,8 +568,7 @@ Results Executor::embedding(EmbeddingOp op, const Ins &in) {
   }
   if (op.getScale()) {
     // Gemma's normalizer is a tensor of the model's dtype.
-    float scale = roundToElementType(float(op.getScale()->convertToDouble()),
-                                     op.getResult().getType().getElementType());
+    float scale = float(op.roundedScale());
     for (float &v : out.f)
       v *= scale;
   }
@@ -653,7 +628,7 @@ Results Executor::headRmsNorm(HeadRmsNormOp op, const Ins &in) {
 
 // weft.linear (x·Wᵀ + b) and weft.logits (x·Wᵀ), W in torch.nn.Linear layout.
 Results Executor::linear(Operation *op, const Tensor &x, const Tensor &w,
-                         const Tensor *bias) {
+                         const Tensor *bias, double softcap) {
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
   if (llvm::Error e = expectMatrix(op, w, "weight"))
@@ -675,6 +650,8 @@ Results Executor::linear(Operation *op, const Tensor &x, const Tensor &w,
         acc += double(row[j]) * wr[j];
       if (bias)
         acc += bias->f[o];
+      if (softcap > 0.0)
+        acc = softcap * std::tanh(acc / softcap);
       out.f[t * n + o] = float(acc);
     }
   }

@@ -23,17 +23,17 @@ struct FuseSwigluPass : impl::FuseSwigluPassBase<FuseSwigluPass> {
         return;
       for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()),
                           std::pair(mul.getRhs(), mul.getLhs())}) {
-        Operation *silu = a.getDefiningOp();
-        if (!silu || !isa<SiluOp, GeluTanhOp>(silu) || !hasSingleUser(a, mul))
+        Operation *act = a.getDefiningOp();
+        if (!act || !isa<SiluOp, GeluTanhOp>(act) || !hasSingleUser(a, mul))
           continue;
-        const char *suffix = isa<SiluOp>(silu) ? "swiglu" : "geglu";
-        Operation *producer = silu->getOperand(0).getDefiningOp();
+        const char *suffix = isa<SiluOp>(act) ? "swiglu" : "geglu";
+        Operation *producer = act->getOperand(0).getDefiningOp();
         // Gate and up must come from one producer: a projection region or
         // the split of a merged projection.
         if (!producer || producer != b.getDefiningOp())
           continue;
         Match m;
-        m.ops = {producer, silu, mul};
+        m.ops = {producer, act, mul};
         if (auto split = dyn_cast<SplitOp>(producer)) {
           m.kind = std::string("split_") + suffix;
           if (auto linear = split.getInput().getDefiningOp<LinearOp>();

@@ -9,7 +9,6 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
-#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -433,33 +432,33 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
 
   // SwiGLU: silu(split#a) * split#b, the only consumers of the split
   // (GeGLU: gelu_tanh in place of silu).
-  Operation *silu = nullptr;
+  Operation *act = nullptr;
   MulOp mul;
   for (Value r : split.getResults())
     for (Operation *u : r.getUsers()) {
       if (llvm::isa<SiluOp, GeluTanhOp>(u))
-        silu = u;
+        act = u;
       else if (auto m = llvm::dyn_cast<MulOp>(u))
         mul = m;
       else if (!llvm::isa<YieldOp>(u))
         return regionError(region, "unsupported consumer '" + u->getName().getStringRef() +
                                        "' of the split");
     }
-  if (!silu && !mul) {
+  if (!act && !mul) {
     p.epilogue = Epilogue::Split;
     return p;
   }
-  if (!silu || !mul || !silu->hasOneUse() || *silu->getUsers().begin() != mul.getOperation())
+  if (!act || !mul || !act->hasOneUse() || *act->getUsers().begin() != mul.getOperation())
     return regionError(region, "expected silu(gate) * up after the split");
-  p.gelu = llvm::isa<GeluTanhOp>(silu);
-  Value up = mul.getLhs() == silu->getResult(0) ? mul.getRhs() : mul.getLhs();
+  p.gelu = llvm::isa<GeluTanhOp>(act);
+  Value up = mul.getLhs() == act->getResult(0) ? mul.getRhs() : mul.getLhs();
   auto segmentOf = [&](Value v) -> int64_t {
     for (auto [i, r] : llvm::enumerate(split.getResults()))
       if (r == v)
         return int64_t(i);
     return -1;
   };
-  int64_t gate = segmentOf(silu->getOperand(0)), upSeg = segmentOf(up);
+  int64_t gate = segmentOf(act->getOperand(0)), upSeg = segmentOf(up);
   if (gate < 0 || upSeg < 0 || gate == upSeg ||
       p.segments[gate].size != p.segments[upSeg].size)
     return regionError(region, "gate and up must be two equal parts of the split");
@@ -579,8 +578,8 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
       names = addOutputs(p.outResults, "float", "logits");
     }
     if (p.logitsSoftcap)
-      body << "    v[0] = " << floatLiteral(*p.logitsSoftcap) << " * tanhf(v[0] * "
-           << floatLiteral(1.0 / *p.logitsSoftcap) << ");  // soft cap\n";
+      body << "    v[0] = wf_softcap(v[0], " << floatLiteral(*p.logitsSoftcap) << ", "
+           << floatLiteral(1.0 / *p.logitsSoftcap) << ");\n";
     for (const std::string &n : names)
       body << "    " << n << "[(size_t)t * NC + col] = v[0];\n";
     if (argmaxCandidates)
@@ -1404,20 +1403,9 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
      << "struct Config {\n"
      << "  static constexpr int H = " << hidden << ", V = " << vocab
      << ", VEC = " << vec << ", THREADS = " << threads << ";\n";
-  if (emb.getScale()) {
-    // Gemma's normalizer, a tensor of the result's dtype: rounded here.
-    llvm::APFloat scale(emb.getScale()->convertToDouble());
-    bool lost = false;
-    if (*outType != ElementType::F32)
-      scale.convert(*outType == ElementType::BF16 ? llvm::APFloat::BFloat()
-                                                  : llvm::APFloat::IEEEhalf(),
-                    llvm::APFloat::rmNearestTiesToEven, &lost);
-    scale.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
-    os << "  static constexpr float SCALE = " << floatLiteral(scale.convertToDouble())
-       << ";  // rows times sqrt(H) in out_t\n";
-  } else {
-    os << "  static constexpr float SCALE = 1.0f;\n";
-  }
+  // Gemma's normalizer, sqrt(H) as a number of the result's dtype.
+  os << "  static constexpr float SCALE = " << floatLiteral(emb.roundedScale())
+     << (emb.getScale() ? ";  // rows times sqrt(H) in out_t\n" : ";\n");
   os << "  using table_t = " << cudaType(*tableType) << ";\n"
      << "  using out_t = " << cudaType(*outType) << ";\n"
      << "};\n";

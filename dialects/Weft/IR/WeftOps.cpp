@@ -173,6 +173,19 @@ LogicalResult QuantAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitErr
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
+double EmbeddingOp::roundedScale() {
+  if (!getScale())
+    return 1.0;
+  llvm::APFloat scale(getScale()->convertToDouble());
+  Type type = getResult().getType().getElementType();
+  bool lost = false;
+  if (type.isBF16() || type.isF16())
+    scale.convert(type.isBF16() ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf(),
+                  llvm::APFloat::rmNearestTiesToEven, &lost);
+  scale.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return scale.convertToDouble();
+}
+
 LogicalResult EmbeddingOp::verify() {
   if (getScale() && !(getScale()->convertToDouble() > 0.0 &&
                       std::isfinite(getScale()->convertToDouble())))

@@ -90,6 +90,12 @@ def Weft_EmbeddingOp : Weft_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Wef
   let results = (outs Weft_Activation:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The factor of every row as the model applies it: `scale` rounded to
+    // the result's element type (1 without a scale); the one definition
+    // the interpreter and the kernels share.
+    double roundedScale();
+  }];
 }
 
 def Weft_RmsNormOp : Weft_Op<"rms_norm", [Pure,

@@ -24,7 +24,7 @@ namespace weft::kernels::attention {
 // = cap * log2(e). Applied to computed scores only, before any masking.
 template <class C> __device__ __forceinline__ float capScore(float s2) {
   if constexpr (C::kSoftcapLog2 > 0.0f)
-    return C::kSoftcapLog2 * tanhf(s2 * (1.0f / C::kSoftcapLog2));
+    return wf_softcap(s2, C::kSoftcapLog2, 1.0f / C::kSoftcapLog2);
   else
     return s2;
 }

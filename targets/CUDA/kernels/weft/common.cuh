@@ -33,6 +33,11 @@ template <typename T> __device__ __forceinline__ float wf_round(float v) {
 // The MLP gate activations, in f32: SiLU (x * sigmoid(x)) and GELU with
 // the tanh approximation (PyTorch's gelu(approximate="tanh")).
 __device__ __forceinline__ float wf_silu(float x) { return x / (1.0f + expf(-x)); }
+// Soft-capping (Gemma 2's attention scores and final logits):
+// cap * tanh(x / cap), given cap and 1 / cap.
+__device__ __forceinline__ float wf_softcap(float x, float cap, float invCap) {
+  return cap * tanhf(x * invCap);
+}
 __device__ __forceinline__ float wf_gelu_tanh(float x) {
   const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x); // sqrt(2/pi)
   return 0.5f * x * (1.0f + tanhf(inner));

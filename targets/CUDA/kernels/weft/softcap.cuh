@@ -17,7 +17,7 @@ template <class C> __device__ __forceinline__ void softcapRows(float *__restrict
   if (col >= C::V)
     return;
   float *v = logits + (size_t)blockIdx.y * C::V + col;
-  *v = C::CAP * tanhf(*v * C::INV_CAP);
+  *v = wf_softcap(*v, C::CAP, C::INV_CAP);
 }
 
 } // namespace weft::kernels
