@@ -230,4 +230,19 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
   return success();
 }
 
+llvm::Expected<PartitionedModule> partitionModule(ModuleOp module, const ModelConfig &config,
+                                                  const hardware::Topology &topology,
+                                                  const PartitionOptions &options) {
+  llvm::Expected<ModelProfile> profile = profileModel(module, config);
+  if (!profile)
+    return profile.takeError();
+  llvm::Expected<PartitionResult> result = partitionModel(*profile, topology, options);
+  if (!result)
+    return result.takeError();
+  if (failed(annotatePartition(module, *result, topology, options)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "internal error: annotating the partition failed");
+  return PartitionedModule{std::move(*profile), std::move(*result)};
+}
+
 } // namespace weft::partition

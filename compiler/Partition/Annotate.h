@@ -18,6 +18,17 @@ mlir::LogicalResult annotatePartition(mlir::ModuleOp module,
                                       const hardware::Topology &topology,
                                       const PartitionOptions &options);
 
+// The fused module profiled, partitioned over `topology` and annotated
+// (annotatePartition): what weft-partition and the compiler pipeline do.
+struct PartitionedModule {
+  ModelProfile profile;
+  PartitionResult result;
+};
+llvm::Expected<PartitionedModule> partitionModule(mlir::ModuleOp module,
+                                                  const ModelConfig &config,
+                                                  const hardware::Topology &topology,
+                                                  const PartitionOptions &options);
+
 } // namespace weft::partition
 
 #endif // WEFT_COMPILER_PARTITION_ANNOTATE_H_

@@ -41,16 +41,10 @@ struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
         return fail(llvm::toString(forced.takeError()));
       options->forcedStages = std::move(*forced);
     }
-    llvm::Expected<partition::ModelProfile> profile =
-        partition::profileModel(module, *config);
-    if (!profile)
-      return fail(llvm::toString(profile.takeError()));
-    llvm::Expected<partition::PartitionResult> result =
-        partition::partitionModel(*profile, *topo, *options);
-    if (!result)
-      return fail(llvm::toString(result.takeError()));
-    if (failed(partition::annotatePartition(module, *result, *topo, *options)))
-      signalPassFailure();
+    llvm::Expected<partition::PartitionedModule> done =
+        partition::partitionModule(module, *config, *topo, *options);
+    if (!done)
+      return fail(llvm::toString(done.takeError()));
   }
 };
 

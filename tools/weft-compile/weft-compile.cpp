@@ -1,20 +1,16 @@
-// weft-compile: imports a model (checkpoint directory or built-in config)
-// and compiles it; for now it stops at the graph.
+// weft-compile: compiles a model (checkpoint directory or built-in config)
+// for a GPU topology into a plan, or stops earlier and prints the graph,
+// the fused graph, the partition report or the plan IR. The stages are
+// compiler/Pipeline's; the plan back end is targets/Plan's.
 #include "compiler/Analysis/RegionCost.h"
-#include "compiler/Import/Checkpoint.h"
 #include "compiler/Import/Importer.h"
-#include "compiler/Partition/Annotate.h"
 #include "compiler/Partition/Report.h"
+#include "compiler/Pipeline/Pipeline.h"
 #include "compiler/Support/Error.h"
-#include "compiler/Transforms/Passes.h"
-#include "targets/CUDA/Nvrtc.h"
-#include "targets/Plan/PlanBuilder.h"
 #include "runtime/base/Progress.h"
+#include "targets/CUDA/Nvrtc.h"
+#include "targets/Plan/PlanBackend.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
@@ -144,6 +140,91 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+int writeSigningKey() {
+  if (llvm::sys::fs::exists(generateKey))
+    return fail(generateKey + ": exists already; not overwriting a key");
+  weft::StatusOr<weft::plan::SigningKey> key = weft::plan::generateSigningKey();
+  if (!key.isOk())
+    return fail(key.status().message());
+  if (weft::Status st = weft::plan::writeSigningKey(generateKey, *key); !st.isOk())
+    return fail(st.message());
+  llvm::sys::fs::setPermissions(generateKey,
+                                llvm::sys::fs::owner_read | llvm::sys::fs::owner_write);
+  llvm::outs() << "wrote " << generateKey << " (secret: keep it) and " << generateKey
+               << ".pub (public: give it to weft-run/weft-serve --trusted-keys)\n";
+  return 0;
+}
+
+// What a written plan holds, for the person who compiled it.
+void printPlanSummary(weft::pipeline::Compilation &c, const weft::plan::PlanStats &stats,
+                      size_t planBytes, double seconds) {
+  llvm::raw_ostream &os = llvm::outs();
+  os << c.importSummary;
+  os << llvm::formatv("plan         {0}: {1}, {2} kernels, {3} binaries from {4} distinct "
+                      "sources ({5} from the kernel cache), {6} steps\n",
+                      outputFile, weft::formatBytes(double(planBytes)), stats.kernels,
+                      stats.binaries, stats.compiledSources, stats.cachedBinaries, stats.steps);
+  if (!stats.kernelWeightsPath.empty()) {
+    uint64_t size = 0;
+    llvm::sys::fs::file_size(stats.kernelWeightsPath, size);
+    os << llvm::formatv("weights      {0}: {1}, the {2} projections as the kernels read them "
+                        "(keep it beside the plan)\n",
+                        stats.kernelWeightsPath, weft::formatBytes(double(size)),
+                        c.source.config.quant.active()
+                            ? c.source.config.quant.describe()
+                            : "--weight-dtype " + std::string(weightDType));
+  }
+  // The buckets, so the batch sizes a plan serves are never a surprise.
+  std::vector<std::string> decode, prefill;
+  for (auto bucket : c.module->getOps<weft::plan_ir::BucketOp>()) {
+    llvm::StringRef name = bucket.getSymName();
+    if (name.consume_front("decode_b"))
+      decode.push_back(name.str());
+    else if (name.consume_front("prefill_c"))
+      prefill.push_back(name.str());
+  }
+  os << "buckets      decode " << llvm::join(decode, ", ") << " (--max-batch); "
+     << "prefill chunks " << llvm::join(prefill, ", ") << " (--prefill-chunks)\n";
+  for (size_t d = 0; d < stats.peakArenaBytes.size(); ++d)
+    os << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
+                        c.topology->devices[d].name,
+                        weft::formatBytes(double(stats.peakArenaBytes[d])));
+  if (!c.source.checkpoint)
+    os << "weights      none bound: " << c.options.model
+       << " has no checkpoint, so the plan runs with weft-run --random-weights (compile from "
+          "a checkpoint directory to run real weights)\n";
+  if (stats.tokenizer.empty())
+    os << "tokenizer    none (the checkpoint has no tokenizer.json: run with --prompt-ids)\n";
+  else if (stats.tokenizerUsable)
+    os << "tokenizer    " << stats.tokenizer << " (weft-run --prompt)\n";
+  else
+    llvm::errs() << "weft-compile: warning: " << stats.tokenizer
+                 << " (the plan runs from token ids only)\n";
+  if (stats.chatTemplate == "usable")
+    os << "chat         template from the checkpoint (weft-serve /v1/chat/completions)\n";
+  else if (!stats.chatTemplate.empty())
+    llvm::errs() << "weft-compile: warning: chat template: " << stats.chatTemplate
+                 << " (the plan serves completions only)\n";
+  os << llvm::formatv("compiled in  {0:f2} s\n", seconds);
+}
+
+// The partition report as text on `os`, and its picture in --svg.
+bool printReport(const weft::pipeline::Compilation &c, llvm::raw_ostream &os) {
+  weft::partition::printPartitionReport(*c.partition, *c.topology, *c.partitionOptions,
+                                        c.source.config, os);
+  std::string svgError;
+  auto svg = mlir::openOutputFile(svgFile, &svgError);
+  if (!svg) {
+    fail(svgFile + ": " + svgError);
+    return false;
+  }
+  weft::partition::writePartitionSvg(*c.partition, *c.topology, *c.partitionOptions,
+                                     c.source.config, svg->os());
+  svg->keep();
+  os << "picture      " << svgFile << "\n";
+  return true;
+}
+
 } // namespace
 
 #ifndef WEFT_VERSION
@@ -156,21 +237,9 @@ int main(int argc, char **argv) {
   });
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "Weft: compile an LLM for a GPU topology\n");
-  if (!generateKey.empty()) {
-    if (llvm::sys::fs::exists(generateKey))
-      return fail(generateKey + ": exists already; not overwriting a key");
-    weft::StatusOr<weft::plan::SigningKey> key = weft::plan::generateSigningKey();
-    if (!key.isOk())
-      return fail(key.status().message());
-    if (weft::Status st = weft::plan::writeSigningKey(generateKey, *key); !st.isOk())
-      return fail(st.message());
-    llvm::sys::fs::setPermissions(generateKey, llvm::sys::fs::owner_read | llvm::sys::fs::owner_write);
-    llvm::outs() << "wrote " << generateKey << " (secret: keep it) and " << generateKey
-                 << ".pub (public: give it to weft-run/weft-serve --trusted-keys)\n";
-    return 0;
-  }
+  cl::ParseCommandLineOptions(argc, argv, "Weft: compile an LLM for a GPU topology\n");
+  if (!generateKey.empty())
+    return writeSigningKey();
   if (listModels) {
     for (const std::string &name : weft::builtinModelNames())
       llvm::outs() << "builtin:" << name << "\n";
@@ -182,330 +251,101 @@ int main(int argc, char **argv) {
   if (!modelSpec.empty() && !positionalModel.empty())
     return fail("give the model once, either positionally or with --model");
 
-  auto start = std::chrono::steady_clock::now();
-  llvm::Expected<weft::ModelSource> source = weft::loadModelSource(spec);
-  if (!source)
-    return fail(llvm::toString(source.takeError()));
-
-  mlir::MLIRContext context;
-  weft::ImportOptions options;
-  options.sampling = sampling;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      weft::importModel(context, source->config, options);
-  if (mlir::failed(mlir::verify(*module)))
-    return fail("internal error: the imported graph does not verify");
-  // The import summary describes the model as imported, before fusion.
-  std::string importSummary;
-  {
-    llvm::raw_string_ostream os(importSummary);
-    weft::printGraphSummary(*module, source->config, os);
-  }
-  // Unless given, the context is 4096 tokens or the model's limit if smaller.
-  int64_t maxContext = contextLength.getNumOccurrences()
-                        ? int64_t(contextLength)
-                        : std::min<int64_t>(contextLength, source->config.maxPositionEmbeddings);
+  // What to build, from -o and --emit.
   bool writePlan = llvm::StringRef(outputFile).ends_with(".weft");
+  bool partitioned = !topologySpec.empty();
   // A file named otherwise with --topology and no --emit was almost surely
   // meant to be a plan; writing the text summary there would look like one.
-  if (!writePlan && !topologySpec.empty() && !emit.getNumOccurrences() &&
-      !report && outputFile != "-")
+  if (!writePlan && partitioned && !emit.getNumOccurrences() && !report && outputFile != "-")
     return fail("-o " + outputFile + ": plan files end in .weft (-o NAME.weft); for the " +
                 "text summary give --emit=summary");
-  if (writePlan && topologySpec.empty())
+  if (writePlan && !partitioned)
     return fail("writing a plan (" + outputFile + ") needs --topology");
-  if (emit == Emit::Plan && topologySpec.empty())
+  if (emit == Emit::Plan && !partitioned)
     return fail("--emit=plan needs --topology");
-  if (!signKey.empty() && !writePlan && emit != Emit::Plan)
+  if (!signKey.empty() && !writePlan)
     return fail("--sign signs a plan: give -o FILE.weft");
-  if (!archOverride.empty()) {
-    int cc = 0;
-    if (!llvm::StringRef(archOverride).starts_with("sm_") ||
-        llvm::StringRef(archOverride).drop_front(3).getAsInteger(10, cc) || cc < 80)
-      return fail("--arch: expected sm_80 or newer (e.g. sm_86, sm_90), got '" +
-                  archOverride + "'");
-  }
-  bool partitioned = !topologySpec.empty();
   if (report && !partitioned)
     return fail("--report needs --topology");
   if (!stageSpec.empty() && !partitioned)
     return fail("--stages needs --topology");
-  std::optional<weft::hardware::Topology> topology;
-  std::optional<weft::partition::PartitionOptions> partitionOptions;
-  std::optional<weft::partition::PartitionResult> partition;
-  std::optional<weft::partition::ModelProfile> modelProfile;
-  // Projections stored as codes (a quantized checkpoint, or quantized
-  // here), which the plan reads from a file beside it.
-  bool quantizedWeights = source->config.quant.active();
-  if (emit == Emit::Fused || partitioned) {
-    if (maxBatch < 1)
-      return fail("--max-batch must be at least 1");
-    // Decode buckets reach the declared batch unless told otherwise.
-    int64_t largestBatch = maxBatch.getNumOccurrences()
-                               ? int64_t(maxBatch)
-                               : std::max<int64_t>(maxBatch, batch);
-    if (maxBatch.getNumOccurrences() && decodeBuckets.empty() && maxBatch < batch)
-      return fail(llvm::formatv("--max-batch {0} is below --batch {1}: the plan could not "
-                                "run the batch it is sized for in one step",
-                                int64_t(maxBatch), int64_t(batch)));
-    for (int64_t n : decodeBuckets)
-      if (n < 1)
-        return fail("--decode-buckets: sizes must be positive");
-    for (int64_t n : prefillChunks)
-      if (n < 1)
-        return fail("--prefill-chunks: sizes must be positive");
-    if (maxContext < 1)
-      return fail("--context must be at least 1");
-    weft::CompileOptions compile;
-    compile.maxBatch = largestBatch;
-    compile.decodeBuckets.assign(decodeBuckets.begin(), decodeBuckets.end());
-    compile.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
-    mlir::PassManager fusion(&context);
-    weft::buildFusionPipeline(fusion);
-    if (mlir::failed(fusion.run(*module)))
-      return fail("the fusion pipeline failed (see the diagnostics above)");
+  bool buildsPlan = writePlan || emit == Emit::Plan;
+  if (!archOverride.empty() && !buildsPlan)
+    return fail("--arch chooses the code a plan holds: give -o FILE.weft or --emit=plan");
 
-    if (partitioned) {
-      llvm::Expected<weft::hardware::Topology> topo =
-          weft::hardware::parseTopologySpec(topologySpec);
-      if (!topo)
-        return fail(llvm::toString(topo.takeError()));
-      if (!memoryCap.empty())
-        if (llvm::Error e = weft::hardware::applyMemoryCaps(*topo, memoryCap))
-          return fail(llvm::toString(std::move(e)));
-      topology = std::move(*topo);
-      llvm::Expected<weft::partition::PartitionOptions> options =
-          weft::partition::makePartitionOptions(source->config, objective, batch,
-                                                maxContext, weightDType);
-      if (!options)
-        return fail(llvm::toString(options.takeError()));
-      partitionOptions = *options;
-      // A plan holds what the runtime executes: the checkpoint's own weight
-      // dtype, every layer on a GPU. Other choices are predictions only.
-      bool buildsPlan = writePlan || emit == Emit::Plan;
-      // int4, int8 and fp8 from a 16-bit checkpoint: quantized here, by
-      // round to nearest, into the file beside the plan.
-      using weft::partition::WeightDType;
-      const WeightDType wanted = options->weights.dtype;
-      bool quantizeHere = buildsPlan && !source->config.quant.active() &&
-                          (wanted == WeightDType::Int4 || wanted == WeightDType::Int8 ||
-                           wanted == WeightDType::FP8);
-      if (quantizeHere) {
-        if (source->config.dtype != weft::io::DType::F16 &&
-            source->config.dtype != weft::io::DType::BF16)
-          return fail(llvm::formatv(
-              "--weight-dtype {0}: quantizing at compile time needs an F16 or BF16 checkpoint "
-              "(the quantized kernels compute in its 16-bit type); {1} is {2}",
-              weightDType, spec, weft::io::dtypeName(source->config.dtype)));
-        if (wanted == WeightDType::FP8)
-          for (const weft::hardware::DeviceProfile &d : topology->devices)
-            if (!d.hasFp8())
-              return fail(llvm::formatv(
-                  "--weight-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 "
-                  "needs sm_89 or newer (Ada, Hopper); use --weight-dtype int8 instead",
-                  d.name, topology->name, d.computeCapability));
-        quantizedWeights = true;
-        const int bits = wanted == WeightDType::Int4 ? 4 : 8;
-        weft::quantizeProjections(*module, bits,
-                                  wanted == WeightDType::FP8 ? weft::QuantFormat::E4M3
-                                                             : weft::QuantFormat::Int);
-        llvm::WithColor::note(llvm::errs(), "weft-compile")
-            << llvm::formatv("--weight-dtype {0}: projections quantized by round to nearest ({1}); "
-                             "an AWQ or GPTQ checkpoint of the model, calibrated on data, is "
-                             "more accurate\n",
-                             weightDType,
-                             wanted == WeightDType::Int4   ? "4-bit, groups of 128 inputs, asymmetric"
-                             : wanted == WeightDType::Int8 ? "8-bit, one group per row, symmetric"
-                                                           : "FP8 E4M3, one scale per row");
-      }
-      if (buildsPlan && !quantizeHere &&
-          options->weights.dtype != weft::partition::nativeWeightDType(source->config))
-        return fail(llvm::formatv(
-            "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; "
-            "quantized and converted weights are not implemented in the runtime yet "
-            "(drop -o {2} and add --report to see the prediction)",
-            weightDType, weft::partition::weightDTypeName(
-                             weft::partition::nativeWeightDType(source->config)),
-            outputFile));
-      if (buildsPlan && hostOffload.getNumOccurrences() && hostOffload)
-        return fail("--host-offload: plans cannot keep layers in host RAM yet (the "
-                    "runtime does not implement it); the option applies to --report only");
-      partitionOptions->allowHostOffload = hostOffload && !buildsPlan;
-      partitionOptions->runnableOnly = buildsPlan;
-      if (!stageSpec.empty()) {
-        llvm::Expected<std::vector<weft::partition::Stage>> forced =
-            weft::partition::parseStageSpec(stageSpec, source->config, *topology);
-        if (!forced)
-          return fail(llvm::toString(forced.takeError()));
-        partitionOptions->forcedStages = std::move(*forced);
-      }
-      llvm::Expected<weft::partition::ModelProfile> profile =
-          weft::partition::profileModel(*module, source->config);
-      if (!profile)
-        return fail(llvm::toString(profile.takeError()));
-      llvm::Expected<weft::partition::PartitionResult> result =
-          weft::partition::partitionModel(*profile, *topology, *partitionOptions);
-      if (!result)
-        return fail(llvm::toString(result.takeError()));
-      partition = std::move(*result);
-      modelProfile = std::move(*profile);
-      if (mlir::failed(weft::partition::annotatePartition(*module, *partition,
-                                                          *topology, *partitionOptions)))
-        return fail("internal error: annotating the partition failed");
-    }
+  weft::pipeline::Options options;
+  options.model = spec;
+  options.sampling = sampling;
+  using weft::pipeline::Stage;
+  options.stopAfter = writePlan            ? Stage::Serialize
+                      : emit == Emit::Plan ? Stage::Lower
+                      : partitioned        ? Stage::Partition
+                      : emit == Emit::Fused ? Stage::Fuse
+                                           : Stage::Import;
+  if (maxBatch.getNumOccurrences())
+    options.maxBatch = maxBatch;
+  options.decodeBuckets.assign(decodeBuckets.begin(), decodeBuckets.end());
+  options.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
+  if (contextLength.getNumOccurrences())
+    options.context = contextLength;
+  options.topology = topologySpec;
+  options.memoryCap = memoryCap;
+  options.objective = objective;
+  options.batch = batch;
+  options.weightDType = weightDType;
+  options.stages = stageSpec;
+  options.hostOffload = hostOffload;
+  options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
 
-    mlir::PassManager specialize(&context);
-    weft::addSpecializePass(specialize, compile);
-    if (mlir::failed(specialize.run(*module)))
-      return fail("specialization failed (see the diagnostics above)");
+  // The plan back end and what it needs from the command line.
+  std::optional<weft::cuda::KernelCache> cache;
+  if (kernelCacheDir != "none")
+    cache.emplace(kernelCacheDir.empty() ? weft::cuda::KernelCache::defaultDirectory()
+                                         : std::string(kernelCacheDir));
+  weft::plan::PlanBuildOptions planOptions;
+  if (!archOverride.empty())
+    planOptions.lowering.archOverride = archOverride;
+  planOptions.lowering.maxGemvTokens = maxGemvTokens;
+  planOptions.kernelCache = cache ? &*cache : nullptr;
+  if (writePlan)
+    planOptions.kernelWeightsPath =
+        llvm::StringRef(outputFile).drop_back(std::strlen(".weft")).str() +
+        ".weights.safetensors";
+  std::optional<weft::plan::SigningKey> signingKey;
+  if (!signKey.empty()) {
+    weft::StatusOr<weft::plan::SigningKey> key = weft::plan::readSigningKey(signKey);
+    if (!key.isOk())
+      return fail("--sign: " + key.status().message());
+    signingKey = *key;
+    planOptions.signingKey = &*signingKey;
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start).count();
-
-  // The partition report as text on `os`, and its picture in --svg.
-  auto printReport = [&](llvm::raw_ostream &os) {
-    weft::partition::printPartitionReport(*partition, *topology, *partitionOptions,
-                                          source->config, os);
-    std::string svgError;
-    auto svg = mlir::openOutputFile(svgFile, &svgError);
-    if (!svg) {
-      fail(svgFile + ": " + svgError);
-      return false;
-    }
-    weft::partition::writePartitionSvg(*partition, *topology, *partitionOptions,
-                                       source->config, svg->os());
-    svg->keep();
-    os << "picture      " << svgFile << "\n";
-    return true;
+  weft::Progress progress = weft::Progress::forStderr("weft-compile: ");
+  planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
+    progress.update(phase.str(), done, total);
   };
+  weft::plan::PlanBackend backend(std::move(planOptions));
 
-  if (writePlan || emit == Emit::Plan) {
-    auto start = std::chrono::steady_clock::now();
-    std::optional<weft::cuda::KernelCache> cache;
-    if (kernelCacheDir != "none")
-      cache.emplace(kernelCacheDir.empty() ? weft::cuda::KernelCache::defaultDirectory()
-                                           : std::string(kernelCacheDir));
-    weft::plan::PlanBuildOptions planOptions;
-    if (!archOverride.empty())
-      planOptions.archOverride = archOverride;
-    std::optional<weft::plan::SigningKey> signingKey;
-    if (!signKey.empty()) {
-      weft::StatusOr<weft::plan::SigningKey> key = weft::plan::readSigningKey(signKey);
-      if (!key.isOk())
-        return fail("--sign: " + key.status().message());
-      signingKey = *key;
-      planOptions.signingKey = &*signingKey;
-    }
-    planOptions.kernelCache = cache ? &*cache : nullptr;
-    if (maxGemvTokens < 1 || maxGemvTokens > 16)
-      return fail("--max-gemv-tokens: expected 1 to 16");
-    planOptions.maxGemvTokens = maxGemvTokens;
-    if (writePlan && quantizedWeights)
-      planOptions.kernelWeightsPath =
-          llvm::StringRef(outputFile).drop_back(std::strlen(".weft")).str() +
-          ".weights.safetensors";
-    // Each bucket's predicted step time, for weft-run --bench to set beside
-    // the measured one: decode at contexts 64, 128, ... up to the plan's.
-    planOptions.predict = [&](bool prefill, int64_t tokens) {
-      std::vector<weft::plan::PlanBuildOptions::Prediction> out;
-      std::vector<int64_t> contexts;
-      if (prefill) {
-        contexts.push_back(0);
-      } else {
-        for (int64_t c = 64; c < partitionOptions->context; c *= 2)
-          contexts.push_back(c);
-        contexts.push_back(partitionOptions->context);
-      }
-      for (int64_t c : contexts) {
-        weft::partition::StepSplit raw;
-        weft::partition::StepSplit at = weft::partition::predictStepSeconds(
-            *modelProfile, *topology, *partitionOptions, partition->best.stages, tokens, c,
-            prefill, &raw);
-        out.push_back({c, at.total(), raw.other, raw.attention});
-      }
-      return out;
-    };
-    weft::Progress progress = weft::Progress::forStderr("weft-compile: ");
-    planOptions.progress = [&](llvm::StringRef phase, size_t done, size_t total) {
-      progress.update(phase.str(), done, total);
-    };
-    weft::plan::PlanStats stats;
-    mlir::OwningOpRef<mlir::ModuleOp> planIR;
-    llvm::Expected<std::vector<uint8_t>> plan =
-        weft::plan::buildPlan(*module, *source, *topology, *partition, *partitionOptions,
-                              planOptions, &stats, &planIR);
-    if (!plan)
-      return fail(llvm::toString(plan.takeError()));
-    if (!writePlan) {
-      std::string error;
-      auto out = mlir::openOutputFile(outputFile, &error);
-      if (!out)
-        return fail(outputFile + ": " + error);
-      planIR->print(out->os());
-      out->os() << "\n";
-      out->keep();
-      return 0;
-    }
+  auto start = std::chrono::steady_clock::now();
+  llvm::Expected<std::unique_ptr<weft::pipeline::Compilation>> compiled =
+      weft::pipeline::compile(options, &backend);
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
+  weft::pipeline::Compilation &c = **compiled;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string &note : c.notes)
+    llvm::WithColor::note(llvm::errs(), "weft-compile") << note << "\n";
+
+  if (writePlan) {
     std::string error;
     auto file = mlir::openOutputFile(outputFile, &error);
     if (!file)
       return fail(outputFile + ": " + error);
-    file->os().write(reinterpret_cast<const char *>(plan->data()), plan->size());
+    file->os().write(reinterpret_cast<const char *>(backend.plan().data()),
+                     backend.plan().size());
     file->keep();
-    double planSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    llvm::outs() << importSummary;
-    llvm::outs() << llvm::formatv(
-        "plan         {0}: {1}, {2} kernels, {3} binaries from {4} distinct sources ({5} "
-        "from the kernel cache), {6} steps\n",
-        outputFile, weft::formatBytes(double(plan->size())), stats.kernels, stats.binaries,
-        stats.compiledSources, stats.cachedBinaries, stats.steps);
-    if (!planOptions.kernelWeightsPath.empty()) {
-      uint64_t size = 0;
-      llvm::sys::fs::file_size(planOptions.kernelWeightsPath, size);
-      llvm::outs() << llvm::formatv("weights      {0}: {1}, the {2} projections as the kernels "
-                                    "read them (keep it beside the plan)\n",
-                                    planOptions.kernelWeightsPath,
-                                    weft::formatBytes(double(size)),
-                                    source->config.quant.active()
-                                        ? source->config.quant.describe()
-                                        : "--weight-dtype " + std::string(weightDType));
-    }
-    {
-      // The buckets, so the batch sizes a plan serves are never a surprise.
-      std::vector<std::string> decode, prefill;
-      for (auto fn : module->getOps<mlir::func::FuncOp>()) {
-        llvm::StringRef name = fn.getSymName();
-        if (name.consume_front("decode_b"))
-          decode.push_back(name.str());
-        else if (name.consume_front("prefill_c"))
-          prefill.push_back(name.str());
-      }
-      llvm::outs() << "buckets      decode " << llvm::join(decode, ", ") << " (--max-batch); "
-                   << "prefill chunks " << llvm::join(prefill, ", ") << " (--prefill-chunks)\n";
-    }
-    for (size_t d = 0; d < stats.peakArenaBytes.size(); ++d)
-      llvm::outs() << llvm::formatv("arena        device {0} ({1}): {2} peak\n", d,
-                                    topology->devices[d].name,
-                                    weft::formatBytes(double(stats.peakArenaBytes[d])));
-    if (!source->checkpoint)
-      llvm::outs() << "weights      none bound: " << spec
-                   << " has no checkpoint, so the plan runs with weft-run --random-weights "
-                      "(compile from a checkpoint directory to run real weights)\n";
-    if (stats.tokenizer.empty())
-      llvm::outs() << "tokenizer    none (the checkpoint has no tokenizer.json: run with "
-                      "--prompt-ids)\n";
-    else if (stats.tokenizerUsable)
-      llvm::outs() << "tokenizer    " << stats.tokenizer << " (weft-run --prompt)\n";
-    else
-      llvm::errs() << "weft-compile: warning: " << stats.tokenizer
-                   << " (the plan runs from token ids only)\n";
-    if (stats.chatTemplate == "usable")
-      llvm::outs() << "chat         template from the checkpoint (weft-serve /v1/chat/completions)\n";
-    else if (!stats.chatTemplate.empty())
-      llvm::errs() << "weft-compile: warning: chat template: " << stats.chatTemplate
-                   << " (the plan serves completions only)\n";
-    llvm::outs() << llvm::formatv("compiled in  {0:f2} s\n", seconds + planSeconds);
-    if (report && !printReport(llvm::outs()))
+    printPlanSummary(c, backend.stats(), backend.plan().size(), seconds);
+    if (report && !printReport(c, llvm::outs()))
       return 1;
     return 0;
   }
@@ -515,38 +355,40 @@ int main(int argc, char **argv) {
   if (!out)
     return fail(outputFile + ": " + error);
   switch (emit) {
+  case Emit::Plan:
+    // For reading: kernel sources are left out (weft-emit-cuda prints them).
+    c.module->walk([](weft::plan_ir::KernelOp k) { k.removeSourceAttr(); });
+    [[fallthrough]];
   case Emit::Graph:
-    module->print(out->os());
+    c.module->print(out->os());
     out->os() << "\n";
     break;
   case Emit::Fused: {
-    module->print(out->os());
+    c.module->print(out->os());
     out->os() << "\n";
     // The report as comments keeps the output valid MLIR.
-    std::string report;
-    llvm::raw_string_ostream reportOs(report);
+    std::string text;
+    llvm::raw_string_ostream reportOs(text);
     weft::CostContext costs;
-    costs.contextLength = maxContext;
-    weft::printFusionReport(*module, costs, reportOs);
-    for (llvm::StringRef line : llvm::split(llvm::StringRef(report).rtrim(), '\n'))
+    costs.contextLength = c.contextLength;
+    weft::printFusionReport(*c.module, costs, reportOs);
+    for (llvm::StringRef line : llvm::split(llvm::StringRef(text).rtrim(), '\n'))
       out->os() << "// " << line << "\n";
     break;
   }
   case Emit::Summary:
-    out->os() << importSummary;
-    if (source->checkpoint) {
-      const weft::Checkpoint &ck = *source->checkpoint;
+    out->os() << c.importSummary;
+    if (c.source.checkpoint) {
+      const weft::Checkpoint &ck = *c.source.checkpoint;
       out->os() << llvm::formatv(
-          "checkpoint   {0}: {1} file(s){2}, {3} tensors checked, {4} unused\n",
-          ck.dir, ck.files.size(), ck.sharded ? " (sharded)" : "",
-          weft::expectedTensors(source->config).size(), ck.unusedTensors);
+          "checkpoint   {0}: {1} file(s){2}, {3} tensors checked, {4} unused\n", ck.dir,
+          ck.files.size(), ck.sharded ? " (sharded)" : "",
+          weft::expectedTensors(c.source.config).size(), ck.unusedTensors);
     }
     out->os() << llvm::formatv("imported in  {0:f3} s\n", seconds);
     break;
-  case Emit::Plan: // written above
-    break;
   }
-  if (report && !printReport(out->os()))
+  if (report && !printReport(c, out->os()))
     return 1;
   out->keep();
   return 0;

@@ -2,6 +2,7 @@
 #include "compiler/Transforms/Passes.h"
 #include "dialects/Plan/IR/PlanDialect.h"
 #include "dialects/Weft/IR/WeftDialect.h"
+#include "targets/Plan/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
   mlir::registerInlinerPass();
   mlir::registerSymbolDCEPass();
   weft::registerAllWeftPasses();
+  weft::plan::registerPlanLoweringPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<weft::WeftDialect, weft::dist::DistDialect, weft::plan_ir::PlanDialect,

@@ -24,6 +24,7 @@ void PlanDialect::initialize() {
 }
 
 #include "dialects/Plan/IR/PlanEnums.cpp.inc"
+#include "dialects/Plan/IR/PlanInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Plan/IR/PlanAttrs.cpp.inc"
@@ -37,9 +38,10 @@ LogicalResult ArgAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArgK
   return success();
 }
 
-// Every buffer argument names a buffer of its device in the bucket.
+// Every buffer argument names a buffer of its device in the bucket, and a
+// device's buffers are numbered in order.
 LogicalResult BucketOp::verify() {
-  if (getTokens() <= 0)
+  if (getTokensAttr().getInt() <= 0)
     return emitOpError("tokens must be positive");
   std::map<int64_t, int64_t> buffers; // device -> count
   for (Operation &op : getBody().front())
@@ -49,50 +51,119 @@ LogicalResult BucketOp::verify() {
                                << buffers[b.getDevice()] << ")";
       ++buffers[b.getDevice()];
     }
-  auto check = [&](Operation *op, int64_t device, Attribute attr) -> LogicalResult {
-    auto arg = llvm::dyn_cast_or_null<ArgAttr>(attr);
-    if (arg && arg.getKind() == ArgKind::Buffer && arg.getIndex() >= buffers[device])
-      return op->emitOpError() << "buffer " << arg.getIndex() << " is not a buffer of device "
-                               << device << " (it has " << buffers[device] << ")";
-    return success();
-  };
   for (Operation &op : getBody().front()) {
-    LogicalResult ok = success();
-    if (auto l = dyn_cast<LaunchOp>(op))
-      for (Attribute a : l.getArgs())
-        ok = succeeded(ok) ? check(l, l.getDevice(), a) : ok;
-    else if (auto g = dyn_cast<GemmOp>(op))
-      for (Attribute a : {Attribute(g.getA()), Attribute(g.getB()), Attribute(g.getC()),
-                          Attribute(g.getBiasAttr()), Attribute(g.getResidualAttr())})
-        ok = succeeded(ok) ? check(g, g.getDevice(), a) : ok;
-    else if (auto c = dyn_cast<CopyOp>(op))
-      ok = succeeded(check(c, c.getSourceDevice(), c.getSource()))
-               ? check(c, c.getTargetDevice(), c.getTarget())
-               : failure();
-    else if (auto r = dyn_cast<AllReduceOp>(op)) {
-      for (auto [device, a] : llvm::zip(r.getDevices(), r.getBuffers()))
-        ok = succeeded(ok) ? check(r, device, a) : ok;
-      ok = succeeded(ok) ? check(r, r.getDevice(), r.getScratch()) : ok;
-    }
-    if (failed(ok))
+    auto step = dyn_cast<StepOpInterface>(op);
+    if (!step)
+      continue;
+    std::optional<InFlightDiagnostic> bad;
+    step.forEachArg([&](int64_t device, ArgAttr arg) {
+      if (!bad && arg.getKind() == ArgKind::Buffer && arg.getIndex() >= buffers[device])
+        bad.emplace(op.emitOpError() << "buffer " << arg.getIndex()
+                                     << " is not a buffer of device " << device << " (it has "
+                                     << buffers[device] << ")");
+    });
+    if (bad)
       return failure();
   }
   return success();
 }
 
-LogicalResult LaunchOp::verify() {
-  if (getGrid().size() != 3 || getBlock().size() != 3)
-    return emitOpError("grid and block need 3 dimensions");
+//===----------------------------------------------------------------------===//
+// Steps: the device each runs on and the devices their arguments name
+//===----------------------------------------------------------------------===//
+
+int64_t LaunchOp::getStepDevice() { return getDevice(); }
+void LaunchOp::forEachArg(function_ref<void(int64_t, ArgAttr)> fn) {
+  for (Attribute a : getArgs())
+    fn(getDevice(), llvm::cast<ArgAttr>(a));
+}
+
+int64_t GemmOp::getStepDevice() { return getDevice(); }
+void GemmOp::forEachArg(function_ref<void(int64_t, ArgAttr)> fn) {
+  for (ArgAttr a : {getA(), getB(), getC(), getBiasAttr(), getResidualAttr()})
+    if (a)
+      fn(getDevice(), a);
+}
+
+int64_t CopyOp::getStepDevice() { return getSourceDevice(); }
+void CopyOp::forEachArg(function_ref<void(int64_t, ArgAttr)> fn) {
+  fn(getSourceDevice(), getSource());
+  fn(getTargetDevice(), getTarget());
+}
+
+int64_t AllReduceOp::getStepDevice() { return getDevice(); }
+void AllReduceOp::forEachArg(function_ref<void(int64_t, ArgAttr)> fn) {
+  for (auto [device, a] : llvm::zip(getDevices(), getBuffers()))
+    fn(device, llvm::cast<ArgAttr>(a));
+  fn(getDevice(), getScratch());
+}
+
+//===----------------------------------------------------------------------===//
+// Tables: kernels and weights
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult verifyGeometry(Operation *op, ArrayRef<int64_t> grid, ArrayRef<int64_t> block) {
+  if (grid.size() != 3 || block.size() != 3)
+    return op->emitOpError("grid and block need 3 dimensions");
   int64_t threads = 1;
-  for (int64_t d : getBlock())
+  for (int64_t d : block)
     threads *= d;
-  for (int64_t d : getGrid())
+  for (int64_t d : grid)
     if (d <= 0)
-      return emitOpError("grid dimensions must be positive");
+      return op->emitOpError("grid dimensions must be positive");
   if (threads <= 0 || threads > 1024)
-    return emitOpError() << "a block of " << threads << " threads (expected 1 to 1024)";
+    return op->emitOpError() << "a block of " << threads << " threads (expected 1 to 1024)";
   return success();
 }
+} // namespace
+
+LogicalResult KernelOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  if (getArchs().empty())
+    return emitOpError("is compiled for no architecture");
+  if (getSharedAttr().getInt() < 0)
+    return emitOpError("shared memory must be non-negative");
+  return verifyGeometry(*this, getGrid(), getBlock());
+}
+
+uint64_t WeightOp::getStoredBytes() {
+  uint64_t n = 1;
+  for (int64_t d : getShape())
+    n *= uint64_t(d);
+  switch (getDtype()) {
+  case DType::F32:
+  case DType::I32: return n * 4;
+  case DType::I64: return n * 8;
+  case DType::I8:
+  case DType::FP8_E4M3: return n;
+  case DType::I4: return n / 2;
+  case DType::F16:
+  case DType::BF16: return n * 2;
+  }
+  return n * 2;
+}
+
+LogicalResult WeightOp::verify() {
+  if (getSources().empty())
+    return emitOpError("reads no source tensor");
+  if (getDevices().empty())
+    return emitOpError("is needed on no device");
+  if (getShardPartsAttr().getInt() < 1)
+    return emitOpError("shard_parts must be at least 1");
+  // I64Attr getters return uint64_t: read the signed value.
+  int64_t rank = int64_t(getShape().size());
+  int64_t shardAxis = getShardAxisAttr().getInt();
+  if (shardAxis < -1 || shardAxis >= rank)
+    return emitOpError() << "shard_axis " << shardAxis << " of a rank-" << rank << " weight";
+  if (IntegerAttr axis = getConcatAxisAttr(); axis && (axis.getInt() < 0 || axis.getInt() >= rank))
+    return emitOpError() << "concat_axis " << axis.getInt() << " of a rank-" << rank
+                         << " weight";
+  return success();
+}
+
+LogicalResult LaunchOp::verify() { return verifyGeometry(*this, getGrid(), getBlock()); }
 
 LogicalResult CopyOp::verify() {
   if (getSourceDevice() == getTargetDevice())
@@ -109,7 +180,7 @@ LogicalResult AllReduceOp::verify() {
   if (getBuffers().size() != devices.size())
     return emitOpError() << getBuffers().size() << " buffers for " << devices.size()
                          << " devices (expected one per device)";
-  if (getCount() <= 0)
+  if (getCountAttr().getInt() <= 0)
     return emitOpError("needs a positive element count");
   return success();
 }

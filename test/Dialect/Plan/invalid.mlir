@@ -47,7 +47,7 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   plan.buffer {bytes = 256 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64}
   // expected-error @+1 {{1 buffers for 2 devices (expected one per device)}}
-  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>], count = 64 : i64, device = 0 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>], count = 64 : i64, device = 0 : i64, devices = array<i64: 0, 1>, dtype = #plan.dtype<f16>, scratch = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>}
 }
 
 // -----
@@ -55,5 +55,24 @@ plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
 // Tests that rank 0 runs an all-reduce.
 plan.bucket "b" attributes {prefill = false, tokens = 1 : i64} {
   // expected-error @+1 {{runs on rank 0 of its group, device 0}}
-  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [], count = 64 : i64, device = 1 : i64, devices = array<i64: 0, 1>, dtype = "f16", scratch = #plan.arg<kind = scalar, index = 0, offset = 0, value = 0>}
+  plan.all_reduce {accumulate_kernel = 0 : i64, buffers = [], count = 64 : i64, device = 1 : i64, devices = array<i64: 0, 1>, dtype = #plan.dtype<f16>, scratch = #plan.arg<kind = scalar, index = 0, offset = 0, value = 0>}
 }
+
+// -----
+
+// Tests that a kernel is compiled for some architecture.
+// expected-error @+1 {{is compiled for no architecture}}
+plan.kernel {archs = [], block = array<i64: 32, 1, 1>, grid = array<i64: 1, 1, 1>, name = "k", params = [], region = "x", shared = 0 : i64}
+
+// -----
+
+// Tests that a weight's shard axis is one of its dimensions.
+// expected-error @+1 {{shard_axis 2 of a rank-2 weight}}
+plan.weight {devices = array<i64: 0>, dtype = #plan.dtype<f16>, name = "w", shape = array<i64: 4, 4>, shard_axis = 2 : i64, shard_parts = 2 : i64, sources = [#plan.source<name = "w", shape = [4, 4]>]}
+
+// -----
+
+// Tests that element types are checked.
+// expected-error @+2 {{expected ::weft::plan_ir::DType to be one of: f32, f16, bf16, fp8_e4m3, i8, i4, i32, i64}}
+// expected-error @+1 {{failed to parse Plan_DTypeAttr parameter 'value'}}
+plan.weight {devices = array<i64: 0>, dtype = #plan.dtype<f64>, name = "w", shape = array<i64: 4>, shard_axis = -1 : i64, shard_parts = 1 : i64, sources = []}

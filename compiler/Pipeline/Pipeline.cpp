@@ -1,0 +1,233 @@
+// The compiler's stages in order (Pipeline.h).
+#include "compiler/Pipeline/Pipeline.h"
+
+#include "compiler/Import/Importer.h"
+#include "compiler/Partition/Annotate.h"
+#include "dialects/Weft/IR/WeftOps.h"
+
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace weft::pipeline {
+
+Backend::~Backend() = default;
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+// Bucket sizes and the options that shape them, checked before anything
+// runs.
+llvm::Expected<CompileOptions> bucketOptions(const Options &o) {
+  if (o.maxBatch && *o.maxBatch < 1)
+    return makeError("--max-batch must be at least 1");
+  // Decode buckets reach the declared batch unless told otherwise.
+  if (o.maxBatch && o.decodeBuckets.empty() && *o.maxBatch < o.batch)
+    return makeError(llvm::formatv("--max-batch {0} is below --batch {1}: the plan could not "
+                                   "run the batch it is sized for in one step",
+                                   *o.maxBatch, o.batch));
+  for (int64_t n : o.decodeBuckets)
+    if (n < 1)
+      return makeError("--decode-buckets: sizes must be positive");
+  for (int64_t n : o.prefillChunks)
+    if (n < 1)
+      return makeError("--prefill-chunks: sizes must be positive");
+  CompileOptions c;
+  c.maxBatch = o.maxBatch ? *o.maxBatch : std::max<int64_t>(64, o.batch);
+  c.decodeBuckets = o.decodeBuckets;
+  c.prefillChunks = o.prefillChunks;
+  return c;
+}
+
+// --weight-dtype int4|int8|fp8 from a 16-bit checkpoint, for a plan:
+// the projections are quantized here, by round to nearest.
+llvm::Error quantizeHere(Compilation &c) {
+  using partition::WeightDType;
+  const WeightDType wanted = c.partitionOptions->weights.dtype;
+  const ModelConfig &config = c.source.config;
+  if (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)
+    return makeError(llvm::formatv(
+        "--weight-dtype {0}: quantizing at compile time needs an F16 or BF16 checkpoint "
+        "(the quantized kernels compute in its 16-bit type); {1} is {2}",
+        c.options.weightDType, c.options.model, io::dtypeName(config.dtype)));
+  if (wanted == WeightDType::FP8)
+    for (const hardware::DeviceProfile &d : c.topology->devices)
+      if (!d.hasFp8())
+        return makeError(llvm::formatv(
+            "--weight-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 "
+            "needs sm_89 or newer (Ada, Hopper); use --weight-dtype int8 instead",
+            d.name, c.topology->name, d.computeCapability));
+  quantizeProjections(*c.module, wanted == WeightDType::Int4 ? 4 : 8,
+                      wanted == WeightDType::FP8 ? QuantFormat::E4M3 : QuantFormat::Int);
+  c.quantizedHere = true;
+  c.notes.push_back(llvm::formatv(
+      "--weight-dtype {0}: projections quantized by round to nearest ({1}); an AWQ or GPTQ "
+      "checkpoint of the model, calibrated on data, is more accurate",
+      c.options.weightDType,
+      wanted == WeightDType::Int4   ? "4-bit, groups of 128 inputs, asymmetric"
+      : wanted == WeightDType::Int8 ? "8-bit, one group per row, symmetric"
+                                    : "FP8 E4M3, one scale per row"));
+  return llvm::Error::success();
+}
+
+llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
+  const Options &o = c.options;
+  llvm::Expected<hardware::Topology> topo = hardware::parseTopologySpec(o.topology);
+  if (!topo)
+    return topo.takeError();
+  if (!o.memoryCap.empty())
+    if (llvm::Error e = hardware::applyMemoryCaps(*topo, o.memoryCap))
+      return e;
+  c.topology = std::move(*topo);
+  llvm::Expected<partition::PartitionOptions> popts = partition::makePartitionOptions(
+      c.source.config, o.objective, o.batch, c.contextLength, o.weightDType);
+  if (!popts)
+    return popts.takeError();
+  c.partitionOptions = std::move(*popts);
+  using partition::WeightDType;
+  const WeightDType wanted = c.partitionOptions->weights.dtype;
+  // A plan holds what the runtime executes: the checkpoint's own weights or
+  // projections quantized here; every layer on a GPU. Other choices are
+  // predictions for the report.
+  if (buildsPlan && !c.source.config.quant.active() &&
+      (wanted == WeightDType::Int4 || wanted == WeightDType::Int8 ||
+       wanted == WeightDType::FP8)) {
+    if (llvm::Error e = quantizeHere(c))
+      return e;
+  } else if (buildsPlan && wanted != partition::nativeWeightDType(c.source.config)) {
+    return makeError(llvm::formatv(
+        "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; quantized and "
+        "converted weights are not implemented in the runtime yet (drop -o and add --report "
+        "to see the prediction)",
+        o.weightDType,
+        partition::weightDTypeName(partition::nativeWeightDType(c.source.config))));
+  }
+  if (buildsPlan && o.hostOffloadGiven && o.hostOffload)
+    return makeError("--host-offload: plans cannot keep layers in host RAM yet (the runtime "
+                     "does not implement it); the option applies to --report only");
+  c.partitionOptions->allowHostOffload = o.hostOffload && !buildsPlan;
+  c.partitionOptions->runnableOnly = buildsPlan;
+  if (!o.stages.empty()) {
+    llvm::Expected<std::vector<partition::Stage>> forced =
+        partition::parseStageSpec(o.stages, c.source.config, *c.topology);
+    if (!forced)
+      return forced.takeError();
+    c.partitionOptions->forcedStages = std::move(*forced);
+  }
+  llvm::Expected<partition::PartitionedModule> done = partition::partitionModule(
+      *c.module, c.source.config, *c.topology, *c.partitionOptions);
+  if (!done)
+    return done.takeError();
+  c.profile = std::move(done->profile);
+  c.partition = std::move(done->result);
+  return llvm::Error::success();
+}
+
+// Runs `pm` on the module; MLIR's diagnostics become the error's text.
+llvm::Error runPasses(Compilation &c, mlir::PassManager &pm, llvm::StringRef what) {
+  std::string diagnostics;
+  // Errors join the message; warnings and remarks go on to the default
+  // handler (stderr).
+  mlir::ScopedDiagnosticHandler handler(c.context.get(), [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
+      return mlir::failure();
+    diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+    return mlir::success();
+  });
+  if (mlir::failed(pm.run(*c.module)))
+    return makeError(what + (diagnostics.empty() ? " failed" : ": " + diagnostics));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+partition::StepSplit Compilation::predictStep(bool prefill, int64_t tokens,
+                                              int64_t contextTokens,
+                                              partition::StepSplit *raw) const {
+  return partition::predictStepSeconds(*profile, *topology, *partitionOptions,
+                                       partition->best.stages, tokens, contextTokens, prefill,
+                                       raw);
+}
+
+llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
+                                                     Backend *backend) {
+  const Stage stop = options.stopAfter;
+  const bool partitioned = stop >= Stage::Partition;
+  const bool buildsPlan = stop >= Stage::Lower;
+  if (partitioned && options.topology.empty())
+    return makeError("partitioning needs a topology (--topology)");
+  if (buildsPlan && !backend)
+    return makeError("internal error: lowering needs a back end");
+  if (!options.stages.empty() && !partitioned)
+    return makeError("--stages needs --topology");
+  llvm::Expected<CompileOptions> buckets = bucketOptions(options);
+  if (!buckets)
+    return buckets.takeError();
+
+  auto c = std::make_unique<Compilation>();
+  c->options = options;
+  llvm::Expected<ModelSource> source = loadModelSource(options.model);
+  if (!source)
+    return source.takeError();
+  c->source = std::move(*source);
+  c->contextLength = options.context ? *options.context
+                                     : std::min<int64_t>(4096, c->source.config.maxPositionEmbeddings);
+  if (c->contextLength < 1)
+    return makeError("--context must be at least 1");
+
+  // Import.
+  c->context = std::make_unique<mlir::MLIRContext>();
+  ImportOptions importOptions;
+  importOptions.sampling = options.sampling;
+  c->module = importModel(*c->context, c->source.config, importOptions);
+  if (mlir::failed(mlir::verify(*c->module)))
+    return makeError("internal error: the imported graph does not verify");
+  {
+    llvm::raw_string_ostream os(c->importSummary);
+    printGraphSummary(*c->module, c->source.config, os);
+  }
+  if (stop == Stage::Import)
+    return c;
+
+  // Fusion, then (over a topology) quantization and partitioning, then
+  // specialization into buckets.
+  mlir::PassManager fusion(c->context.get());
+  buildFusionPipeline(fusion);
+  if (llvm::Error e = runPasses(*c, fusion, "the fusion pipeline"))
+    return std::move(e);
+  if (partitioned)
+    if (llvm::Error e = partitionStage(*c, buildsPlan))
+      return std::move(e);
+  mlir::PassManager specialize(c->context.get());
+  addSpecializePass(specialize, *buckets);
+  if (llvm::Error e = runPasses(*c, specialize, "specialization"))
+    return std::move(e);
+  c->module->walk([&](WeightOp w) {
+    if (QuantAttr q = w.getQuantAttr())
+      if (llvm::none_of(c->quantized, [&](const QuantizedWeightRef &r) {
+            return r.name == w.getName();
+          }))
+        c->quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
+                                w.getType().getDimSize(1), int(q.getBits()), q.getGroup(),
+                                q.getFormat()});
+  });
+  if (!buildsPlan)
+    return c;
+
+  // The back end.
+  if (llvm::Error e = backend->check(*c))
+    return std::move(e);
+  mlir::PassManager lower(c->context.get());
+  backend->buildLoweringPipeline(lower, *c);
+  if (llvm::Error e = runPasses(*c, lower, "lowering"))
+    return std::move(e);
+  if (stop == Stage::Lower)
+    return c;
+  if (llvm::Error e = backend->serialize(*c))
+    return std::move(e);
+  return c;
+}
+
+} // namespace weft::pipeline
