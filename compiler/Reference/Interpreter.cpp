@@ -1,6 +1,7 @@
 // The reference interpreter: one plain loop nest per `weft` op, f32 storage
 // with double accumulation, shapes checked against the IR at every step.
 #include "compiler/Reference/Interpreter.h"
+#include "compiler/Reference/ReferenceInterface.h"
 
 #include "compiler/Import/QuantizedWeights.h"
 
@@ -329,9 +330,6 @@ void KvCache::clear() { entries_.clear(); }
 
 namespace {
 
-using TensorRef = std::shared_ptr<const Tensor>;
-using Results = llvm::Expected<std::vector<TensorRef>>;
-
 // What a `!weft.kv_cache` value is bound to: the cache itself is interpreter
 // state, so the value only has to exist.
 const TensorRef &cacheToken() {
@@ -372,29 +370,32 @@ llvm::Error checkAgainstType(const Tensor &t, Type type, const llvm::Twine &what
   return llvm::Error::success();
 }
 
-class Executor {
+} // namespace
+
+// Runs blocks op by op; each op's semantics is one method here, which
+// attachReferenceSemantics attaches to the op as its ReferenceOpInterface.
+class Evaluator {
 public:
-  Executor(const WeightStore &weights, KvCache &cache)
+  Evaluator(const WeightStore &weights, KvCache &cache)
       : weights(weights), cache(cache) {}
 
   // Runs `block` with its arguments bound to `args` and returns the operands
   // of its terminator (func.return or weft.yield).
   Results runBlock(Block &block, llvm::ArrayRef<TensorRef> args);
 
-private:
-  using Env = llvm::DenseMap<Value, TensorRef>;
-  using Ins = std::vector<const Tensor *>;
-
-  llvm::Error execute(Operation *op, Env &env);
-  Results compute(Operation *op, const Ins &in);
-
-  Results weight(WeightOp op);
+  // Op semantics: results from the operands' values.
+  using Ins = Operands;
+  Results weight(WeightOp op, const Ins &in);
   Results embedding(EmbeddingOp op, const Ins &in);
   Results rmsNorm(RmsNormOp op, const Ins &in);
   Results headRmsNorm(HeadRmsNormOp op, const Ins &in);
   // softcap > 0: each output becomes softcap * tanh(output / softcap).
   Results linear(Operation *op, const Tensor &x, const Tensor &w,
                  const Tensor *bias, double softcap = 0.0);
+  Results linearOp(LinearOp op, const Ins &in);
+  Results logits(LogitsOp op, const Ins &in);
+  Results add(AddOp op, const Ins &in);
+  Results mul(MulOp op, const Ins &in);
   Results rope(RopeOp op, const Ins &in);
   Results kvWrite(KvWriteOp op, const Ins &in);
   Results attention(AttentionOp op, const Ins &in);
@@ -406,10 +407,19 @@ private:
   Results weightConcat(WeightConcatOp op, const Ins &in);
   Results split(SplitOp op, const Ins &in);
   Results fusion(FusionOp op, const Ins &in);
+  // dist.transfer and dist.all_reduce: placement does not change values.
+  Results placement(Operation *op, const Ins &in);
+
+private:
+  using Env = llvm::DenseMap<Value, TensorRef>;
+
+  llvm::Error execute(Operation *op, Env &env);
 
   const WeightStore &weights;
   KvCache &cache;
 };
+
+namespace {
 
 std::string nameOf(Operation *op) { return op->getName().getStringRef().str(); }
 
@@ -432,7 +442,9 @@ llvm::Error expectPerToken(Operation *op, const Tensor &t, int64_t tokens,
   return llvm::Error::success();
 }
 
-Results Executor::runBlock(Block &block, llvm::ArrayRef<TensorRef> args) {
+} // namespace
+
+Results Evaluator::runBlock(Block &block, llvm::ArrayRef<TensorRef> args) {
   if (block.getNumArguments() != args.size())
     return error("block has " + llvm::Twine(block.getNumArguments()) +
                  " arguments but " + llvm::Twine(args.size()) + " values were given");
@@ -456,8 +468,11 @@ Results Executor::runBlock(Block &block, llvm::ArrayRef<TensorRef> args) {
   return error("block ends without func.return or weft.yield");
 }
 
-llvm::Error Executor::execute(Operation *op, Env &env) {
-  Ins in;
+llvm::Error Evaluator::execute(Operation *op, Env &env) {
+  auto semantics = llvm::dyn_cast<ReferenceOpInterface>(op);
+  if (!semantics)
+    return error("reference interpreter: unsupported op '" + nameOf(op) + "'");
+  std::vector<const Tensor *> in;
   for (auto [index, v] : llvm::enumerate(op->getOperands())) {
     auto it = env.find(v);
     if (it == env.end())
@@ -465,7 +480,7 @@ llvm::Error Executor::execute(Operation *op, Env &env) {
                    " is not defined (values from enclosing regions are not visible)");
     in.push_back(it->second.get());
   }
-  Results results = compute(op, in);
+  Results results = semantics.evaluate(*this, in);
   if (!results)
     return results.takeError();
   if (results->size() != op->getNumResults())
@@ -481,56 +496,11 @@ llvm::Error Executor::execute(Operation *op, Env &env) {
   return llvm::Error::success();
 }
 
-Results Executor::compute(Operation *op, const Ins &in) {
-  if (auto w = llvm::dyn_cast<WeightOp>(op))
-    return weight(w);
-  if (auto e = llvm::dyn_cast<EmbeddingOp>(op))
-    return embedding(e, in);
-  if (auto n = llvm::dyn_cast<RmsNormOp>(op))
-    return rmsNorm(n, in);
-  if (auto n = llvm::dyn_cast<HeadRmsNormOp>(op))
-    return headRmsNorm(n, in);
-  if (llvm::isa<LinearOp>(op))
-    return linear(op, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
-  if (auto logits = llvm::dyn_cast<LogitsOp>(op))
-    return linear(op, *in[0], *in[1], nullptr,
-                  logits.getSoftcap() ? logits.getSoftcap()->convertToDouble() : 0.0);
-  if (auto r = llvm::dyn_cast<RopeOp>(op))
-    return rope(r, in);
-  if (auto k = llvm::dyn_cast<KvWriteOp>(op))
-    return kvWrite(k, in);
-  if (auto a = llvm::dyn_cast<AttentionOp>(op))
-    return attention(a, in);
-  if (auto s = llvm::dyn_cast<SiluOp>(op))
-    return silu(s, in);
-  if (auto g = llvm::dyn_cast<GeluTanhOp>(op))
-    return geluTanh(g, in);
-  if (llvm::isa<AddOp>(op))
-    return elementwise(op, in, /*multiply=*/false);
-  if (llvm::isa<MulOp>(op))
-    return elementwise(op, in, /*multiply=*/true);
-  if (auto a = llvm::dyn_cast<ArgmaxOp>(op))
-    return argmax(a, in);
-  if (auto s = llvm::dyn_cast<SampleOp>(op))
-    return sample(s, in);
-  if (auto c = llvm::dyn_cast<WeightConcatOp>(op))
-    return weightConcat(c, in);
-  if (auto s = llvm::dyn_cast<SplitOp>(op))
-    return split(s, in);
-  if (auto f = llvm::dyn_cast<FusionOp>(op))
-    return fusion(f, in);
-  // Placement does not change values: a transfer moves the tensor as it
-  // is, and an all-reduce of a region's (full) result is that result.
-  if (llvm::isa<dist::TransferOp, dist::AllReduceOp>(op))
-    return std::vector<TensorRef>{share(Tensor(*in[0]))};
-  return error("reference interpreter: unsupported op '" + nameOf(op) + "'");
-}
-
 //===----------------------------------------------------------------------===//
 // Op semantics
 //===----------------------------------------------------------------------===//
 
-Results Executor::weight(WeightOp op) {
+Results Evaluator::weight(WeightOp op, const Ins &) {
   QuantAttr quant = op.getQuantAttr();
   llvm::Expected<TensorRef> t =
       quant ? weights.getQuantized(op.getName(), quant, op.getType().getElementType())
@@ -549,7 +519,7 @@ Results Executor::weight(WeightOp op) {
   return std::vector<TensorRef>{*t};
 }
 
-Results Executor::embedding(EmbeddingOp op, const Ins &in) {
+Results Evaluator::embedding(EmbeddingOp op, const Ins &in) {
   const Tensor &table = *in[0], &ids = *in[1];
   if (llvm::Error e = expectMatrix(op, table, "table"))
     return std::move(e);
@@ -575,7 +545,7 @@ Results Executor::embedding(EmbeddingOp op, const Ins &in) {
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-Results Executor::rmsNorm(RmsNormOp op, const Ins &in) {
+Results Evaluator::rmsNorm(RmsNormOp op, const Ins &in) {
   const Tensor &x = *in[0], &w = *in[1];
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
@@ -601,7 +571,7 @@ Results Executor::rmsNorm(RmsNormOp op, const Ins &in) {
 }
 
 // Each head of `dim` features normalized on its own, as rmsNorm a row.
-Results Executor::headRmsNorm(HeadRmsNormOp op, const Ins &in) {
+Results Evaluator::headRmsNorm(HeadRmsNormOp op, const Ins &in) {
   const Tensor &x = *in[0], &w = *in[1];
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
@@ -627,7 +597,16 @@ Results Executor::headRmsNorm(HeadRmsNormOp op, const Ins &in) {
 }
 
 // weft.linear (x·Wᵀ + b) and weft.logits (x·Wᵀ), W in torch.nn.Linear layout.
-Results Executor::linear(Operation *op, const Tensor &x, const Tensor &w,
+Results Evaluator::linearOp(LinearOp op, const Ins &in) {
+  return linear(op, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr);
+}
+
+Results Evaluator::logits(LogitsOp op, const Ins &in) {
+  return linear(op, *in[0], *in[1], nullptr,
+                op.getSoftcap() ? op.getSoftcap()->convertToDouble() : 0.0);
+}
+
+Results Evaluator::linear(Operation *op, const Tensor &x, const Tensor &w,
                          const Tensor *bias, double softcap) {
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
@@ -666,7 +645,7 @@ llvm::Expected<std::vector<double>> ropeInvFreq(RopeOp op) {
   return inv;
 }
 
-Results Executor::rope(RopeOp op, const Ins &in) {
+Results Evaluator::rope(RopeOp op, const Ins &in) {
   const Tensor &x = *in[0], &positions = *in[1];
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
@@ -705,7 +684,7 @@ llvm::Error checkIndex(Operation *op, const Tensor &v, int64_t t,
   return llvm::Error::success();
 }
 
-Results Executor::kvWrite(KvWriteOp op, const Ins &in) {
+Results Evaluator::kvWrite(KvWriteOp op, const Ins &in) {
   const Tensor &key = *in[0], &value = *in[1], &positions = *in[2],
                &slots = *in[3];
   KvCacheType type = op.getCache().getType();
@@ -740,7 +719,7 @@ Results Executor::kvWrite(KvWriteOp op, const Ins &in) {
   return std::vector<TensorRef>{};
 }
 
-Results Executor::attention(AttentionOp op, const Ins &in) {
+Results Evaluator::attention(AttentionOp op, const Ins &in) {
   const Tensor &q = *in[0], &positions = *in[1], &slots = *in[2];
   int64_t layer = op.getLayer(), heads = op.getNumHeads(),
           kvHeads = op.getNumKvHeads(), dim = op.getHeadDim();
@@ -817,7 +796,7 @@ Results Executor::attention(AttentionOp op, const Ins &in) {
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-Results Executor::silu(SiluOp op, const Ins &in) {
+Results Evaluator::silu(SiluOp op, const Ins &in) {
   const Tensor &x = *in[0];
   if (x.isInt)
     return error(nameOf(op) + ": input must be a float tensor");
@@ -827,7 +806,7 @@ Results Executor::silu(SiluOp op, const Ins &in) {
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-Results Executor::geluTanh(GeluTanhOp op, const Ins &in) {
+Results Evaluator::geluTanh(GeluTanhOp op, const Ins &in) {
   const Tensor &x = *in[0];
   if (x.isInt)
     return error(nameOf(op) + ": input must be a float tensor");
@@ -840,7 +819,16 @@ Results Executor::geluTanh(GeluTanhOp op, const Ins &in) {
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-Results Executor::elementwise(Operation *op, const Ins &in, bool multiply) {
+Results Evaluator::add(AddOp op, const Ins &in) { return elementwise(op, in, false); }
+Results Evaluator::mul(MulOp op, const Ins &in) { return elementwise(op, in, true); }
+
+Results Evaluator::placement(Operation *, const Ins &in) {
+  // A transfer moves the tensor as it is, and an all-reduce of a region's
+  // (full) result is that result.
+  return std::vector<TensorRef>{share(Tensor(*in[0]))};
+}
+
+Results Evaluator::elementwise(Operation *op, const Ins &in, bool multiply) {
   const Tensor &a = *in[0], &b = *in[1];
   if (a.isInt || b.isInt || a.shape != b.shape)
     return error(nameOf(op) + ": operands must be float tensors of one shape, got " +
@@ -860,7 +848,7 @@ int32_t argmaxRow(const float *row, int64_t n) {
   return int32_t(best);
 }
 
-Results Executor::argmax(ArgmaxOp op, const Ins &in) {
+Results Evaluator::argmax(ArgmaxOp op, const Ins &in) {
   const Tensor &logits = *in[0];
   if (llvm::Error e = expectMatrix(op, logits, "logits"))
     return std::move(e);
@@ -873,7 +861,7 @@ Results Executor::argmax(ArgmaxOp op, const Ins &in) {
   return std::vector<TensorRef>{share(Tensor::ints(std::move(next)))};
 }
 
-Results Executor::sample(SampleOp op, const Ins &in) {
+Results Evaluator::sample(SampleOp op, const Ins &in) {
   const Tensor &logits = *in[0], &temperature = *in[1], &topK = *in[2],
                &topP = *in[3], &uniform = *in[4];
   if (llvm::Error e = expectMatrix(op, logits, "logits"))
@@ -955,7 +943,7 @@ Results Executor::sample(SampleOp op, const Ins &in) {
   return std::vector<TensorRef>{share(Tensor::ints(std::move(next)))};
 }
 
-Results Executor::weightConcat(WeightConcatOp op, const Ins &in) {
+Results Evaluator::weightConcat(WeightConcatOp op, const Ins &in) {
   if (in.empty())
     return error(nameOf(op) + ": requires at least one input");
   int64_t axis = op.getAxis();
@@ -991,7 +979,7 @@ Results Executor::weightConcat(WeightConcatOp op, const Ins &in) {
   return std::vector<TensorRef>{share(std::move(out))};
 }
 
-Results Executor::split(SplitOp op, const Ins &in) {
+Results Evaluator::split(SplitOp op, const Ins &in) {
   const Tensor &x = *in[0];
   if (llvm::Error e = expectMatrix(op, x, "input"))
     return std::move(e);
@@ -1017,7 +1005,7 @@ Results Executor::split(SplitOp op, const Ins &in) {
   return results;
 }
 
-Results Executor::fusion(FusionOp op, const Ins &in) {
+Results Evaluator::fusion(FusionOp op, const Ins &in) {
   Block &body = op.getBody().front();
   if (body.getNumArguments() != in.size())
     return error(nameOf(op) + " \"" + op.getKind() + "\": body has " +
@@ -1043,7 +1031,6 @@ Results Executor::fusion(FusionOp op, const Ins &in) {
   return results;
 }
 
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Interpreter
@@ -1097,7 +1084,8 @@ llvm::Expected<std::vector<Tensor>> Interpreter::run(func::FuncOp fn,
       return std::move(e);
     bound.push_back(share(std::move(arg)));
   }
-  Executor executor(weights_, *cache_);
+  attachReferenceSemantics(*fn->getContext());
+  Evaluator executor(weights_, *cache_);
   Results results = executor.runBlock(fn.getBody().front(), bound);
   if (!results)
     return error(name + ": " + llvm::toString(results.takeError()));
@@ -1113,5 +1101,59 @@ llvm::Expected<std::vector<Tensor>> Interpreter::run(func::FuncOp fn,
   }
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// ReferenceOpInterface models
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// The interface of op `OpT`, answered by `Method` of the evaluator.
+template <typename OpT, Results (Evaluator::*Method)(OpT, const Evaluator::Ins &)>
+struct EvaluateWith
+    : ReferenceOpInterface::ExternalModel<EvaluateWith<OpT, Method>, OpT> {
+  Results evaluate(Operation *op, Evaluator &evaluator, Operands in) const {
+    return (evaluator.*Method)(llvm::cast<OpT>(op), in);
+  }
+};
+
+template <typename OpT>
+struct Placement : ReferenceOpInterface::ExternalModel<Placement<OpT>, OpT> {
+  Results evaluate(Operation *op, Evaluator &evaluator, Operands in) const {
+    return evaluator.placement(op, in);
+  }
+};
+
+} // namespace
+
+void attachReferenceSemantics(MLIRContext &context) {
+  context.getOrLoadDialect<WeftDialect>();
+  context.getOrLoadDialect<dist::DistDialect>();
+  if (OperationName(WeightOp::getOperationName(), &context)
+          .hasInterface<ReferenceOpInterface>())
+    return; // attached before, in this context
+  WeightOp::attachInterface<EvaluateWith<WeightOp, &Evaluator::weight>>(context);
+  WeightConcatOp::attachInterface<EvaluateWith<WeightConcatOp, &Evaluator::weightConcat>>(context);
+  EmbeddingOp::attachInterface<EvaluateWith<EmbeddingOp, &Evaluator::embedding>>(context);
+  RmsNormOp::attachInterface<EvaluateWith<RmsNormOp, &Evaluator::rmsNorm>>(context);
+  HeadRmsNormOp::attachInterface<EvaluateWith<HeadRmsNormOp, &Evaluator::headRmsNorm>>(context);
+  LinearOp::attachInterface<EvaluateWith<LinearOp, &Evaluator::linearOp>>(context);
+  LogitsOp::attachInterface<EvaluateWith<LogitsOp, &Evaluator::logits>>(context);
+  RopeOp::attachInterface<EvaluateWith<RopeOp, &Evaluator::rope>>(context);
+  KvWriteOp::attachInterface<EvaluateWith<KvWriteOp, &Evaluator::kvWrite>>(context);
+  AttentionOp::attachInterface<EvaluateWith<AttentionOp, &Evaluator::attention>>(context);
+  SiluOp::attachInterface<EvaluateWith<SiluOp, &Evaluator::silu>>(context);
+  GeluTanhOp::attachInterface<EvaluateWith<GeluTanhOp, &Evaluator::geluTanh>>(context);
+  AddOp::attachInterface<EvaluateWith<AddOp, &Evaluator::add>>(context);
+  MulOp::attachInterface<EvaluateWith<MulOp, &Evaluator::mul>>(context);
+  ArgmaxOp::attachInterface<EvaluateWith<ArgmaxOp, &Evaluator::argmax>>(context);
+  SampleOp::attachInterface<EvaluateWith<SampleOp, &Evaluator::sample>>(context);
+  SplitOp::attachInterface<EvaluateWith<SplitOp, &Evaluator::split>>(context);
+  FusionOp::attachInterface<EvaluateWith<FusionOp, &Evaluator::fusion>>(context);
+  dist::TransferOp::attachInterface<Placement<dist::TransferOp>>(context);
+  dist::AllReduceOp::attachInterface<Placement<dist::AllReduceOp>>(context);
+}
+
+#include "compiler/Reference/ReferenceInterface.cpp.inc"
 
 } // namespace weft::reference

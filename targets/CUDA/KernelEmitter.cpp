@@ -1862,54 +1862,75 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
 
 namespace {
 
-llvm::Expected<std::vector<EmittedStep>> emitRegionSteps(FusionOp region,
-                                                         const EmitOptions &options) {
+using RegionSteps = llvm::Expected<std::vector<EmittedStep>>;
+
+template <typename... Ops> bool holds(mlir::Block &body) {
+  return llvm::any_of(body.without_terminator(),
+                      [](Operation &op) { return llvm::isa<Ops...>(op); });
+}
+
+// The region emitters, tried in order: the first whose `matches` accepts a
+// region's body generates it. Dispatch is on what the body holds, not on
+// the kind string alone; a new kind of region is one entry here.
+struct RegionEmitter {
+  const char *what;
+  bool (*matches)(mlir::Block &body);
+  RegionSteps (*emit)(FusionOp region, const EmitOptions &options);
+};
+
+const RegionEmitter kRegionEmitters[] = {
+    {"attention", holds<AttentionOp>,
+     [](FusionOp region, const EmitOptions &options) -> RegionSteps {
+#ifdef WEFT_HAVE_ATTENTION_EMITTER
+       return emitAttentionRegion(region, options);
+#else
+       (void)options;
+       return regionError(region, "attention kernels are not part of this build");
+#endif
+     }},
+    {"embedding", holds<EmbeddingOp>,
+     [](FusionOp region, const EmitOptions &) -> RegionSteps {
+       mlir::Block &body = region.getBody().front();
+       if (std::distance(body.without_terminator().begin(), body.without_terminator().end()) != 1)
+         return regionError(region, "an embedding region must hold only the embedding");
+       return emitEmbedding(region, llvm::cast<EmbeddingOp>(body.front()));
+     }},
+    {"rope and KV write", holds<RopeOp, KvWriteOp>, emitRopeKvWrite},
+    {"residual + RMSNorm",
+     [](mlir::Block &body) {
+       auto ops = body.without_terminator();
+       if (std::distance(ops.begin(), ops.end()) != 2)
+         return false;
+       auto norm = llvm::dyn_cast<RmsNormOp>(body.front());
+       auto add = llvm::dyn_cast<AddOp>(*std::next(body.begin()));
+       return norm && add && llvm::is_contained(add->getOperands(), norm.getResult());
+     },
+     [](FusionOp region, const EmitOptions &) -> RegionSteps {
+       mlir::Block &body = region.getBody().front();
+       return emitNormResidual(region, llvm::cast<RmsNormOp>(body.front()),
+                               llvm::cast<AddOp>(*std::next(body.begin())));
+     }},
+    {"projection", holds<LinearOp, LogitsOp>,
+     [](FusionOp region, const EmitOptions &options) -> RegionSteps {
+       llvm::Expected<std::optional<Projection>> projection = analyzeProjection(region);
+       if (!projection)
+         return projection.takeError();
+       if (!*projection)
+         return regionError(region, "no CUDA kernel for this combination of ops");
+       return emitProjection(region, **projection, options);
+     }},
+};
+
+RegionSteps emitRegionSteps(FusionOp region, const EmitOptions &options) {
   if (region.getBody().empty())
     return regionError(region, "empty region");
-  mlir::Block &body = region.getBody().front();
   if (options.blockTokens < 1 || options.maxBlocksPerSequence < 1 || options.maxSequences < 1)
     return regionError(region, "block_tokens, max_sequences and max_blocks_per_sequence must "
                                "be positive");
-
-  // Dispatch on what the body holds, not on the kind string alone.
-  bool hasAttention = false, hasRopeOrWrite = false, hasEmbedding = false;
-  EmbeddingOp embedding;
-  size_t ops = 0;
-  for (Operation &op : body.without_terminator()) {
-    ++ops;
-    hasAttention |= llvm::isa<AttentionOp>(op);
-    hasRopeOrWrite |= llvm::isa<RopeOp, KvWriteOp>(op);
-    if (auto e = llvm::dyn_cast<EmbeddingOp>(op)) {
-      hasEmbedding = true;
-      embedding = e;
-    }
-  }
-  if (hasAttention) {
-#ifdef WEFT_HAVE_ATTENTION_EMITTER
-    return emitAttentionRegion(region, options);
-#else
-    return regionError(region, "attention kernels are not part of this build");
-#endif
-  }
-  if (hasEmbedding) {
-    if (ops != 1)
-      return regionError(region, "an embedding region must hold only the embedding");
-    return emitEmbedding(region, embedding);
-  }
-  if (hasRopeOrWrite)
-    return emitRopeKvWrite(region, options);
-  if (ops == 2) {
-    auto it = body.begin();
-    auto norm = llvm::dyn_cast<RmsNormOp>(*it);
-    auto add = llvm::dyn_cast<AddOp>(*std::next(it));
-    if (norm && add && llvm::is_contained(add->getOperands(), norm.getResult()))
-      return emitNormResidual(region, norm, add);
-  }
-  llvm::Expected<std::optional<Projection>> projection = analyzeProjection(region);
-  if (!projection)
-    return projection.takeError();
-  if (*projection)
-    return emitProjection(region, **projection, options);
+  mlir::Block &body = region.getBody().front();
+  for (const RegionEmitter &e : kRegionEmitters)
+    if (e.matches(body))
+      return e.emit(region, options);
   return regionError(region, "no CUDA kernel for this combination of ops");
 }
 

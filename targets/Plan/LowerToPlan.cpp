@@ -154,15 +154,7 @@ struct WeightRec {
     uint64_t n = 1;
     for (int64_t d : shape)
       n *= uint64_t(d);
-    switch (dtype) {
-    case DType::F32:
-    case DType::I32: return n * 4;
-    case DType::I64: return n * 8;
-    case DType::I8:
-    case DType::FP8_E4M3: return n;
-    case DType::I4: return n / 2;
-    default: return n * 2;
-    }
+    return plan_ir::storedBytes(dtype, n);
   }
 };
 

@@ -43,19 +43,6 @@ static_assert(int(plan_ir::DType::F32) == int(fb::DType::F32) &&
 fb::ArgKind fbOf(plan_ir::ArgKind k) { return fb::ArgKind(int(k)); }
 fb::DType fbOf(plan_ir::DType t) { return fb::DType(int(t)); }
 
-fb::DType dtypeOf(io::DType t) {
-  switch (t) {
-  case io::DType::F16: return fb::DType::F16;
-  case io::DType::BF16: return fb::DType::BF16;
-  case io::DType::F32: return fb::DType::F32;
-  case io::DType::I8: return fb::DType::I8;
-  case io::DType::I32: return fb::DType::I32;
-  case io::DType::I64: return fb::DType::I64;
-  case io::DType::F8_E4M3: return fb::DType::FP8_E4M3;
-  default: return fb::DType::F32;
-  }
-}
-
 // Everything about the source checkpoint the loader checks against.
 struct SourceFiles {
   struct File {
@@ -276,8 +263,9 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
 
   // Model.
   std::vector<int32_t> eos(config.eosTokenIds.begin(), config.eosTokenIds.end());
+  // The activations' dtype is the KV cache's (weft-lower-to-plan).
   auto model = fb::CreateModelInfo(
-      b, str(config.name), str(config.architecture), dtypeOf(config.dtype),
+      b, str(config.name), str(config.architecture), fbOf(kvOps.front().getDtype()),
       int32_t(config.hiddenSize), int32_t(config.intermediateSize),
       int32_t(config.numLayers), int32_t(config.numHeads), int32_t(config.numKvHeads),
       int32_t(config.headDim), int32_t(config.vocabSize),

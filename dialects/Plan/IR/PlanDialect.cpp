@@ -128,23 +128,6 @@ LogicalResult KernelOp::verify() {
   return verifyGeometry(*this, getGrid(), getBlock());
 }
 
-uint64_t WeightOp::getStoredBytes() {
-  uint64_t n = 1;
-  for (int64_t d : getShape())
-    n *= uint64_t(d);
-  switch (getDtype()) {
-  case DType::F32:
-  case DType::I32: return n * 4;
-  case DType::I64: return n * 8;
-  case DType::I8:
-  case DType::FP8_E4M3: return n;
-  case DType::I4: return n / 2;
-  case DType::F16:
-  case DType::BF16: return n * 2;
-  }
-  return n * 2;
-}
-
 LogicalResult WeightOp::verify() {
   if (getSources().empty())
     return emitOpError("reads no source tensor");

@@ -21,6 +21,23 @@ inline uint64_t alignToBuffer(uint64_t bytes) {
 
 #include "dialects/Plan/IR/PlanEnums.h.inc"
 
+namespace weft::plan_ir {
+// Bytes of `elements` values of type `t` as stored (i4: two per byte).
+inline uint64_t storedBytes(DType t, uint64_t elements) {
+  switch (t) {
+  case DType::F32:
+  case DType::I32: return elements * 4;
+  case DType::I64: return elements * 8;
+  case DType::I8:
+  case DType::FP8_E4M3: return elements;
+  case DType::I4: return elements / 2;
+  case DType::F16:
+  case DType::BF16: return elements * 2;
+  }
+  return elements * 2;
+}
+} // namespace weft::plan_ir
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Plan/IR/PlanAttrs.h.inc"
 

@@ -176,10 +176,6 @@ def Plan_WeightOp : Plan_Op<"weight", [HasParent<"::mlir::ModuleOp">]> {
                        OptionalAttr<I64Attr>:$concat_axis, I64Attr:$shard_axis,
                        I64Attr:$shard_parts, DenseI64ArrayAttr:$devices);
   let assemblyFormat = "attr-dict";
-  let extraClassDeclaration = [{
-    // Bytes of the whole weight as stored (before sharding).
-    uint64_t getStoredBytes();
-  }];
   let hasVerifier = 1;
 }
 
