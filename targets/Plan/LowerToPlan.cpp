@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
@@ -743,6 +744,15 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
     return b.getDenseI64ArrayAttr(SmallVector<int64_t>(v.begin(), v.end()));
   };
 
+  // Symbols: the entry point, and for the second and later kernels of one
+  // entry point (the same binary at another geometry) "_g<N>" after it.
+  std::vector<FlatSymbolRefAttr> kernelSymbols;
+  llvm::StringMap<int> sameEntry;
+  for (const cuda::EmittedKernel &e : lowering.kernels) {
+    int n = sameEntry[e.name]++;
+    kernelSymbols.push_back(FlatSymbolRefAttr::get(
+        ctx, n == 0 ? e.name : e.name + "_g" + std::to_string(n)));
+  }
   for (size_t k = 0; k < lowering.kernels.size(); ++k) {
     const cuda::EmittedKernel &e = lowering.kernels[k];
     SmallVector<Attribute> params;
@@ -750,7 +760,8 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
       for (const KernelParamRec &p : *lowering.kernelParams[k])
         params.push_back(plan_ir::ParamAttr::get(ctx, p.kind, p.dtype, int64_t(p.bytes)));
     SmallVector<StringRef> archs(lowering.kernelArchs[k].begin(), lowering.kernelArchs[k].end());
-    b.create<plan_ir::KernelOp>(loc, b.getStringAttr(e.name), b.getStringAttr(e.regionKind),
+    b.create<plan_ir::KernelOp>(loc, kernelSymbols[k].getAttr(), b.getStringAttr(e.name),
+                                b.getStringAttr(e.regionKind),
                                 b.getStrArrayAttr(archs), dims(e.grid), dims(e.block),
                                 i64(e.sharedBytes), b.getArrayAttr(params),
                                 b.getStringAttr(e.source));
@@ -809,7 +820,8 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
         for (const ArgRef &a : s.args)
           args.push_back(arg(a));
         b.create<plan_ir::LaunchOp>(loc, i64(s.device), b.getStringAttr(s.region),
-                                    i64(s.kernel), dims(s.grid), dims(s.block), i64(s.shared),
+                                    kernelSymbols[size_t(s.kernel)], dims(s.grid),
+                                    dims(s.block), i64(s.shared),
                                     b.getArrayAttr(args));
         break;
       }
@@ -832,7 +844,7 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
         b.create<plan_ir::AllReduceOp>(loc, i64(s.device), b.getDenseI64ArrayAttr(devs),
                                        i64(int64_t(s.count)), dtype(s.dtype),
                                        b.getArrayAttr(buffers), arg(s.scratch),
-                                       i64(s.accumulateKernel));
+                                       kernelSymbols[size_t(s.accumulateKernel)]);
         break;
       }
       }

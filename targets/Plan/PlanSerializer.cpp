@@ -8,6 +8,7 @@
 #include "runtime/plan/plan_generated.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -189,7 +190,7 @@ compilePlanKernels(ModuleOp plan, cuda::KernelCache *cache,
   std::map<std::string, std::vector<size_t>> byArch;
   for (size_t k = 0; k < ops.size(); ++k) {
     if (!ops[k].getSource())
-      return makeError("plan.kernel " + llvm::Twine(k) + " (" + ops[k].getName() +
+      return makeError("plan.kernel @" + ops[k].getSymName() + " (" + ops[k].getEntry() +
                        ") has no source to compile");
     for (Attribute a : ops[k].getArchs())
       byArch[llvm::cast<StringAttr>(a).str()].push_back(k);
@@ -201,7 +202,7 @@ compilePlanKernels(ModuleOp plan, cuda::KernelCache *cache,
     for (size_t k : ids) {
       plan_ir::KernelOp op = ops[k];
       cuda::EmittedKernel e;
-      e.name = op.getName().str();
+      e.name = op.getEntry().str();
       e.regionKind = op.getRegion().str();
       e.source = op.getSource()->str();
       for (int i = 0; i < 3; ++i) {
@@ -243,6 +244,16 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
   if (kvOps.size() != 1)
     return makeError("the plan module has " + llvm::Twine(kvOps.size()) +
                      " plan.kv_cache ops (expected 1; run weft-lower-to-plan)");
+  // A kernel's symbol becomes its position in the file's kernel table.
+  llvm::StringMap<int32_t> kernelIndex;
+  for (auto [i, k] : llvm::enumerate(kernelOps))
+    kernelIndex[k.getSymName()] = int32_t(i);
+  auto indexOf = [&](FlatSymbolRefAttr sym) -> std::optional<int32_t> {
+    auto it = kernelIndex.find(sym.getValue());
+    if (it == kernelIndex.end())
+      return std::nullopt;
+    return it->second;
+  };
   if (in.kernels->binaries.size() != kernelOps.size())
     return makeError("internal error: compiled kernels do not match the plan's kernel table");
 
@@ -358,7 +369,7 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
     }
     std::vector<int32_t> grid(op.getGrid().begin(), op.getGrid().end()),
         block(op.getBlock().begin(), op.getBlock().end());
-    kernels.push_back(fb::CreateKernel(b, str(op.getName()), str(op.getRegion()),
+    kernels.push_back(fb::CreateKernel(b, str(op.getEntry()), str(op.getRegion()),
                                        bin.empty() ? 0 : bin[0].sourceHash,
                                        b.CreateVector(bins), b.CreateVector(grid),
                                        b.CreateVector(block), int32_t(op.getShared()),
@@ -398,16 +409,16 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
       fb::Op type = fb::Op::NONE;
       std::string region;
       if (auto l = dyn_cast<plan_ir::LaunchOp>(op)) {
-        if (l.getKernel() < 0 || l.getKernel() >= int64_t(kernelOps.size()))
-          return makeError("@" + bucket.getSymName() + ": plan.launch of kernel " +
-                           llvm::Twine(l.getKernel()) + " of " +
-                           llvm::Twine(kernelOps.size()));
+        std::optional<int32_t> kernel = indexOf(l.getKernelAttr());
+        if (!kernel)
+          return makeError("@" + bucket.getSymName() + ": plan.launch of kernel @" +
+                           l.getKernel() + ", which is not a plan.kernel of the module");
         std::vector<flatbuffers::Offset<fb::Arg>> args;
         for (Attribute a : l.getArgs())
           args.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
         std::vector<int32_t> grid(l.getGrid().begin(), l.getGrid().end()),
             block(l.getBlock().begin(), l.getBlock().end());
-        body = fb::CreateLaunch(b, int32_t(l.getKernel()), b.CreateVector(grid),
+        body = fb::CreateLaunch(b, *kernel, b.CreateVector(grid),
                                 b.CreateVector(block), int32_t(l.getShared()),
                                 b.CreateVector(args))
                    .Union();
@@ -433,6 +444,10 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
         type = fb::Op::Copy;
         region = "transfer";
       } else if (auto r = dyn_cast<plan_ir::AllReduceOp>(op)) {
+        std::optional<int32_t> accumulate = indexOf(r.getAccumulateKernelAttr());
+        if (!accumulate)
+          return makeError("@" + bucket.getSymName() + ": plan.all_reduce with kernel @" +
+                           r.getAccumulateKernel() + ", which is not a plan.kernel of the module");
         std::vector<flatbuffers::Offset<fb::Arg>> list;
         for (Attribute a : r.getBuffers())
           list.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
@@ -440,7 +455,7 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
         std::vector<int32_t> devs(r.getDevices().begin(), r.getDevices().end());
         body = fb::CreateAllReduce(b, b.CreateVector(devs), b.CreateVector(list),
                                    uint64_t(r.getCount()), fbOf(r.getDtype()), scratch,
-                                   int32_t(r.getAccumulateKernel()))
+                                   *accumulate)
                    .Union();
         type = fb::Op::AllReduce;
         region = "all_reduce";

@@ -119,8 +119,8 @@ LogicalResult verifyGeometry(Operation *op, ArrayRef<int64_t> grid, ArrayRef<int
 } // namespace
 
 LogicalResult KernelOp::verify() {
-  if (getName().empty())
-    return emitOpError("needs a name");
+  if (getEntry().empty())
+    return emitOpError("needs an entry point");
   if (getArchs().empty())
     return emitOpError("is compiled for no architecture");
   if (getSharedAttr().getInt() < 0)
@@ -147,6 +147,24 @@ LogicalResult WeightOp::verify() {
 }
 
 LogicalResult LaunchOp::verify() { return verifyGeometry(*this, getGrid(), getBlock()); }
+
+namespace {
+// A kernel a step names must be a plan.kernel of the module.
+LogicalResult verifyKernelUse(Operation *op, SymbolTableCollection &symbols,
+                              FlatSymbolRefAttr kernel, llvm::StringRef what) {
+  if (!symbols.lookupNearestSymbolFrom<KernelOp>(op, kernel))
+    return op->emitOpError() << what << " " << kernel << " is not a plan.kernel of the module";
+  return success();
+}
+} // namespace
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyKernelUse(*this, symbols, getKernelAttr(), "kernel");
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyKernelUse(*this, symbols, getAccumulateKernelAttr(), "accumulate_kernel");
+}
 
 LogicalResult CopyOp::verify() {
   if (getSourceDevice() == getTargetDevice())

@@ -13,6 +13,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "dialects/Plan/IR/PlanInterfaces.td"
 
 def Plan_Dialect : Dialect {
@@ -26,9 +27,9 @@ def Plan_Dialect : Dialect {
     the steps the runtime executes in order: kernel launches, cuBLASLt GEMMs,
     copies between devices and all-reduces. Arguments are `#plan.arg`
     attributes naming a buffer, a weight of the manifest, a KV-cache layer,
-    a run-time input or a scalar. Kernels (`plan.kernel`) and weights
-    (`plan.weight`) are tables at the top of the module, referred to by
-    their position; `plan.kv_cache` sizes the paged cache.
+    a run-time input or a scalar. Kernels (`plan.kernel`, referred to by
+    symbol) and weights (`plan.weight`, referred to by position) are tables
+    at the top of the module; `plan.kv_cache` sizes the paged cache.
 
     `weft-lower-to-plan` builds this form from a specialized, partitioned
     weft module; `plan-assign-buffers` places each device's buffers in its
@@ -128,11 +129,14 @@ def Plan_SourceTensorAttr : AttrDef<Plan_Dialect, "SourceTensor"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
-def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">]> {
+def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">, Symbol]> {
   let summary = "A generated kernel and its launch geometry.";
   let description = [{
-    An entry of the plan's kernel table; `plan.launch {kernel = N}` names
-    the N-th `plan.kernel` of the module. `name` is the CUDA entry point,
+    An entry of the plan's kernel table, named by its symbol
+    (`plan.launch {kernel = @sym}`); in the plan file a kernel is its
+    position among the module's `plan.kernel`s. `entry` is the CUDA entry
+    point (one binary may serve several kernels of different geometry, each
+    with its own symbol),
     `region` the kind of region it was generated from, `archs` the
     architectures it is compiled for, `params` what each launch must bind
     and `source` the CUDA translation unit (left out of printouts meant for
@@ -141,16 +145,16 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">]> {
     Example:
 
     ```mlir
-    plan.kernel {name = "wf_embedding_1", region = "embedding", archs = ["sm_90"],
+    plan.kernel @wf_embedding {entry = "wf_embedding", region = "embedding", archs = ["sm_90"],
                  grid = array<i64: 2, 1, 1>, block = array<i64: 256, 1, 1>, shared = 0 : i64,
                  params = [#plan.param<kind = weight, dtype = f16, bytes = 1024>]}
     ```
   }];
-  let arguments = (ins StrAttr:$name, StrAttr:$region, StrArrayAttr:$archs,
-                       DenseI64ArrayAttr:$grid, DenseI64ArrayAttr:$block, I64Attr:$shared,
-                       TypedArrayAttrBase<Plan_ParamAttr, "parameters">:$params,
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$entry, StrAttr:$region,
+                       StrArrayAttr:$archs, DenseI64ArrayAttr:$grid, DenseI64ArrayAttr:$block,
+                       I64Attr:$shared, TypedArrayAttrBase<Plan_ParamAttr, "parameters">:$params,
                        OptionalAttr<StrAttr>:$source);
-  let assemblyFormat = "attr-dict";
+  let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
 
@@ -211,7 +215,7 @@ def Plan_BucketOp : Plan_Op<"bucket", [NoTerminator, SingleBlock]> {
     ```mlir
     plan.bucket "decode_b1" {tokens = 1 : i64, prefill = false} {
       plan.buffer {device = 0 : i64, index = 0 : i64, offset = 0 : i64, bytes = 8192 : i64}
-      plan.launch {device = 0 : i64, region = "embedding", kernel = 0 : i64,
+      plan.launch {device = 0 : i64, region = "embedding", kernel = @wf_embedding,
                    grid = array<i64: 2, 1, 1>, block = array<i64: 256, 1, 1>,
                    shared = 0 : i64, args = [#plan.arg<kind = weight, index = 0, offset = 0, value = 0>,
                    #plan.arg<kind = input, index = 0, offset = 0, value = 0>,
@@ -244,22 +248,23 @@ def Plan_BufferOp : Plan_Op<"buffer", [HasParent<"BucketOp">]> {
 }
 
 def Plan_LaunchOp : Plan_Op<"launch", [HasParent<"BucketOp">,
-    DeclareOpInterfaceMethods<Plan_StepOpInterface>]> {
+    DeclareOpInterfaceMethods<Plan_StepOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Launches a generated kernel.";
   let description = [{
-    Runs kernel `kernel` of the plan on `device` with `grid` x `block`
+    Runs `plan.kernel` `kernel` on `device` with `grid` x `block`
     threads and `shared` bytes of dynamic shared memory; `args` are its
     parameters in order.
 
     Example:
 
     ```mlir
-    plan.launch {device = 0 : i64, region = "attention", kernel = 3 : i64,
+    plan.launch {device = 0 : i64, region = "attention", kernel = @wf_attention_decode,
                  grid = array<i64: 1, 8, 41>, block = array<i64: 128, 1, 1>, shared = 49152 : i64,
                  args = [#plan.arg<kind = buffer, index = 2, offset = 0, value = 0>]}
     ```
   }];
-  let arguments = (ins I64Attr:$device, StrAttr:$region, I64Attr:$kernel,
+  let arguments = (ins I64Attr:$device, StrAttr:$region, FlatSymbolRefAttr:$kernel,
                        DenseI64ArrayAttr:$grid, DenseI64ArrayAttr:$block,
                        I64Attr:$shared, TypedArrayAttrBase<Plan_ArgAttr, "arguments">:$args);
   let assemblyFormat = "attr-dict";
@@ -306,14 +311,16 @@ def Plan_CopyOp : Plan_Op<"copy", [HasParent<"BucketOp">,
 }
 
 def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"BucketOp">,
-    DeclareOpInterfaceMethods<Plan_StepOpInterface>]> {
+    DeclareOpInterfaceMethods<Plan_StepOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sums partial results over a tensor-parallel group.";
   let description = [{
     Rank `i` of `devices` holds partial sums in `buffers[i]` (on its own
     device); afterwards every rank holds the total there. `device` is rank
     0, which runs the step. The runtime uses NCCL when the ranks are
     distinct GPUs; otherwise it copies each partial into `scratch` on rank 0,
-    adds it with kernel `accumulate_kernel` and copies the total back.
+    adds it with the `plan.kernel` `accumulate_kernel` and copies the total
+    back.
 
     Example:
 
@@ -323,12 +330,12 @@ def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"BucketOp">,
                      buffers = [#plan.arg<kind = buffer, index = 4, offset = 0, value = 0>,
                                 #plan.arg<kind = buffer, index = 3, offset = 0, value = 0>],
                      scratch = #plan.arg<kind = buffer, index = 5, offset = 0, value = 0>,
-                     accumulate_kernel = 12 : i64}
+                     accumulate_kernel = @weft_accumulate_bf16_n4096}
     ```
   }];
   let arguments = (ins I64Attr:$device, DenseI64ArrayAttr:$devices, I64Attr:$count,
                        Plan_DTypeAttr:$dtype, TypedArrayAttrBase<Plan_ArgAttr, "args">:$buffers,
-                       Plan_ArgAttr:$scratch, I64Attr:$accumulate_kernel);
+                       Plan_ArgAttr:$scratch, FlatSymbolRefAttr:$accumulate_kernel);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
