@@ -53,7 +53,8 @@ LogicalResult assignBufferOffsets(BucketOp bucket) {
     ++step;
   }
   OpBuilder b(bucket.getContext());
-  for (auto &[device, list] : byDevice) {
+  for (auto &entry : byDevice) {
+    std::vector<Live> &list = entry.second;
     std::vector<size_t> order(list.size());
     for (size_t i = 0; i < order.size(); ++i)
       order[i] = i;
