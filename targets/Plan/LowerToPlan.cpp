@@ -733,7 +733,7 @@ public:
 // kernels, weights, the KV cache, then each bucket (per device, its
 // buffers in index order, then the steps in execution order).
 void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &config,
-                ArrayRef<std::pair<std::vector<int64_t>, int64_t>> stages, int64_t batch) {
+                ArrayRef<std::vector<int64_t>> stages, int64_t batch) {
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
   Location loc = module.getLoc();
@@ -785,10 +785,10 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
   // through their block tables. A tensor-parallel group splits the KV heads.
   size_t deviceCount = lowering.topology.devices.size();
   SmallVector<int64_t> blocks(deviceCount, 0), kvHeads(deviceCount, 0);
-  for (const auto &[devices, count] : stages)
+  for (const std::vector<int64_t> &devices : stages)
     for (int64_t d : devices) {
       blocks[size_t(d)] = batch * lowering.maxBlocksPerSequence;
-      kvHeads[size_t(d)] = config.numKvHeads / count;
+      kvHeads[size_t(d)] = config.numKvHeads / int64_t(devices.size());
     }
   b.create<plan_ir::KvCacheOp>(loc, i64(lowering.options.blockTokens), dtype(dtypeOf(config.dtype)),
                                i64(config.numKvHeads), i64(config.headDim),
@@ -873,7 +873,7 @@ llvm::Error lowerToPlan(ModuleOp module, const hardware::Topology &topology,
   auto stageList = partition.getAs<ArrayAttr>("stages");
   if (!batch || !context || !stageList)
     return makeError("dist.partition lacks batch, context or stages");
-  std::vector<std::pair<std::vector<int64_t>, int64_t>> stages;
+  std::vector<std::vector<int64_t>> stages; // the devices of each
   for (Attribute a : stageList) {
     auto s = llvm::dyn_cast<DictionaryAttr>(a);
     auto devices = s ? s.getAs<DenseI64ArrayAttr>("devices") : DenseI64ArrayAttr();
@@ -888,9 +888,7 @@ llvm::Error lowerToPlan(ModuleOp module, const hardware::Topology &topology,
       return makeError(llvm::formatv("{0} layers in host RAM: host offload is not implemented "
                                      "in the runtime yet, so a plan cannot hold it",
                                      off.getInt()));
-    stages.push_back({std::vector<int64_t>(devices.asArrayRef().begin(),
-                                           devices.asArrayRef().end()),
-                      int64_t(devices.size())});
+    stages.emplace_back(devices.asArrayRef().begin(), devices.asArrayRef().end());
   }
   if (options.blockTokens < 1)
     return makeError("block tokens must be at least 1");

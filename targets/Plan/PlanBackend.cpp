@@ -35,12 +35,6 @@ llvm::Error PlanBackend::check(const pipeline::Compilation &c) {
   }
   if (options.lowering.maxGemvTokens < 1 || options.lowering.maxGemvTokens > 16)
     return makeError("--max-gemv-tokens: expected 1 to 16");
-  // The checkpoint's side files first: one that cannot be read ends the
-  // compile before any kernel is built.
-  llvm::Expected<SideFiles> side = readSideFiles(c.source);
-  if (!side)
-    return side.takeError();
-  sideFiles = std::move(*side);
   return llvm::Error::success();
 }
 
@@ -53,8 +47,11 @@ void PlanBackend::buildLoweringPipeline(mlir::OpPassManager &pm,
 }
 
 llvm::Error PlanBackend::serialize(pipeline::Compilation &c) {
+  // The checkpoint's side files first: one that cannot be read ends the
+  // compile before any kernel is built.
+  llvm::Expected<SideFiles> sideFiles = readSideFiles(c.source);
   if (!sideFiles)
-    return makeError("internal error: the plan back end serializes before it checked");
+    return sideFiles.takeError();
   mlir::ModuleOp plan = *c.module;
   llvm::Expected<CompiledKernels> kernels =
       compilePlanKernels(plan, options.kernelCache, options.progress);

@@ -66,7 +66,6 @@ public:
 
 private:
   PlanBuildOptions options;
-  std::optional<SideFiles> sideFiles;
   std::vector<uint8_t> bytes;
   PlanStats planStats;
 };

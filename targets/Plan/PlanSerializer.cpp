@@ -248,10 +248,12 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
   llvm::StringMap<int32_t> kernelIndex;
   for (auto [i, k] : llvm::enumerate(kernelOps))
     kernelIndex[k.getSymName()] = int32_t(i);
-  auto indexOf = [&](FlatSymbolRefAttr sym) -> std::optional<int32_t> {
+  auto indexOf = [&](Operation *step, FlatSymbolRefAttr sym,
+                     llvm::StringRef bucket) -> llvm::Expected<int32_t> {
     auto it = kernelIndex.find(sym.getValue());
     if (it == kernelIndex.end())
-      return std::nullopt;
+      return makeError("@" + bucket + ": " + step->getName().getStringRef() + " names kernel " +
+                       "@" + sym.getValue() + ", which is not a plan.kernel of the module");
     return it->second;
   };
   if (in.kernels->binaries.size() != kernelOps.size())
@@ -409,10 +411,9 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
       fb::Op type = fb::Op::NONE;
       std::string region;
       if (auto l = dyn_cast<plan_ir::LaunchOp>(op)) {
-        std::optional<int32_t> kernel = indexOf(l.getKernelAttr());
+        llvm::Expected<int32_t> kernel = indexOf(l, l.getKernelAttr(), bucket.getSymName());
         if (!kernel)
-          return makeError("@" + bucket.getSymName() + ": plan.launch of kernel @" +
-                           l.getKernel() + ", which is not a plan.kernel of the module");
+          return kernel.takeError();
         std::vector<flatbuffers::Offset<fb::Arg>> args;
         for (Attribute a : l.getArgs())
           args.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
@@ -444,10 +445,10 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
         type = fb::Op::Copy;
         region = "transfer";
       } else if (auto r = dyn_cast<plan_ir::AllReduceOp>(op)) {
-        std::optional<int32_t> accumulate = indexOf(r.getAccumulateKernelAttr());
+        llvm::Expected<int32_t> accumulate =
+            indexOf(r, r.getAccumulateKernelAttr(), bucket.getSymName());
         if (!accumulate)
-          return makeError("@" + bucket.getSymName() + ": plan.all_reduce with kernel @" +
-                           r.getAccumulateKernel() + ", which is not a plan.kernel of the module");
+          return accumulate.takeError();
         std::vector<flatbuffers::Offset<fb::Arg>> list;
         for (Attribute a : r.getBuffers())
           list.push_back(arg(llvm::cast<plan_ir::ArgAttr>(a)));
