@@ -6,6 +6,7 @@
 #include "dialects/Weft/IR/WeftOps.h"
 
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace weft::pipeline {
@@ -61,7 +62,6 @@ llvm::Error quantizeHere(Compilation &c) {
             d.name, c.topology->name, d.computeCapability));
   quantizeProjections(*c.module, wanted == WeightDType::Int4 ? 4 : 8,
                       wanted == WeightDType::FP8 ? QuantFormat::E4M3 : QuantFormat::Int);
-  c.quantizedHere = true;
   c.notes.push_back(llvm::formatv(
       "--weight-dtype {0}: projections quantized by round to nearest ({1}); an AWQ or GPTQ "
       "checkpoint of the model, calibrated on data, is more accurate",
@@ -204,14 +204,13 @@ llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
   addSpecializePass(specialize, *buckets);
   if (llvm::Error e = runPasses(*c, specialize, "specialization"))
     return std::move(e);
+  // Every bucket holds its own weight ops: each quantized weight once.
+  llvm::StringSet<> seen;
   c->module->walk([&](WeightOp w) {
-    if (QuantAttr q = w.getQuantAttr())
-      if (llvm::none_of(c->quantized, [&](const QuantizedWeightRef &r) {
-            return r.name == w.getName();
-          }))
-        c->quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
-                                w.getType().getDimSize(1), int(q.getBits()), q.getGroup(),
-                                q.getFormat()});
+    if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName()).second)
+      c->quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
+                              w.getType().getDimSize(1), int(q.getBits()), q.getGroup(),
+                              q.getFormat()});
   });
   if (!buildsPlan)
     return c;

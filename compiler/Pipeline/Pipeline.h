@@ -97,7 +97,6 @@ struct Compilation {
   // here (--weight-dtype int4|int8|fp8 and a plan to build). The back end
   // writes them, repacked for its kernels, beside its output.
   std::vector<QuantizedWeightRef> quantized;
-  bool quantizedHere = false;
   // Things the user should know (e.g. that round-to-nearest is less
   // accurate than a calibrated checkpoint), in order.
   std::vector<std::string> notes;

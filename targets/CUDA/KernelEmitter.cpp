@@ -1873,13 +1873,13 @@ template <typename... Ops> bool holds(mlir::Block &body) {
 // region's body generates it. Dispatch is on what the body holds, not on
 // the kind string alone; a new kind of region is one entry here.
 struct RegionEmitter {
-  const char *what;
   bool (*matches)(mlir::Block &body);
   RegionSteps (*emit)(FusionOp region, const EmitOptions &options);
 };
 
 const RegionEmitter kRegionEmitters[] = {
-    {"attention", holds<AttentionOp>,
+    // attention (AttentionEmitter.cpp)
+    {holds<AttentionOp>,
      [](FusionOp region, const EmitOptions &options) -> RegionSteps {
 #ifdef WEFT_HAVE_ATTENTION_EMITTER
        return emitAttentionRegion(region, options);
@@ -1888,16 +1888,18 @@ const RegionEmitter kRegionEmitters[] = {
        return regionError(region, "attention kernels are not part of this build");
 #endif
      }},
-    {"embedding", holds<EmbeddingOp>,
+    // the embedding, alone
+    {holds<EmbeddingOp>,
      [](FusionOp region, const EmitOptions &) -> RegionSteps {
        mlir::Block &body = region.getBody().front();
        if (std::distance(body.without_terminator().begin(), body.without_terminator().end()) != 1)
          return regionError(region, "an embedding region must hold only the embedding");
        return emitEmbedding(region, llvm::cast<EmbeddingOp>(body.front()));
      }},
-    {"rope and KV write", holds<RopeOp, KvWriteOp>, emitRopeKvWrite},
-    {"residual + RMSNorm",
-     [](mlir::Block &body) {
+    // RoPE and the KV-cache write (Qwen3's head norms before them)
+    {holds<RopeOp, KvWriteOp>, emitRopeKvWrite},
+    // RMSNorm, then an add of its result (Gemma 2's post-norms)
+    {[](mlir::Block &body) {
        auto ops = body.without_terminator();
        if (std::distance(ops.begin(), ops.end()) != 2)
          return false;
@@ -1910,7 +1912,8 @@ const RegionEmitter kRegionEmitters[] = {
        return emitNormResidual(region, llvm::cast<RmsNormOp>(body.front()),
                                llvm::cast<AddOp>(*std::next(body.begin())));
      }},
-    {"projection", holds<LinearOp, LogitsOp>,
+    // [rms_norm] -> linear|logits -> epilogue
+    {holds<LinearOp, LogitsOp>,
      [](FusionOp region, const EmitOptions &options) -> RegionSteps {
        llvm::Expected<std::optional<Projection>> projection = analyzeProjection(region);
        if (!projection)
