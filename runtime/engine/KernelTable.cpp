@@ -88,7 +88,9 @@ Status KernelTable::load(const fb::Plan &plan, const EngineOptions &options,
                                 " bytes of shared memory per block; GPU " +
                                 std::to_string(dev.gpu) + " gives at most " +
                                 std::to_string(optin));
-    if (dynamicShared > 48 * 1024)
+    // Beyond 48 KiB per block, static and dynamic together, a launch needs
+    // the kernel's opt-in to more dynamic shared memory.
+    if (int64_t(staticShared) + dynamicShared > 48 * 1024)
       WEFT_CU(drv_->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      dynamicShared),
               what);
