@@ -679,8 +679,16 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   // which makes more, narrower blocks and needs no second kernel. Argmax
   // keeps whole warps on one token's columns. Measured on an H200, Llama
   // 3.1 8B at batch 1: 8-bit codes 4.04 -> 3.47 ms/token, but 4-bit codes
-  // 2.64 -> 2.85 (docs/benchmarks.md), so 4-bit codes keep split K.
+  // 2.64 -> 2.85 with 8 warps everywhere (docs/benchmarks.md), so 4-bit
+  // codes split K across blocks except as follows.
   int64_t maxKw = g.mma ? (p.quantBits == 8 ? kGemvWarps : 1) : 4;
+  // 4-bit codes for one token: groups of warps where the projection has
+  // one row per column, up to 8 warps with a fused norm (QKV), 4 without
+  // (O, down). Measured on an H200, Llama 3.1 8B int4 at batch 1, three
+  // runs each: 2.61-2.65 -> 2.47 ms/token; 8 warps for O and down 2.84-2.89,
+  // 2 for every projection 2.65; batch 8 loses with them (3.23 -> 3.34).
+  if (g.mma && p.quantBits == 4 && p.tokens == 1 && g.rpc == 1)
+    maxKw = p.normIn >= 0 ? kGemvWarps : 4;
   if (p.select != Projection::Select::Argmax)
     while (g.gx < 2 * sms && g.kw < maxKw && p.k >= 2 * g.kw * granule) {
       g.kw *= 2;
