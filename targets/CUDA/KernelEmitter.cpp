@@ -684,7 +684,8 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   int64_t maxKw = g.mma ? (p.quantBits == 8 ? kGemvWarps : 1) : 4;
   // 4-bit codes for one token: groups of warps where the projection has
   // one row per column, up to 8 warps with a fused norm (QKV), 4 without
-  // (O, down). Measured on an H200, Llama 3.1 8B int4 at batch 1, three
+  // (O, down), so QKV needs no reduce kernel and O and down split K in 3
+  // blocks instead of 8. Measured on an H200, Llama 3.1 8B int4 at batch 1, three
   // runs each: 2.61-2.65 -> 2.47 ms/token; 8 warps for O and down 2.84-2.89,
   // 2 for every projection 2.65; batch 8 loses with them (3.23 -> 3.34).
   if (g.mma && p.quantBits == 4 && p.tokens == 1 && g.rpc == 1)

@@ -135,3 +135,41 @@ func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
   }
   return %r : tensor<96x512xf16>
 }
+
+// 4-bit codes for one token with one weight row per column (here an O
+// projection) also split K inside the block, 4 warps per group, so fewer
+// blocks split it (3, not 8); two tokens split K across blocks only.
+// RUN: weft-emit-cuda --function=o_proj_t1 %s | FileCheck %s --check-prefix=OT1
+// RUN: weft-emit-cuda --function=o_proj_t2 %s | FileCheck %s --check-prefix=OT2
+// OT1-LABEL: // @o_proj_t1 region 0 "linear_residual": 2 steps
+// OT1-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_splitk_
+// OT1-NEXT: //   grid (128, 3, 1) block (256, 1, 1) shared 0
+// OT1: static constexpr int KW = 4, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
+// OT1-NEXT: static constexpr int SPLITS = 3, KS = 1536, KC = 1536, XS = 1552;
+// OT2-LABEL: // @o_proj_t2 region 0 "linear_residual": 2 steps
+// OT2-NEXT: // step 0: kernel weft_linear_residual_t2_k4096_n4096_splitk_
+// OT2-NEXT: //   grid (32, 8, 1) block (256, 1, 1) shared 0
+// OT2: static constexpr int KW = 1, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
+// OT2-NEXT: static constexpr int SPLITS = 8, KS = 512, KC = 512, XS = 528;
+func.func @o_proj_t1(%x: tensor<1x4096xf16>, %h: tensor<1x4096xf16>) -> tensor<1x4096xf16> {
+  %w = weft.weight "attn.o" {quant = #weft.quant<bits = 4, group = 128>} : tensor<4096x4096xf16>
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}
+      : (tensor<1x4096xf16>, tensor<4096x4096xf16>, tensor<1x4096xf16>) -> tensor<1x4096xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>, %c: tensor<1x4096xf16>):
+    %l = weft.linear %a, %b : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16>
+    %s = weft.add %c, %l : tensor<1x4096xf16>
+    weft.yield %s : tensor<1x4096xf16>
+  }
+  return %r : tensor<1x4096xf16>
+}
+func.func @o_proj_t2(%x: tensor<2x4096xf16>, %h: tensor<2x4096xf16>) -> tensor<2x4096xf16> {
+  %w = weft.weight "attn.o" {quant = #weft.quant<bits = 4, group = 128>} : tensor<4096x4096xf16>
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 2 : i64, width = 4096 : i64}}
+      : (tensor<2x4096xf16>, tensor<4096x4096xf16>, tensor<2x4096xf16>) -> tensor<2x4096xf16> {
+  ^bb0(%a: tensor<2x4096xf16>, %b: tensor<4096x4096xf16>, %c: tensor<2x4096xf16>):
+    %l = weft.linear %a, %b : (tensor<2x4096xf16>, tensor<4096x4096xf16>) -> tensor<2x4096xf16>
+    %s = weft.add %c, %l : tensor<2x4096xf16>
+    weft.yield %s : tensor<2x4096xf16>
+  }
+  return %r : tensor<2x4096xf16>
+}
