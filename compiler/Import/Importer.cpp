@@ -52,7 +52,9 @@ public:
   GraphValue weight(const std::string &name, ArrayRef<int64_t> shape) override {
     QuantAttr quant;
     if (shape.size() == 2 && c.quant.quantizes(name))
-      quant = QuantAttr::get(&ctx, c.quant.bits, c.quant.groupSize ? c.quant.groupSize : shape[1]);
+      quant = QuantAttr::get(&ctx, c.quant.bits, c.quant.groupSize ? c.quant.groupSize : shape[1],
+                             QuantFormat::Int,
+                             codesTileable(c.quant.bits, QuantFormat::Int, shape[0], shape[1]));
     auto op = b.create<WeightOp>(loc, RankedTensorType::get(shape, dtype),
                                  b.getStringAttr(name), quant, IntegerAttr());
     if (currentLayer >= 0)
@@ -300,7 +302,8 @@ void quantizeProjections(ModuleOp module, int bits, QuantFormat format) {
     int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
     if (format == QuantFormat::E4M3)
       group = in;
-    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group, format));
+    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group, format,
+                                  codesTileable(bits, format, t.getDimSize(0), in)));
   });
 }
 

@@ -472,6 +472,35 @@ llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
 
 } // namespace
 
+namespace {
+// Word index of row j's word w in the tiled order.
+size_t tiledWord(int64_t j, int64_t w, int64_t in, int bits) {
+  const int64_t rowWords = 128 * bits / 32; // of one row in one tile step
+  return size_t(((j / 16) * (in / 128) + w / rowWords) * 16 * rowWords + (j % 16) * rowWords +
+                w % rowWords);
+}
+} // namespace
+
+std::vector<uint32_t> tileCodes(llvm::ArrayRef<uint32_t> rows, int64_t out, int64_t in,
+                                int bits) {
+  const int64_t words = in * bits / 32;
+  std::vector<uint32_t> tiles(rows.size());
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t w = 0; w < words; ++w)
+      tiles[tiledWord(j, w, in, bits)] = rows[size_t(j * words + w)];
+  return tiles;
+}
+
+std::vector<uint32_t> untileCodes(llvm::ArrayRef<uint32_t> tiles, int64_t out, int64_t in,
+                                  int bits) {
+  const int64_t words = in * bits / 32;
+  std::vector<uint32_t> rows(tiles.size());
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t w = 0; w < words; ++w)
+      rows[size_t(j * words + w)] = tiles[tiledWord(j, w, in, bits)];
+  return rows;
+}
+
 llvm::Expected<KernelWeightsFile>
 writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weights,
                    llvm::StringRef path,
@@ -483,6 +512,10 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
       return makeOneLineError(w.name + ": " + std::to_string(w.bits) + "-bit codes in groups of " +
                               std::to_string(w.group) + " cannot hold " + std::to_string(w.in) +
                               " inputs");
+    else if (w.tiled && !codesTileable(w.bits, w.format, w.out, w.in))
+      return makeOneLineError(w.name + ": " + std::to_string(w.out) + " x " +
+                              std::to_string(w.in) +
+                              " codes cannot be stored in tiles of 16 rows and 128 inputs");
   std::vector<io::MappedFile> maps;
   for (const io::SafetensorsHeader &h : ck.files) {
     StatusOr<io::MappedFile> m = io::MappedFile::open(h.path);
@@ -502,7 +535,8 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
     uint64_t scaleBytes = uint64_t(w.out) * uint64_t(scaleColumns) * io::dtypeSize(scaleType);
     header[w.name + ".codes"] = llvm::json::Object{
         {"dtype", "I32"},
-        {"shape", llvm::json::Array{w.out, w.in * w.bits / 32}},
+        {"shape", w.tiled ? llvm::json::Array{w.out / 16, 16 * w.in * w.bits / 32}
+                          : llvm::json::Array{w.out, w.in * w.bits / 32}},
         {"data_offsets", llvm::json::Array{offset, offset + codeBytes}}};
     offset += codeBytes;
     header[w.name + ".scales"] = llvm::json::Object{
@@ -536,6 +570,8 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
       llvm::sys::fs::remove(tmp);
       return k.takeError();
     }
+    if (w.tiled)
+      k->codes = tileCodes(k->codes, w.out, w.in, w.bits);
     os.write(reinterpret_cast<const char *>(k->codes.data()), k->codes.size() * 4);
     os.write(reinterpret_cast<const char *>(k->scales.data()), k->scales.size() * 2);
     os.write(reinterpret_cast<const char *>(k->rowScales.data()), k->rowScales.size() * 4);

@@ -132,7 +132,15 @@ struct QuantizedWeightRef {
   int bits = 4;
   int64_t group = 0;
   QuantFormat format = QuantFormat::Int;
+  bool tiled = false; // the codes in 16-row tiles (#weft.quant's `tiled`)
 };
+
+// Row-major codes ([out, in * bits / 32] words, as KernelProjection holds
+// them) in 16-row tiles of 128 inputs, [out / 16][in / 128][16][128 * bits
+// / 32] (#weft.quant's `tiled`; out a multiple of 16, in of 128), and back.
+std::vector<uint32_t> tileCodes(llvm::ArrayRef<uint32_t> rows, int64_t out, int64_t in, int bits);
+std::vector<uint32_t> untileCodes(llvm::ArrayRef<uint32_t> tiles, int64_t out, int64_t in,
+                                  int bits);
 
 // What the plan's manifest records of a written file.
 struct KernelWeightsFile {
@@ -140,7 +148,8 @@ struct KernelWeightsFile {
 };
 
 // Repacks every projection of `weights` from the checkpoint and writes them
-// to `path` as a safetensors file of "<name>.codes" (I32) and
+// to `path` as a safetensors file of "<name>.codes" (I32; [out, in * bits /
+// 32], or tiled [out / 16, 16 * in * bits / 32]) and
 // "<name>.scales" (the checkpoint's F16 or BF16 pairs; F32 for E4M3) tensors, in that order (written to a temporary
 // file first, then moved into place). `progress(done, total)` in bytes.
 llvm::Expected<KernelWeightsFile>

@@ -147,6 +147,20 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
             return;
           }
         }
+        // Tiled codes (#weft.quant's `tiled`) are cut between whole tiles:
+        // 128 inputs, 16 rows.
+        if (QuantAttr q = w.getQuantAttr(); q && q.getTiled() && !replicated) {
+          int64_t cut = w.getType().getDimSize(row ? 1 : 0) / parts;
+          if (cut % (row ? 128 : 16) != 0) {
+            sharding = w.emitError() << "weft-partition: " << parts << "-way tensor parallelism "
+                                     << "cuts '" << w.getName() << "' into " << cut
+                                     << (row ? " inputs, not a multiple of 128"
+                                             : " rows, not a multiple of 16")
+                                     << " (its 4-bit codes are stored in tiles of 16 rows "
+                                        "and 128 inputs)";
+            return;
+          }
+        }
         if (!replicated)
           w->setAttr("dist.shard", dist::ShardAttr::get(ctx, row ? 1 : 0, parts));
       }

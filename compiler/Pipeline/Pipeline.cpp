@@ -210,7 +210,7 @@ llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
     if (QuantAttr q = w.getQuantAttr(); q && seen.insert(w.getName()).second)
       c->quantized.push_back({w.getName().str(), w.getType().getDimSize(0),
                               w.getType().getDimSize(1), int(q.getBits()), q.getGroup(),
-                              q.getFormat()});
+                              q.getFormat(), q.getTiled()});
   });
   if (!buildsPlan)
     return c;

@@ -231,6 +231,7 @@ struct Projection {
   // scale per row (E4M3); 0: 16-bit weights.
   int64_t quantBits = 0, quantGroup = 0;
   QuantFormat quantFormat = QuantFormat::Int;
+  bool quantTiled = false; // codes in 16-row tiles of 128 inputs (#weft.quant's `tiled`)
   // Token selection after logits.
   enum class Select { None, Argmax, Sample } select = Select::None;
   llvm::SmallVector<int64_t, 1> idResults;
@@ -332,6 +333,11 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
     p.quantBits = q.getBits();
     p.quantGroup = q.getGroup();
     p.quantFormat = q.getFormat();
+    p.quantTiled = q.getTiled();
+    if (p.quantTiled && (p.nw % 16 != 0 || p.k % 128 != 0))
+      return regionError(region, "tiled 4-bit codes of a " + std::to_string(p.nw) + " x " +
+                                     std::to_string(p.k) +
+                                     " weight (tiles are 16 rows by 128 inputs)");
   }
   if (auto linear = llvm::dyn_cast<LinearOp>(proj); linear && linear.getBias()) {
     p.biasIn = inputIndex(region, linear.getBias());
@@ -767,10 +773,11 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
          << "  using W = weft::kernels::PackedRows<8, " << p.quantGroup << ", " << g.mmaK
          << ", m_t, weft::kernels::Codes::E4M3>;\n";
     else if (p.quantBits)
-      os << "  // " << p.quantBits << "-bit codes, a (scale, zero) pair per " << p.quantGroup
-         << " inputs of a row\n"
+      os << "  // " << p.quantBits << "-bit codes" << (p.quantTiled ? " in 16-row tiles" : "")
+         << ", a (scale, zero) pair per " << p.quantGroup << " inputs of a row\n"
          << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
-         << ", " << g.mmaK << ", m_t>;\n";
+         << ", " << g.mmaK << ", m_t"
+         << (p.quantTiled ? ", weft::kernels::Codes::Int, true" : "") << ">;\n";
     else
       os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
     os
@@ -1177,6 +1184,8 @@ EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding o
      << ", GROUP = " << p.quantGroup << ", THREADS = " << threads << ";\n"
      << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
      << (e4m3 ? "E4M3" : "Int") << ";\n"
+     << "  static constexpr bool TILED = " << (p.quantTiled ? "true" : "false")
+     << ";  // codes in 16-row tiles of 128 inputs\n"
      << "  using m_t = " << cudaType(p.weightType) << ";\n"
      << "};\n";
   std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, p.weightIn, "w")};

@@ -639,6 +639,8 @@ public:
     auto stored = [&](llvm::ArrayRef<int64_t> shape) -> std::vector<int64_t> {
       if (!quant)
         return std::vector<int64_t>(shape.begin(), shape.end());
+      if (part == 0 && quant.getTiled()) // 16-row tiles (tileCodes)
+        return {shape[0] / 16, 16 * shape[1] * quant.getBits() / 32};
       if (part == 0)
         return {shape[0], shape[1] * quant.getBits() / 32};
       return {shape[0], e4m3 ? 1 : 2 * shape[1] / quant.getGroup()};

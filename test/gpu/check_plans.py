@@ -88,7 +88,8 @@ def quantize_projections(model, kind):
     """Quantizes every projection of `model` in place by the compile-time
     rule of `kind` ("rtn4", "rtn8", "fp8"; scales in the model's dtype) and
     returns the tensors of the kernels' file: NAME.codes (I32
-    [out, in * bits / 32]; integers: input k of a word at bit
+    [out, in * bits / 32], 4-bit codes with out % 16 == 0 and in % 128 == 0
+    in tiles, [out / 16, 16 * in / 8]; integers: input k of a word at bit
     (k % 2) * 16 + (k / 2) * bits; E4M3: at bit 8k) and NAME.scales
     (integers: [out, 2 * groups] (scale, zero) pairs in the model's dtype;
     E4M3: F32 [out, 1])."""
@@ -119,7 +120,13 @@ def quantize_projections(model, kind):
             per = 32 // bits
             slots = np.array([(k % 2) * 16 + (k // 2) * bits for k in range(per)], dtype=np.uint64)
             words = (q.reshape(out, inp // per, per).astype(np.uint64) << slots).sum(axis=-1)
-            tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+            words = (words & 0xFFFFFFFF).astype(np.uint32)
+            if bits == 4 and out % 16 == 0 and inp % 128 == 0:
+                # The compiler's tiled order (#weft.quant's `tiled`):
+                # [out / 16][in / 128][16 rows][16 words].
+                words = (words.reshape(out // 16, 16, inp // 128, 16).transpose(0, 2, 1, 3)
+                         .reshape(out // 16, 16 * inp // per))
+            tensors[name + ".codes"] = words.view(np.int32)
             pairs = np.stack([scale.astype(np.float32), zero.astype(np.float32)], axis=-1)
             tensors[name + ".scales"] = mq.stored(pairs.reshape(out, -1), dtype)
     return tensors

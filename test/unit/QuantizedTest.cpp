@@ -100,7 +100,8 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
   for (const ExpectedTensor &t : graphWeights(packed.source.config))
     if (q.quantizes(t.name))
       refs.push_back({t.name, t.shape[0], t.shape[1], q.bits,
-                      q.groupSize ? q.groupSize : t.shape[1]});
+                      q.groupSize ? q.groupSize : t.shape[1], QuantFormat::Int,
+                      codesTileable(q.bits, QuantFormat::Int, t.shape[0], t.shape[1])});
   ASSERT_EQ(refs.size(), 14u);
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("weft-kernel-weights", "safetensors", path));
@@ -131,11 +132,16 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
     EXPECT_EQ(scales->dtype, packed.source.config.quant.method == QuantMethod::CompressedTensors
                                  ? packed.source.config.dtype
                                  : io::DType::F16);
-    EXPECT_EQ(codes->shape, (std::vector<int64_t>{r.out, r.in * q.bits / 32}));
+    const std::vector<int64_t> codeShape =
+        r.tiled ? std::vector<int64_t>{r.out / 16, 16 * r.in * q.bits / 32}
+                : std::vector<int64_t>{r.out, r.in * q.bits / 32};
+    EXPECT_EQ(codes->shape, codeShape);
     EXPECT_EQ(scales->shape, (std::vector<int64_t>{r.out, 2 * r.in / k.group}));
     const char *data = map->bytes().data() + h->dataOffset();
     k.codes.resize(size_t(codes->numElements()));
     std::memcpy(k.codes.data(), data + codes->dataBegin, codes->numBytes());
+    if (r.tiled)
+      k.codes = untileCodes(k.codes, r.out, r.in, int(q.bits));
     k.scales.resize(size_t(scales->numElements()));
     std::memcpy(k.scales.data(), data + scales->dataBegin, scales->numBytes());
     auto want = plain.weights.get(r.name);
@@ -384,6 +390,28 @@ TEST(KernelLayoutTest, NeighbourCodesShareAMaskAndActOrderIsRefused) {
   EXPECT_EQ(llvm::toString(bad.takeError()),
             "model.layers.3.mlp.down_proj.weight: g_idx[0] = 1, not 0: the input features are "
             "reordered (act-order), which the kernels do not support");
+}
+
+// Tiled codes: word w of row j of a 32 x 256 4-bit matrix (32 words a row,
+// 16 per row and tile step) lands at tile j / 16, step w / 16, row j % 16
+// of the tile, word w % 16; untileCodes inverts it.
+TEST(TiledCodes, TilesOfSixteenRowsAndOneHundredTwentyEightInputs) {
+  const int64_t out = 32, in = 256, words = in * 4 / 32;
+  std::vector<uint32_t> rows(size_t(out * words));
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = uint32_t(i * 2654435761u);
+  std::vector<uint32_t> tiles = tileCodes(rows, out, in, 4);
+  ASSERT_EQ(tiles.size(), rows.size());
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t w = 0; w < words; ++w)
+      ASSERT_EQ(tiles[size_t(((j / 16) * 2 + w / 16) * 256 + (j % 16) * 16 + w % 16)],
+                rows[size_t(j * words + w)])
+          << j << ", " << w;
+  EXPECT_EQ(untileCodes(tiles, out, in, 4), rows);
+  EXPECT_TRUE(codesTileable(4, QuantFormat::Int, 4096, 14336));
+  EXPECT_FALSE(codesTileable(4, QuantFormat::Int, 4104, 4096));
+  EXPECT_FALSE(codesTileable(4, QuantFormat::Int, 4096, 4160));
+  EXPECT_FALSE(codesTileable(8, QuantFormat::Int, 4096, 4096));
 }
 
 } // namespace

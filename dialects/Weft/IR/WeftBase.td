@@ -85,16 +85,27 @@ def Weft_QuantAttr : AttrDef<Weft_Dialect, "Quant"> {
       f32 scale per row (`group` = `in`); the value is `code * scale`, the
       scale applied to the dot products (tensor cores need sm_89 or newer).
 
+    `tiled = true` (4-bit integer codes of a weight whose rows are a
+    multiple of 16 and inputs of 128): the codes are stored in 16-row
+    tiles, 128 inputs at a time (`[out / 16][in / 128][16][16 words]`), so
+    that the decode kernels' warps read whole 1 KiB runs of them
+    (weft/mma_weights.cuh, PackedRows); `codesTileable` says which weights
+    the importer stores so. Tensor parallelism then cuts whole tiles.
+
     The type the IR shows is the one the codes are expanded to.
   }];
   let parameters = (ins "int64_t":$bits, "int64_t":$group,
                         DefaultValuedParameter<"::weft::QuantFormat",
-                                               "::weft::QuantFormat::Int">:$format);
+                                               "::weft::QuantFormat::Int">:$format,
+                        DefaultValuedParameter<"bool", "false">:$tiled);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "int64_t":$bits, "int64_t":$group), [{
-      return $_get($_ctxt, bits, group, ::weft::QuantFormat::Int);
+      return $_get($_ctxt, bits, group, ::weft::QuantFormat::Int, false);
+    }]>,
+    AttrBuilder<(ins "int64_t":$bits, "int64_t":$group, "::weft::QuantFormat":$format), [{
+      return $_get($_ctxt, bits, group, format, false);
     }]>
   ];
 }

@@ -112,6 +112,11 @@ LogicalResult WeightOp::verify() {
       return emitOpError() << "quantized weight '" << getName()
                            << "': e4m3 codes have one scale per row, so group must be its "
                            << t.getDimSize(1) << " inputs, got " << q.getGroup();
+    if (q.getTiled() &&
+        !codesTileable(q.getBits(), q.getFormat(), t.getDimSize(0), t.getDimSize(1)))
+      return emitOpError() << "quantized weight '" << getName() << "': " << t.getDimSize(0)
+                           << " x " << t.getDimSize(1)
+                           << " codes cannot be stored in tiles of 16 rows and 128 inputs";
   }
   return success();
 }
@@ -158,8 +163,14 @@ QuantAttr weft::quantOf(Value weight) {
   return {};
 }
 
+bool weft::codesTileable(int64_t bits, QuantFormat format, int64_t out, int64_t in) {
+  return format == QuantFormat::Int && bits == 4 && out % 16 == 0 && in % 128 == 0;
+}
+
 LogicalResult QuantAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
-                                int64_t bits, int64_t group, QuantFormat format) {
+                                int64_t bits, int64_t group, QuantFormat format, bool tiled) {
+  if (tiled && (format != QuantFormat::Int || bits != 4))
+    return emitError() << "#weft.quant: only 4-bit integer codes are stored tiled";
   if (format == QuantFormat::E4M3 && bits != 8)
     return emitError() << "#weft.quant: e4m3 codes are 8 bits, got " << bits;
   if (bits != 4 && bits != 8)

@@ -34,6 +34,10 @@ inline constexpr llvm::StringLiteral kQuantArgAttr = "weft.quant";
 // stored alike), or the kQuantArgAttr of a function argument; null for
 // 16-bit weights and for activations.
 QuantAttr quantOf(mlir::Value weight);
+// Whether an [out, in] weight of `bits`-bit codes is stored in tiles
+// (#weft.quant's `tiled`): 4-bit integer codes, out a multiple of 16 and in
+// of 128.
+bool codesTileable(int64_t bits, QuantFormat format, int64_t out, int64_t in);
 } // namespace weft
 
 #endif // WEFT_DIALECT_WEFT_IR_WEFTOPS_H_

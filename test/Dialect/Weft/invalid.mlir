@@ -352,6 +352,24 @@ func.func @quant_group() {
 
 // -----
 
+// Tests that only 4-bit integer codes are stored tiled.
+func.func @quant_tiled_bits() {
+  // expected-error @+1 {{#weft.quant: only 4-bit integer codes are stored tiled}}
+  %w = weft.weight "w" {quant = #weft.quant<bits = 8, group = 128, tiled = true>} : tensor<64x128xf16>
+  return
+}
+
+// -----
+
+// Tests that tiled codes fill whole tiles of 16 rows and 128 inputs.
+func.func @quant_tiled_shape() {
+  // expected-error @+1 {{quantized weight 'w': 24 x 128 codes cannot be stored in tiles of 16 rows and 128 inputs}}
+  %w = weft.weight "w" {quant = #weft.quant<bits = 4, group = 128, tiled = true>} : tensor<24x128xf16>
+  return
+}
+
+// -----
+
 // Tests that a model's dimensions are positive.
 // expected-error @+1 {{#weft.model: num_kv_heads must be positive, got 0}}
 module attributes {weft.model = #weft.model<architecture = "LlamaForCausalLM", name = "m", dtype = f16, hidden_size = 64, intermediate_size = 128, num_layers = 2, num_heads = 4, num_kv_heads = 0, head_dim = 16, vocab_size = 256, max_position_embeddings = 256, rms_norm_eps = 1.0e-05 : f64, rope_theta = 1.0e+04 : f64, rope_type = default, tie_word_embeddings = false, qkv_bias = false, o_bias = false, mlp_bias = false>} {

@@ -62,6 +62,7 @@ func.func @batch(%x: tensor<48x256xf16>, %wn: tensor<256xf16>) -> tensor<48x512x
 // SwiGLU as for 16-bit weights.
 // CHECK-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
 // CHECK: static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::Int;
+// CHECK-NEXT: static constexpr bool TILED = false;  // codes in 16-row tiles of 128 inputs
 // CHECK-NEXT: using m_t = __half;
 // PREFILL-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
 // PREFILL-NEXT: // step 0: kernel weft_expand_codes_n1024_k256_
@@ -151,6 +152,31 @@ func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
 // OT2-NEXT: //   grid (32, 8, 1) block (256, 1, 1) shared 0
 // OT2: static constexpr int KW = 1, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
 // OT2-NEXT: static constexpr int SPLITS = 8, KS = 512, KC = 512, XS = 528;
+// Codes stored in 16-row tiles (#weft.quant's `tiled`) are read through the
+// tiled policy, by the GEMV and by the expansion for many tokens alike.
+// RUN: weft-emit-cuda --function=o_proj_tiled %s | FileCheck %s --check-prefix=TILED
+// TILED: // 4-bit codes in 16-row tiles, a (scale, zero) pair per 128 inputs of a row
+// TILED-NEXT: using W = weft::kernels::PackedRows<4, 128, 32, m_t, weft::kernels::Codes::Int, true>;
+// TILED: static constexpr bool TILED = true;  // codes in 16-row tiles of 128 inputs
+// TILED: weft::kernels::expandCodes<Config>
+func.func @o_proj_tiled(%x: tensor<1x4096xf16>, %h: tensor<1x4096xf16>, %y: tensor<128x4096xf16>, %g: tensor<128x4096xf16>) -> (tensor<1x4096xf16>, tensor<128x4096xf16>) {
+  %w = weft.weight "attn.o" {quant = #weft.quant<bits = 4, group = 128, tiled = true>} : tensor<4096x4096xf16>
+  %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}
+      : (tensor<1x4096xf16>, tensor<4096x4096xf16>, tensor<1x4096xf16>) -> tensor<1x4096xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x4096xf16>, %c: tensor<1x4096xf16>):
+    %l = weft.linear %a, %b : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16>
+    %s = weft.add %c, %l : tensor<1x4096xf16>
+    weft.yield %s : tensor<1x4096xf16>
+  }
+  %r2 = weft.fusion "linear_residual" (%y, %w, %g) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 128 : i64, width = 4096 : i64}}
+      : (tensor<128x4096xf16>, tensor<4096x4096xf16>, tensor<128x4096xf16>) -> tensor<128x4096xf16> {
+  ^bb0(%a: tensor<128x4096xf16>, %b: tensor<4096x4096xf16>, %c: tensor<128x4096xf16>):
+    %l = weft.linear %a, %b : (tensor<128x4096xf16>, tensor<4096x4096xf16>) -> tensor<128x4096xf16>
+    %s = weft.add %c, %l : tensor<128x4096xf16>
+    weft.yield %s : tensor<128x4096xf16>
+  }
+  return %r, %r2 : tensor<1x4096xf16>, tensor<128x4096xf16>
+}
 func.func @o_proj_t1(%x: tensor<1x4096xf16>, %h: tensor<1x4096xf16>) -> tensor<1x4096xf16> {
   %w = weft.weight "attn.o" {quant = #weft.quant<bits = 4, group = 128>} : tensor<4096x4096xf16>
   %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}

@@ -104,7 +104,8 @@ __device__ __forceinline__ unsigned wf_f16x2_to_bf16x2(unsigned h) {
   return wf_as_bits(__float22bfloat162_rn(__half22float2(wf_bits_as<__half2>(h))));
 }
 
-template <int BITS, int GROUP, int ME, class M = __half, Codes FORMAT = Codes::Int>
+template <int BITS, int GROUP, int ME, class M = __half, Codes FORMAT = Codes::Int,
+          bool TILED = false>
 struct PackedRows {
   static_assert(BITS == 4 || BITS == 8, "4- or 8-bit codes");
   static_assert(FORMAT == Codes::Int || BITS == 8, "E4M3 codes are 8 bits");
@@ -121,6 +122,12 @@ struct PackedRows {
   static constexpr bool SUM_SCALE =
       FORMAT == Codes::Int && GROUP % (4 * ME) == 0 && wf_same<M, __half>::value;
   static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "one 4-, 8- or 16-byte load");
+  // TILED: the words of 16-row tiles, step by step of 128 inputs
+  // ([NW / 16][K / 128][16 rows][128 / PER_WORD words]), so that a warp's
+  // loads of one step (rows g and g + 8, 4 * ME inputs per quad) are
+  // consecutive bytes. STEP_WORDS: words of one such tile step.
+  static constexpr int TILE_ROW_WORDS = 128 / PER_WORD, STEP_WORDS = 16 * TILE_ROW_WORDS;
+  static_assert(!TILED || 128 % (4 * ME) == 0, "a quad's step inside a tile step");
   using M2 = typename Pair<M>::type;
   struct Raw {
     unsigned w[WORDS];
@@ -131,20 +138,27 @@ struct PackedRows {
   int kLane;
   __device__ __forceinline__ PackedRows(const unsigned *codes, const void *scales, int r, int K,
                                         int kLane)
-      : row(codes + (size_t)r * (K / PER_WORD) + kLane / PER_WORD),
+      : row(codes + (TILED ? (size_t)(r / 16) * (K / PER_WORD) * 16 + (r % 16) * TILE_ROW_WORDS
+                           : (size_t)r * (K / PER_WORD)) +
+            kLane / PER_WORD),
         sz(static_cast<const unsigned *>(scales) +
            (ROW_SCALE ? (size_t)r : (size_t)r * (K / GROUP))),
         kLane(kLane) {}
+  // The words of this lane's inputs k.. (k a multiple of a quad's step).
+  static __device__ __forceinline__ int wordOffset(int k) {
+    return TILED ? (k / 128) * STEP_WORDS + (k % 128) / PER_WORD : k / PER_WORD;
+  }
   __device__ __forceinline__ Raw load(int k) const {
     Raw raw;
+    const unsigned *at = row + wordOffset(k);
     if constexpr (WORDS == 4) {
-      const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(row + k / PER_WORD));
+      const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(at));
       raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
     } else if constexpr (WORDS == 2) {
-      const uint2 v = __ldcs(reinterpret_cast<const uint2 *>(row + k / PER_WORD));
+      const uint2 v = __ldcs(reinterpret_cast<const uint2 *>(at));
       raw.w[0] = v.x, raw.w[1] = v.y;
     } else {
-      raw.w[0] = __ldcs(row + k / PER_WORD);
+      raw.w[0] = __ldcs(at);
     }
     raw.sz = ROW_SCALE ? 0u : __ldg(sz + (k + kLane) / GROUP);
     return raw;
@@ -239,21 +253,30 @@ struct PackedRows {
 // A quantized projection's codes expanded to its [NW, K] matrix of M, for a
 // library GEMM over many tokens (each weight is then read by the GEMM's
 // tiles, not expanded again per tile). Config: NW, K, BITS, GROUP, THREADS,
-// FORMAT, m_t (M). E4M3 weights are rounded to M here (code * scale); the
-// GEMV engine applies their scale to the sums instead.
+// FORMAT, TILED (the codes' order, as PackedRows), m_t (M). E4M3 weights
+// are rounded to M here (code * scale); the GEMV engine applies their
+// scale to the sums instead.
 // Grid: ceil(NW * K * BITS / 32 / THREADS); block: THREADS; a thread per
-// word of codes.
+// word of codes, in their order.
 template <class C>
 __device__ __forceinline__ void expandCodes(const unsigned *__restrict__ codes,
                                             const void *__restrict__ scales,
                                             typename C::m_t *__restrict__ out) {
   using M = typename C::m_t;
-  using P = PackedRows<C::BITS, C::GROUP, 8, M, C::FORMAT>;
+  using P = PackedRows<C::BITS, C::GROUP, 8, M, C::FORMAT, C::TILED>;
   constexpr int WPR = C::K / P::PER_WORD; // words per row
   const long long word = (long long)blockIdx.x * C::THREADS + threadIdx.x;
   if (word >= (long long)C::NW * WPR)
     return;
-  const int row = int(word / WPR), k = int(word % WPR) * P::PER_WORD;
+  int row, k;
+  if constexpr (C::TILED) {
+    const long long tileStep = word / P::STEP_WORDS;
+    const int within = int(word % P::STEP_WORDS);
+    row = int(tileStep / (C::K / 128)) * 16 + within / P::TILE_ROW_WORDS;
+    k = int(tileStep % (C::K / 128)) * 128 + within % P::TILE_ROW_WORDS * P::PER_WORD;
+  } else {
+    row = int(word / WPR), k = int(word % WPR) * P::PER_WORD;
+  }
   const unsigned *sz = static_cast<const unsigned *>(scales);
   unsigned h[P::PER_WORD / 2];
   if constexpr (C::FORMAT == Codes::E4M3) {
