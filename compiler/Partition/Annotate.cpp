@@ -131,6 +131,20 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
         for (Value v : c.getInputs())
           if (auto w = v.getDefiningOp<WeightOp>())
             refs.push_back(w);
+      // Tiled codes (#weft.quant's `tiled`) can be cut between whole tiles
+      // only (128 inputs, 16 rows); where a cut falls inside one, the
+      // weight (every part of a concatenation alike) keeps its codes row
+      // by row instead.
+      bool untile = false;
+      for (WeightOp w : refs)
+        if (QuantAttr q = w.getQuantAttr(); q && q.getTiled() && !normWeight && !rowBias) {
+          int64_t cut = w.getType().getDimSize(rowWeight ? 1 : 0) / parts;
+          untile |= cut % (rowWeight ? 128 : 16) != 0;
+        }
+      if (untile)
+        for (WeightOp w : refs)
+          if (QuantAttr q = w.getQuantAttr())
+            w.setQuantAttr(QuantAttr::get(ctx, q.getBits(), q.getGroup(), q.getFormat(), false));
       for (WeightOp w : refs) {
         bool row = rowWeight;
         bool replicated = normWeight || rowBias;
@@ -144,20 +158,6 @@ LogicalResult annotatePartition(ModuleOp module, const PartitionResult &result,
                                      << "cuts '" << w.getName() << "' into " << cut
                                      << " inputs, not a multiple of its quantization group "
                                      << q.getGroup();
-            return;
-          }
-        }
-        // Tiled codes (#weft.quant's `tiled`) are cut between whole tiles:
-        // 128 inputs, 16 rows.
-        if (QuantAttr q = w.getQuantAttr(); q && q.getTiled() && !replicated) {
-          int64_t cut = w.getType().getDimSize(row ? 1 : 0) / parts;
-          if (cut % (row ? 128 : 16) != 0) {
-            sharding = w.emitError() << "weft-partition: " << parts << "-way tensor parallelism "
-                                     << "cuts '" << w.getName() << "' into " << cut
-                                     << (row ? " inputs, not a multiple of 128"
-                                             : " rows, not a multiple of 16")
-                                     << " (its 4-bit codes are stored in tiles of 16 rows "
-                                        "and 128 inputs)";
             return;
           }
         }

@@ -90,7 +90,8 @@ def Weft_QuantAttr : AttrDef<Weft_Dialect, "Quant"> {
     tiles, 128 inputs at a time (`[out / 16][in / 128][16][16 words]`), so
     that the decode kernels' warps read whole 1 KiB runs of them
     (weft/mma_weights.cuh, PackedRows); `codesTileable` says which weights
-    the importer stores so. Tensor parallelism then cuts whole tiles.
+    the importer stores so. Tensor parallelism cuts whole tiles, or stores
+    the weight's codes row by row where its cut would fall inside one.
 
     The type the IR shows is the one the codes are expanded to.
   }];
