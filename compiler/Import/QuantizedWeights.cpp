@@ -473,31 +473,28 @@ llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
 } // namespace
 
 namespace {
-// Word index of row j's word w in the tiled order.
-size_t tiledWord(int64_t j, int64_t w, int64_t in, int bits) {
-  const int64_t rowWords = 128 * bits / 32; // of one row in one tile step
-  return size_t(((j / 16) * (in / 128) + w / rowWords) * 16 * rowWords + (j % 16) * rowWords +
-                w % rowWords);
+// Calls `move(row-major index, tiled index)` for every word of the codes.
+template <class F> void forEachTiledWord(int64_t out, int64_t in, int bits, F move) {
+  const int64_t words = in * bits / 32, rowWords = 128 * bits / 32; // a row's, a tile step's
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t w = 0; w < words; ++w)
+      move(size_t(j * words + w),
+           size_t(((j / 16) * (in / 128) + w / rowWords) * 16 * rowWords + (j % 16) * rowWords +
+                  w % rowWords));
 }
 } // namespace
 
 std::vector<uint32_t> tileCodes(llvm::ArrayRef<uint32_t> rows, int64_t out, int64_t in,
                                 int bits) {
-  const int64_t words = in * bits / 32;
   std::vector<uint32_t> tiles(rows.size());
-  for (int64_t j = 0; j < out; ++j)
-    for (int64_t w = 0; w < words; ++w)
-      tiles[tiledWord(j, w, in, bits)] = rows[size_t(j * words + w)];
+  forEachTiledWord(out, in, bits, [&](size_t r, size_t t) { tiles[t] = rows[r]; });
   return tiles;
 }
 
 std::vector<uint32_t> untileCodes(llvm::ArrayRef<uint32_t> tiles, int64_t out, int64_t in,
                                   int bits) {
-  const int64_t words = in * bits / 32;
   std::vector<uint32_t> rows(tiles.size());
-  for (int64_t j = 0; j < out; ++j)
-    for (int64_t w = 0; w < words; ++w)
-      rows[size_t(j * words + w)] = tiles[tiledWord(j, w, in, bits)];
+  forEachTiledWord(out, in, bits, [&](size_t r, size_t t) { rows[r] = tiles[t]; });
   return rows;
 }
 
