@@ -103,6 +103,10 @@ TEST_P(QuantizedFixtureTest, KernelLayoutExpandsToTheSameWeights) {
                       q.groupSize ? q.groupSize : t.shape[1], QuantFormat::Int,
                       codesTileable(q.bits, QuantFormat::Int, t.shape[0], t.shape[1])});
   ASSERT_EQ(refs.size(), 14u);
+  // 4-bit codes: the down projections (64 x 128) are stored tiled, the rest
+  // (64 inputs) row by row, so both orders are read back below.
+  EXPECT_EQ(llvm::count_if(refs, [](const QuantizedWeightRef &r) { return r.tiled; }),
+            q.bits == 4 ? 2 : 0);
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("weft-kernel-weights", "safetensors", path));
   uint64_t lastDone = 0, lastTotal = 0;

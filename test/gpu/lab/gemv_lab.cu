@@ -65,7 +65,7 @@ template <class C> struct Store {
 template <class C>
 __global__ void __launch_bounds__(C::THREADS)
     gemvKernel(const __half *x, const __half *norm, const unsigned *w, const void *s,
-               float *partials, float *out, unsigned *arrivals) {
+               float *partials, float *out) {
   if constexpr (C::SPLITS > 1)
     gemv<C>(x, norm, w, s, NoEpilogue{}, partials, nullptr);
   else
@@ -193,7 +193,7 @@ template <class C> void run(const char *shape, const char *what, Device &d) {
   auto gemvOnly = [&](int i) {
     gemvKernel<C><<<dim3(C::GX, C::SPLITS), C::THREADS>>>(d.x, d.norm, w[i % Device::COPIES],
                                                         d.sz[i % Device::COPIES], d.partials,
-                                                        d.out, d.arrivals);
+                                                        d.out);
   };
   auto both = [&](int i) {
     gemvOnly(i);
