@@ -308,6 +308,7 @@ Json bufferJson(const fb::Buffer &b) {
   Json j;
   j["offset"] = b.offset();
   j["bytes"] = b.bytes();
+  j["zeroed"] = b.zeroed();
   return j;
 }
 
@@ -316,6 +317,7 @@ Json deviceBuffersJson(const fb::DeviceBuffers &d) {
   j["device"] = d.device();
   j["arena_bytes"] = d.arena_bytes();
   j["buffers"] = tables(d.buffers(), bufferJson);
+  j["zeroed_bytes"] = d.zeroed_bytes();
   return j;
 }
 

@@ -487,12 +487,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 1u, 2u, 3u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 2u, 3u, 4u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 4 (the plan format this runtime reads"));
+                                       ": expected 5 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
@@ -880,6 +880,18 @@ const Rejection kRejections[] = {
     {"BufferPastArena", [](fb::PlanT &p) { p.buckets[0]->devices[0]->buffers[2]->bytes = 3073; },
      "buckets[0].devices[0].buffers[2]",
      "bytes [1024, 4097) end past arena_bytes 4096: expected a range inside the device's arena"},
+    {"ZeroedPastArena", [](fb::PlanT &p) { p.buckets[0]->devices[0]->zeroed_bytes = 4352; },
+     "buckets[0].devices[0].zeroed_bytes", "4352 is past arena_bytes 4096"},
+    {"ZeroedRegionDiffers", [](fb::PlanT &p) { p.buckets[1]->devices[0]->zeroed_bytes = 256; },
+     "buckets[1].devices[0].zeroed_bytes",
+     "256 differs from 0 of an earlier bucket: expected one zeroed region per device"},
+    {"BufferInZeroedRegion", [](fb::PlanT &p) { p.buckets[0]->devices[0]->zeroed_bytes = 256; },
+     "buckets[0].devices[0].buffers[0]",
+     "bytes [0, 256) start inside the zeroed region [0, 256): expected other buffers after it"},
+    {"ZeroedBufferPastRegion",
+     [](fb::PlanT &p) { p.buckets[0]->devices[0]->buffers[1]->zeroed = true; },
+     "buckets[0].devices[0].buffers[1]",
+     "zeroed bytes [256, 768) end past zeroed_bytes 0: expected a zeroed buffer inside"},
     {"BufferOverflows",
      [](fb::PlanT &p) {
        p.buckets[0]->devices[0]->buffers[1]->offset = std::numeric_limits<uint64_t>::max() - 100;
