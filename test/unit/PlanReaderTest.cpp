@@ -222,7 +222,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -247,7 +247,9 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.find("foobar"), std::string::npos); // bytes never shown
 
   const nlohmann::json &decode = j["buckets"][0];
-  EXPECT_EQ(decode["devices"][0]["buffers"][2], nlohmann::json({{"offset", 1024}, {"bytes", 1024}}));
+  EXPECT_EQ(decode["devices"][0]["buffers"][2],
+            nlohmann::json({{"offset", 1024}, {"bytes", 1024}, {"zeroed", false}}));
+  EXPECT_EQ(decode["devices"][0]["zeroed_bytes"], 0);
   EXPECT_EQ(decode["steps"][0]["op_type"], "Launch");
   EXPECT_EQ(decode["steps"][0]["op"]["args"][0]["kind"], "Input");
   EXPECT_EQ(decode["steps"][0]["op"]["args"][0]["input"], "TokenIds");
@@ -337,7 +339,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 4, compiled by weft-compile test",
+           "plan: format version 5, compiled by weft-compile test",
            "seal: BLAKE2b-256 checksum, unsigned",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",

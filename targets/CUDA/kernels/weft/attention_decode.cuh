@@ -101,19 +101,8 @@ __device__ __forceinline__ void combineIfLast(int t, int headBase, int headCount
   constexpr auto kNoScore = C::kNoScore;
   constexpr auto kPartialValues = C::kPartialValues;
   constexpr auto kSplits = C::kSplits;
-  __shared__ bool sLast;
-  __threadfence(); // this thread's partials, before the count
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned *count = arrivals + (size_t)t * C::kKvHeads * C::kHeadBlocks + blockIdx.y;
-    const bool last = atomicAdd(count, 1u) == unsigned(used - 1);
-    if (last)
-      *count = 0u;
-    __threadfence(); // the others' partials, before this block reads them
-    sLast = last;
-  }
-  __syncthreads();
-  if (!sLast)
+  if (!wf_last_to_arrive(arrivals + (size_t)t * C::kKvHeads * C::kHeadBlocks + blockIdx.y,
+                         unsigned(used)))
     return;
   for (int i = threadIdx.x; i < headCount * kHeadDim; i += C::kThreads) {
     const int g = i / kHeadDim, d = i % kHeadDim;
