@@ -1,6 +1,5 @@
 // Emits the attention kernels: split flash-decoding (SIMT or tensor cores)
-// combined by the last block of each head group for decode, tensor-core flash
-// attention for prefill.
+// plus a combine kernel for decode, tensor-core flash attention for prefill.
 #include "targets/CUDA/AttentionEmitter.h"
 
 #include "mlir/IR/Builders.h"
@@ -169,7 +168,7 @@ ParamBinding binding(ParamBinding::Kind kind, int64_t index, const char *name) {
 }
 
 //===----------------------------------------------------------------------===//
-// Decode: split flash-decoding, combined in the same kernel
+// Decode: split flash-decoding and the combine kernel
 //===----------------------------------------------------------------------===//
 
 constexpr int kDecodeThreads = 128;
@@ -287,28 +286,23 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
     os.flush();
   }
 
-  // One kernel: with several splits, the last block of each head group to
-  // finish combines the splits' partial results (combineIfLast).
   EmittedKernel split;
-  split.name = base;
+  split.name = base + (p.splits > 1 ? "_split" : "");
   split.regionKind = "attention";
   {
     llvm::raw_string_ostream os(split.source);
     os << "// Weft attention, decode: flash-decoding over the paged KV cache"
        << (p.tensorCores ? " on tensor cores" : "")
-       << (p.splits > 1 ? ", its splits combined by the last block to finish" : "") << ".\n"
+       << (p.splits > 1 ? " (split pass)" : "") << ".\n"
        << config
        << "\nextern \"C\" __global__ void __launch_bounds__(Config::kThreads) " << split.name
        << "(\n    const Config::elem_t *__restrict__ query, const int *__restrict__ positions,\n"
           "    const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,\n"
           "    const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,\n"
-       << (p.splits > 1 ? "    Config::elem_t *__restrict__ out, float *__restrict__ partials,\n"
-                          "    unsigned *__restrict__ arrivals) {\n"
-                        : "    Config::elem_t *__restrict__ out) {\n")
+          "    void *__restrict__ outOrPartials) {\n"
        << "  weft::kernels::attention::" << (p.tensorCores ? "decodeSplitTc" : "decodeSplit")
-       << "<Config>(query, positions, slots, k_cache, v_cache, block_tables, out,\n"
-       << (p.splits > 1 ? "                                                partials, arrivals);\n}\n"
-                        : "                                                nullptr, nullptr);\n}\n");
+       << "<Config>(query, positions, slots, k_cache, v_cache, block_tables,\n"
+          "                                                outOrPartials);\n}\n";
     os.flush();
   }
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
@@ -321,20 +315,46 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
       binding(ParamBinding::Kind::KCache, s.layer, "k_cache"),
       binding(ParamBinding::Kind::VCache, s.layer, "v_cache"),
       binding(ParamBinding::Kind::BlockTables, 0, "block_tables"),
-      binding(ParamBinding::Kind::RegionResult, 0, "out"),
   };
-  if (p.splits > 1) {
-    ParamBinding partials = binding(ParamBinding::Kind::Scratch, 0, "partials");
-    partials.bytes = uint64_t(s.tokens * s.heads * p.splits) * uint64_t(s.headDim + 2) * 4u;
-    ParamBinding arrivals = binding(ParamBinding::Kind::Scratch, 1, "arrivals");
-    arrivals.bytes = uint64_t(s.tokens * s.kvHeads * p.headBlocks) * 4u;
-    arrivals.zeroInit = true;
-    split.params.push_back(partials);
-    split.params.push_back(arrivals);
-  }
+  uint64_t partialBytes =
+      uint64_t(s.tokens * s.heads * p.splits) * uint64_t(s.headDim + 2) * 4u;
+  ParamBinding scratch = binding(ParamBinding::Kind::Scratch, 0, "partials");
+  scratch.bytes = partialBytes;
+  if (p.splits == 1)
+    split.params.push_back(binding(ParamBinding::Kind::RegionResult, 0, "out"));
+  else
+    split.params.push_back(scratch);
 
   std::vector<EmittedStep> steps(1);
   steps[0].kernel = std::move(split);
+  if (p.splits == 1)
+    return steps;
+
+  EmittedKernel combine;
+  combine.name = base + "_combine";
+  combine.regionKind = "attention";
+  {
+    llvm::raw_string_ostream os(combine.source);
+    os << "// Weft attention, decode: combines the splits' partial results.\n"
+       << config << "\nextern \"C\" __global__ void " << combine.name
+       << "(\n    const int *__restrict__ positions, const int *__restrict__ slots,\n"
+          "    const float *__restrict__ partials, Config::elem_t *__restrict__ out) {\n"
+          "  weft::kernels::attention::decodeCombine<Config>(positions, slots, partials, out);\n"
+          "}\n";
+    os.flush();
+  }
+  int threads = int(std::clamp<int64_t>((s.headDim + 31) / 32 * 32, 32, 256));
+  combine.grid = {int(s.tokens), int(s.heads), 1};
+  combine.block = {threads, 1, 1};
+  combine.sharedBytes = int((p.splits + 1) * sizeof(float));
+  combine.params = {
+      binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
+      binding(ParamBinding::Kind::RegionInput, s.slotsInput, "slots"),
+      scratch,
+      binding(ParamBinding::Kind::RegionResult, 0, "out"),
+  };
+  steps.emplace_back();
+  steps.back().kernel = std::move(combine);
   return steps;
 }
 

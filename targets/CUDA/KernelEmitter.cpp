@@ -86,9 +86,6 @@ using mlir::RankedTensorType;
 using mlir::Value;
 
 constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
-// What a library kernel calls first (weft/common.cuh), unless it calls it
-// itself later: addGridDependencyControl inserts it otherwise.
-constexpr const char *kGridDependencyCall = "wf_grid_dependency_control();";
 
 //===----------------------------------------------------------------------===//
 // Small helpers
@@ -724,8 +721,8 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   return g;
 }
 
-// The GEMV kernel (with split K, the last block of each column block to
-// finish sums the partials and runs the epilogue).
+// The GEMV kernel (and, with split K, the kernel that sums its partials and
+// runs the epilogue).
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
                                   std::optional<ParamBinding> xFrom = std::nullopt) {
   GemvPlan g = planGemv(p, o);
@@ -733,23 +730,19 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   bool split = g.splits > 1;
   bool argmax = p.select == Projection::Select::Argmax;
   // Scratch ids: 0 partials (split K), 1 argmax candidates, 2 logits when
-  // they are not a result, 5 arrival counts (split K; zeroed); the
-  // projection's other kernels use 3 (normalized inputs) and 4 (expanded
-  // codes).
+  // they are not a result.
   int64_t tiles = p.tokens / g.tileTokens;
-  uint64_t partialFloats = uint64_t(
-      tiles * (g.splits * g.tileTokens * p.nw +
-               (norm && !g.prenorm ? g.splits * g.gx * g.tileTokens : 0)));
-  ParamBinding arrivals = scratchBinding(5, uint64_t(tiles * g.gx * 4), "arrivals");
-  arrivals.zeroInit = true;
+  uint64_t partialFloats =
+      uint64_t(tiles * (g.splits * g.tileTokens * p.nw + (norm ? g.splits * g.tileTokens : 0)));
   EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2);
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
   std::vector<EmittedStep> steps;
 
-  // The Config of weft/gemv.cuh and the epilogue (bias, residual, SwiGLU,
-  // split outputs, logits) as a callable holding its output pointers.
+  // What the GEMV and its reduce kernel share: the Config of weft/gemv.cuh
+  // and the epilogue (bias, residual, SwiGLU, split outputs, logits) as a
+  // callable holding its output pointers.
   std::string config;
   {
     llvm::raw_string_ostream os(config);
@@ -822,9 +815,10 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     os << "// " << region.getKind() << ": " << (norm ? "RMSNorm prologue, " : "")
        << (g.mma ? "tensor-core " : "") << "GEMV over all " << p.tokens
        << " tokens in one pass over the weights"
-       << (split ? ", split K (the last block of a column block sums the partials)" : "")
-       << ".\n"
-       << config << epilogue;
+       << (split ? ", split K (partials summed by a second kernel)" : "") << ".\n"
+       << config;
+    if (!split)
+      os << epilogue;
     std::vector<ParamBinding> params;
     std::vector<std::string> decls;
     decls.push_back("const Config::x_t *__restrict__ x");
@@ -844,9 +838,39 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     if (split) {
       decls.push_back("float *__restrict__ partials");
       params.push_back(scratchBinding(0, partialFloats * 4, "partials"));
-      decls.push_back("unsigned *__restrict__ arrivals");
-      params.push_back(arrivals);
+    } else {
+      for (auto &[decl, b] : epi.params) {
+        decls.push_back(decl);
+        params.push_back(b);
+      }
+      if (argmax) {
+        decls.push_back("unsigned long long *__restrict__ candidates");
+        params.push_back(candidates);
+      }
     }
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+       << "  weft::kernels::gemv<Config>(x, " << (norm ? "norm_w" : "nullptr") << ", w, "
+       << (p.quantBits ? "w_scales" : "nullptr") << ", "
+       << (split ? "weft::kernels::NoEpilogue{}" : makeEpilogue) << ", "
+       << (split ? "partials" : "nullptr") << ", "
+       << (argmax && !split ? "candidates" : "nullptr") << ");\n}\n";
+    os.flush();
+    steps.push_back(kernelStep(finishKernel(
+        region, base + (split ? "_splitk" : "_gemv"), std::move(src),
+        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1}, std::move(params))));
+  }
+
+  // --- Split K: sum the partials, then the epilogue.
+  if (split) {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// " << region.getKind() << ": sums the " << g.splits
+       << " K-split partials of the GEMV" << (norm ? ", applies 1/rms" : "")
+       << " and runs the epilogue.\n"
+       << config << epilogue;
+    std::vector<std::string> decls = {"const float *__restrict__ partials"};
+    std::vector<ParamBinding> params = {scratchBinding(0, partialFloats * 4, "partials")};
     for (auto &[decl, b] : epi.params) {
       decls.push_back(decl);
       params.push_back(b);
@@ -857,16 +881,12 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     }
     os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
        << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-       << "  weft::kernels::gemvPrefetch<Config>(w); // before the wait: weights only\n"
-       << "  " << kGridDependencyCall << "\n"
-       << "  weft::kernels::gemv<Config>(x, " << (norm ? "norm_w" : "nullptr") << ", w, "
-       << (p.quantBits ? "w_scales" : "nullptr") << ", "
-       << makeEpilogue << ", " << (split ? "partials, arrivals" : "nullptr, nullptr") << ", "
+       << "  weft::kernels::gemvReduce<Config>(partials, " << makeEpilogue << ", "
        << (argmax ? "candidates" : "nullptr") << ");\n}\n";
     os.flush();
-    steps.push_back(kernelStep(finishKernel(
-        region, base + (split ? "_splitk" : "_gemv"), std::move(src),
-        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1}, std::move(params))));
+    steps.push_back(kernelStep(finishKernel(region, base + "_reduce", std::move(src),
+                                            {int(g.gx), 1, int(tiles)}, {kGemvThreads, 1, 1},
+                                            std::move(params))));
   }
 
   // --- Argmax: the best of the per-block candidates.
@@ -1826,14 +1846,10 @@ llvm::Error addGridDependencyControl(EmittedKernel &k) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "internal error: kernel " + k.name +
                                        " has no extern \"C\" __global__ entry");
-  // A kernel that calls it itself (after work that reads no earlier
-  // kernel's output, such as the GEMV's weight prefetch) is left as it is.
-  if (src.find(kGridDependencyCall, body) != std::string::npos)
-    return llvm::Error::success();
   // Kernels built on the library call its function; the others (not yet
   // moved to targets/CUDA/kernels) get the same two instructions as a macro.
   if (src.find("#include \"weft/") != std::string::npos) {
-    src.insert(body + 1, std::string("\n  ") + kGridDependencyCall);
+    src.insert(body + 1, "\n  wf_grid_dependency_control();");
     return llvm::Error::success();
   }
   src.insert(body + 1, "\n  WF_GRID_DEPENDENCY_CONTROL();");

@@ -145,7 +145,7 @@ protected:
     int64_t maxSpan = a.window ? std::min(a.window, maxContext) : maxContext;
     bool prefill = a.tokens > kMaxGemvTokens && a.elementBytes == 2 && a.headDim % 16 == 0 &&
                    a.headDim <= 128;
-    // Flash-decoding (its splits combined in the same kernel) comes first;
+    // Flash-decoding (split, then combine when split) always comes first;
     // above the GEMV sizes the chunk kernel follows for prefill chunks.
     EXPECT_TRUE(contains(first.name, "decode")) << first.name;
     AttentionSplitPlan p = planAttentionSplits(a.tokens, a.heads, a.kvHeads, a.headDim,
@@ -166,21 +166,25 @@ protected:
                                            (prefill ? "true;" : "false;")))
         << first.name;
     EXPECT_GE(p.headBlocks * p.headsPerBlock, a.heads / a.kvHeads);
-    ASSERT_EQ(first.params.size(), p.splits == 1 ? 7u : 9u);
-    // One decode kernel: with splits it combines them itself.
-    ASSERT_EQ(steps.size(), 1u + (prefill ? 1 : 0)) << what;
-    expectBinding(first.params[6], Kind::RegionResult, 0, "out", first.name);
-    if (p.splits > 1) {
+    ASSERT_EQ(first.params.size(), 7u);
+    size_t decodeSteps = p.splits == 1 ? 1 : 2;
+    ASSERT_EQ(steps.size(), decodeSteps + (prefill ? 1 : 0)) << what;
+    if (p.splits == 1) {
+      expectBinding(first.params[6], Kind::RegionResult, 0, "out", first.name);
+    } else {
       uint64_t bytes = uint64_t(a.tokens * a.heads * p.splits * (a.headDim + 2) * 4);
-      expectBinding(first.params[7], Kind::Scratch, 0, "partials", first.name);
-      EXPECT_EQ(first.params[7].bytes, bytes) << first.name;
-      EXPECT_FALSE(first.params[7].zeroInit) << first.name;
-      expectBinding(first.params[8], Kind::Scratch, 1, "arrivals", first.name);
-      EXPECT_EQ(first.params[8].bytes, uint64_t(a.tokens * a.kvHeads * p.headBlocks * 4))
-          << first.name;
-      EXPECT_TRUE(first.params[8].zeroInit) << first.name;
-      EXPECT_TRUE(contains(first.source, "out,\n                                                partials, arrivals);"))
-          << first.name;
+      expectBinding(first.params[6], Kind::Scratch, 0, "partials", first.name);
+      EXPECT_EQ(first.params[6].bytes, bytes) << first.name;
+      const EmittedKernel &combine = *steps[1].kernel;
+      EXPECT_TRUE(contains(combine.name, "combine")) << combine.name;
+      EXPECT_TRUE(contains(combine.source, "attention::decodeCombine<Config>(")) << combine.name;
+      EXPECT_EQ(combine.grid, (std::array<int, 3>{int(a.tokens), int(a.heads), 1}));
+      ASSERT_EQ(combine.params.size(), 4u);
+      expectBinding(combine.params[0], Kind::RegionInput, 1, "positions", combine.name);
+      expectBinding(combine.params[1], Kind::RegionInput, 2, "slots", combine.name);
+      expectBinding(combine.params[2], Kind::Scratch, 0, "partials", combine.name);
+      EXPECT_EQ(combine.params[2].bytes, bytes) << combine.name;
+      expectBinding(combine.params[3], Kind::RegionResult, 0, "out", combine.name);
     }
     if (prefill) {
       const EmittedKernel &chunk = *steps.back().kernel;
@@ -263,8 +267,8 @@ TEST_F(AttentionEmitterTest, EveryBuiltinModelEmitsAndCompiles) {
     EXPECT_EQ(tokens, (std::set<int64_t>{1, 2, 4, 128})) << model;
   }
   // Layers share their sources: a handful of kernels per model (buckets 1,
-  // 2, 4: flash-decoding; 128: flash-decoding and the chunk kernel).
-  EXPECT_LE(unique.size(), 5 * builtinModelNames().size());
+  // 2, 4: split and combine; 128: split, combine and the chunk kernel).
+  EXPECT_LE(unique.size(), 9 * builtinModelNames().size());
   compileForBothArchitectures(unique);
 }
 

@@ -8,8 +8,8 @@
 
 // 1024 positions per sequence (16 x 64) over 2 KV heads: the 4-per-SM target
 // (132 SMs) would want 264 splits, a split is at least 64 positions: 16.
-// CHECK-LABEL: // @decode region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel [[SPLIT:weft_attention_decode_t2_h8_kv2_d64_bf16_s16]]
+// CHECK-LABEL: // @decode region 0 "attention": 2 steps
+// CHECK-NEXT: // step 0: kernel [[SPLIT:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_split]]
 // CHECK-NEXT: //   grid (2, 2, 16) block (128, 1, 1) shared 49152
 // CHECK-NEXT: //   param 0 query: RegionInput 0
 // CHECK-NEXT: //   param 1 positions: RegionInput 1
@@ -17,12 +17,8 @@
 // CHECK-NEXT: //   param 3 k_cache: KCache layer 5
 // CHECK-NEXT: //   param 4 v_cache: VCache layer 5
 // CHECK-NEXT: //   param 5 block_tables: BlockTables
-// CHECK-NEXT: //   param 6 out: RegionResult 0
 // 2 tokens x 8 heads x 16 splits x (64 values + max + sum) floats.
-// CHECK-NEXT: //   param 7 partials: Scratch 0 (67584 bytes)
-// One arrival count per token and head block (2 x 2 KV heads x 1), zero
-// before every launch: the last block of the 16 combines them.
-// CHECK-NEXT: //   param 8 arrivals: Scratch 1 (16 bytes, zeroed)
+// CHECK-NEXT: //   param 6 partials: Scratch 0 (67584 bytes)
 // The kernel instantiates the split template of weft/attention_decode.cuh
 // with a Config of the model's and cache's dimensions.
 // CHECK: #include "weft/attention_decode.cuh"
@@ -50,19 +46,26 @@
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[SPLIT]](
 // CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
 // CHECK: wf_grid_dependency_control();
-// CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(query, positions, slots, k_cache, v_cache, block_tables, out,
-// CHECK-NEXT: partials, arrivals);
-// CHECK-NOT: _combine
+// CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(query, positions, slots, k_cache, v_cache, block_tables,
+// CHECK: // step 1: kernel [[COMBINE:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_combine]]
+// CHECK-NEXT: //   grid (2, 8, 1) block (64, 1, 1) shared 68
+// CHECK-NEXT: //   param 0 positions: RegionInput 1
+// CHECK-NEXT: //   param 1 slots: RegionInput 2
+// CHECK-NEXT: //   param 2 partials: Scratch 0 (67584 bytes)
+// CHECK-NEXT: //   param 3 out: RegionResult 0
+// CHECK: extern "C" __global__ void [[COMBINE]](
+// CHECK-NEXT: const int *__restrict__ positions, const int *__restrict__ slots,
+// CHECK-NEXT: const float *__restrict__ partials, Config::elem_t *__restrict__ out) {
+// CHECK: weft::kernels::attention::decodeCombine<Config>(positions, slots, partials, out);
 
 // The window bounds the span: 100 positions, two splits. 8 query heads per
 // KV head take the tensor cores; a scale other than 1/sqrt(head_dim) is in
 // the name (0.1f = 0x3dcccccd).
-// CHECK-LABEL: // @decode_window region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel [[WSPLIT:weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2]]
+// CHECK-LABEL: // @decode_window region 0 "attention": 2 steps
+// CHECK-NEXT: // step 0: kernel [[WSPLIT:weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2_split]]
 // CHECK-NEXT: //   grid (1, 2, 2) block (64, 1, 1) shared 34816
 // CHECK: //   param 3 k_cache: KCache layer 1
-// CHECK: //   param 7 partials: Scratch 0 (16640 bytes)
-// CHECK-NEXT: //   param 8 arrivals: Scratch 1 (8 bytes, zeroed)
+// CHECK: //   param 6 partials: Scratch 0 (16640 bytes)
 // CHECK: using elem_t = __half;
 // CHECK: constexpr int kHeads = 16;
 // CHECK-NEXT: constexpr int kKvHeads = 2;
@@ -76,10 +79,12 @@
 // CHECK: constexpr int kKeys = 32;
 // CHECK: [[WSPLIT]](
 // CHECK: weft::kernels::attention::decodeSplitTc<Config>(
+// CHECK: // step 1: kernel weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2_combine
+// CHECK-NEXT: //   grid (1, 16, 1) block (128, 1, 1) shared 12
 
 // f32: 4-byte elements, 16-byte loads of 4 of them.
-// CHECK-LABEL: // @decode_f32 region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel weft_attention_decode_t4_h4_kv2_d16_f32_s8
+// CHECK-LABEL: // @decode_f32 region 0 "attention": 2 steps
+// CHECK-NEXT: // step 0: kernel weft_attention_decode_t4_h4_kv2_d16_f32_s8_split
 // CHECK-NEXT: //   grid (4, 2, 8) block (128, 1, 1) shared 49152
 // CHECK: using elem_t = float;
 // CHECK: constexpr int kVec = 4;
@@ -92,8 +97,8 @@
 // ONE: constexpr int kSplits = 1;
 // ONE-NOT: _combine
 
-// SM86-COUNT-3: //   compiled for sm_86: cubin ok, ptx ok
-// SM90-COUNT-3: //   compiled for sm_90: cubin ok, ptx ok
+// SM86-COUNT-6: //   compiled for sm_86: cubin ok, ptx ok
+// SM90-COUNT-6: //   compiled for sm_90: cubin ok, ptx ok
 
 func.func @decode(%q: tensor<2x512xbf16>, %pos: tensor<2xi32>, %slots: tensor<2xi32>,
                   %cache: !weft.kv_cache<layers = 8, kv_heads = 2, head_dim = 64, dtype = bf16>) -> tensor<2x512xbf16> {

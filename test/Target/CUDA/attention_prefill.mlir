@@ -12,12 +12,14 @@
 // 100 tokens: two 64-row query tiles per head. head_dim 128 takes 32-key
 // tiles, two stages of K and V (2 x 2 x 32 x 136 x 2 bytes), the rows'
 // bounds (32 bytes) and each row's slot and owned position (512 bytes).
-// CHECK-LABEL: // @prefill region 0 "attention": 2 steps
-// CHECK-NEXT: // step 0: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3
+// CHECK-LABEL: // @prefill region 0 "attention": 3 steps
+// CHECK-NEXT: // step 0: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_split
 // Rows of chunks are left to the chunk kernel (chunkRow in
 // weft/attention.cuh reads kChunkKernel).
 // CHECK: constexpr bool kChunkKernel = true;
-// CHECK: // step 1: kernel [[PREFILL:weft_attention_prefill_t100_h8_kv2_d128_bf16]]
+// CHECK: // step 1: kernel weft_attention_decode_t100_h8_kv2_d128_bf16_s3_combine
+// CHECK: constexpr bool kChunkKernel = true;
+// CHECK: // step 2: kernel [[PREFILL:weft_attention_prefill_t100_h8_kv2_d128_bf16]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (128, 1, 1) shared 35360
 // CHECK-NEXT: //   param 0 query: RegionInput 0
 // CHECK-NEXT: //   param 1 positions: RegionInput 1
@@ -66,15 +68,16 @@
 
 // f32: no tensor-core path; the split kernels take the 32 tokens, which
 // share the split target: 528 blocks over 32 tokens x 2 KV heads, 9 splits.
-// CHECK-LABEL: // @prefill_f32 region 0 "attention": 1 step
-// CHECK-NEXT: // step 0: kernel weft_attention_decode_t32_h4_kv2_d16_f32_s9
+// CHECK-LABEL: // @prefill_f32 region 0 "attention": 2 steps
+// CHECK-NEXT: // step 0: kernel weft_attention_decode_t32_h4_kv2_d16_f32_s9_split
 // CHECK-NEXT: //   grid (32, 2, 9) block (128, 1, 1) shared 49152
-// CHECK: //   param 7 partials: Scratch 0 (82944 bytes)
-// CHECK-NEXT: //   param 8 arrivals: Scratch 1 (256 bytes, zeroed)
+// CHECK: //   param 6 partials: Scratch 0 (82944 bytes)
+// CHECK: // step 1: kernel weft_attention_decode_t32_h4_kv2_d16_f32_s9_combine
+// CHECK-NEXT: //   grid (32, 4, 1) block (32, 1, 1) shared 40
 // CHECK: constexpr bool kChunkKernel = false;
 
-// SM86-COUNT-5: //   compiled for sm_86: cubin ok, ptx ok
-// SM90-COUNT-5: //   compiled for sm_90: cubin ok, ptx ok
+// SM86-COUNT-7: //   compiled for sm_86: cubin ok, ptx ok
+// SM90-COUNT-7: //   compiled for sm_90: cubin ok, ptx ok
 
 func.func @prefill(%q: tensor<100x1024xbf16>, %pos: tensor<100xi32>, %slots: tensor<100xi32>,
                    %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 128, dtype = bf16>) -> tensor<100x1024xbf16> {

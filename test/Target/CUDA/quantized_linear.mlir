@@ -142,12 +142,12 @@ func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
 // blocks split it (3, not 8); two tokens split K across blocks only.
 // RUN: weft-emit-cuda --function=o_proj_t1 %s | FileCheck %s --check-prefix=OT1
 // RUN: weft-emit-cuda --function=o_proj_t2 %s | FileCheck %s --check-prefix=OT2
-// OT1-LABEL: // @o_proj_t1 region 0 "linear_residual": 1 step
+// OT1-LABEL: // @o_proj_t1 region 0 "linear_residual": 2 steps
 // OT1-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_splitk_
 // OT1-NEXT: //   grid (128, 3, 1) block (256, 1, 1) shared 0
 // OT1: static constexpr int KW = 4, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
 // OT1-NEXT: static constexpr int SPLITS = 3, KS = 1536, KC = 1536, XS = 1552;
-// OT2-LABEL: // @o_proj_t2 region 0 "linear_residual": 1 step
+// OT2-LABEL: // @o_proj_t2 region 0 "linear_residual": 2 steps
 // OT2-NEXT: // step 0: kernel weft_linear_residual_t2_k4096_n4096_splitk_
 // OT2-NEXT: //   grid (32, 8, 1) block (256, 1, 1) shared 0
 // OT2: static constexpr int KW = 1, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;

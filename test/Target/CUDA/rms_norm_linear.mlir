@@ -31,7 +31,7 @@
 // CHECK-NEXT: out2[(size_t)t * 16 + (col - 80)] = wf_to<out2_t>(v[0]);
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
 // CHECK-NEXT: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out0_t *__restrict__ out0, out1_t *__restrict__ out1, out2_t *__restrict__ out2) {
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{out0, out1, out2}, nullptr, nullptr, nullptr);
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{out0, out1, out2}, nullptr, nullptr);
 func.func @qkv(%x: tensor<1x64xbf16>, %wn: tensor<64xbf16>, %w: tensor<96x64xbf16>)
     -> (tensor<1x64xbf16>, tensor<1x16xbf16>, tensor<1x16xbf16>) {
   %r:3 = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {hidden = 64 : i64, k = 64 : i64, n = 96 : i64, tokens = 1 : i64}}

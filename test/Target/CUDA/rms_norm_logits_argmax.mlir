@@ -16,7 +16,7 @@
 // CHECK: logits[(size_t)t * NC + col] = v[0];
 // CHECK-NEXT: key = wf_key(v[0], col);
 // CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, float *__restrict__ logits, unsigned long long *__restrict__ candidates)
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{logits}, nullptr, nullptr, candidates);
+// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{logits}, nullptr, candidates);
 // CHECK: // step 1: kernel [[PICK:weft_argmax_candidates_t2_b1000_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 candidates: Scratch 1 (16000 bytes)
@@ -60,20 +60,21 @@ func.func @prefill(%x: tensor<20x256xbf16>, %wn: tensor<256xbf16>, %head: tensor
   return %r#0, %r#1 : tensor<20x32000xf32>, tensor<20xi32>
 }
 
-// A small vocabulary over a wide input splits K; the last block of each
-// column block to finish adds the partials and leaves the argmax
-// candidates. 2112 bytes: 8 splits x 64 logits, then 8 splits x 2 column
-// blocks of squares.
+// A small vocabulary over a wide input splits K; the kernel that adds the
+// partials also leaves the argmax candidates.
 // RUN: weft-emit-cuda --function=split_k --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SPLIT
-// SPLIT-LABEL: // @split_k region 0 "rms_norm_logits_argmax": 2 steps
+// SPLIT-LABEL: // @split_k region 0 "rms_norm_logits_argmax": 3 steps
 // SPLIT-NEXT: // step 0: kernel weft_rms_norm_logits_argmax_t1_k4096_n64_splitk_{{[0-9a-f]+}}
 // SPLIT-NEXT: //   grid (2, 8, 1) block (256, 1, 1) shared 0
-// SPLIT: //   param 3 partials: Scratch 0 (2112 bytes)
-// SPLIT-NEXT: //   param 4 arrivals: Scratch 5 (8 bytes, zeroed)
-// SPLIT-NEXT: //   param 5 logits: RegionResult 0
-// SPLIT-NEXT: //   param 6 candidates: Scratch 1 (16 bytes)
+// SPLIT: //   param 3 partials: Scratch 0 (2080 bytes)
 // SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok
-// SPLIT-NEXT: // step 1: kernel weft_argmax_candidates_t1_b2_{{[0-9a-f]+}}
+// SPLIT-NEXT: // step 1: kernel weft_rms_norm_logits_argmax_t1_k4096_n64_reduce_{{[0-9a-f]+}}
+// SPLIT-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
+// SPLIT-NEXT: //   param 0 partials: Scratch 0 (2080 bytes)
+// SPLIT-NEXT: //   param 1 logits: RegionResult 0
+// SPLIT-NEXT: //   param 2 candidates: Scratch 1 (16 bytes)
+// SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok
+// SPLIT-NEXT: // step 2: kernel weft_argmax_candidates_t1_b2_{{[0-9a-f]+}}
 // SPLIT: //   compiled for sm_86: cubin ok, ptx ok
 func.func @split_k(%x: tensor<1x4096xf16>, %wn: tensor<4096xf16>, %head: tensor<64x4096xf16>)
     -> (tensor<1x64xf32>, tensor<1xi32>) {

@@ -65,9 +65,14 @@ template <class C> struct Store {
 template <class C>
 __global__ void __launch_bounds__(C::THREADS)
     gemvKernel(const __half *x, const __half *norm, const unsigned *w, const void *s,
-               float *partials, unsigned *arrivals, float *out) {
-  // With split K the last block of each column block sums the partials.
-  gemv<C>(x, norm, w, s, Store<C>{out}, partials, arrivals, nullptr);
+               float *partials, float *out) {
+  if constexpr (C::SPLITS > 1)
+    gemv<C>(x, norm, w, s, NoEpilogue{}, partials, nullptr);
+  else
+    gemv<C>(x, norm, w, s, Store<C>{out}, nullptr, nullptr);
+}
+template <class C> __global__ void __launch_bounds__(C::THREADS) reduceKernel(const float *partials, float *out) {
+  gemvReduce<C>(partials, Store<C>{out}, nullptr);
 }
 
 // The ceiling: every byte read once, 16 bytes per lane.
@@ -188,11 +193,16 @@ template <class C> void run(const char *shape, const char *what, Device &d) {
   auto gemvOnly = [&](int i) {
     gemvKernel<C><<<dim3(C::GX, C::SPLITS), C::THREADS>>>(d.x, d.norm, w[i % Device::COPIES],
                                                         d.sz[i % Device::COPIES], d.partials,
-                                                        d.arrivals, d.out);
+                                                        d.out);
   };
-  const float us = timeUs(gemvOnly);
+  auto both = [&](int i) {
+    gemvOnly(i);
+    if constexpr (C::SPLITS > 1)
+      reduceKernel<C><<<C::GX, C::THREADS>>>(d.partials, d.out);
+  };
+  const float us = timeUs(both), usGemv = C::SPLITS > 1 ? timeUs(gemvOnly) : us;
   CHECK(cudaDeviceSynchronize());
-  gemvOnly(0);
+  both(0);
   std::vector<float> out(C::NC);
   CHECK(cudaMemcpy(out.data(), d.out, C::NC * 4, cudaMemcpyDeviceToHost));
   double err = 0, mag = 0;
@@ -207,8 +217,9 @@ template <class C> void run(const char *shape, const char *what, Device &d) {
   CHECK(cudaFuncGetAttributes(&attr, gemvKernel<C>));
   int perSm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, gemvKernel<C>, C::THREADS, 0));
-  std::printf("| %s | %s | %d x %d | %d, %d/SM | %.2f | %.2f | %.1e |\n", shape, what, C::GX,
-              C::SPLITS, attr.numRegs, perSm, us, bytes / us / 1e6, err / (mag > 0 ? mag : 1));
+  std::printf("| %s | %s | %d x %d | %d, %d/SM | %.2f | %.2f | %.2f | %.1e |\n", shape, what, C::GX,
+              C::SPLITS, attr.numRegs, perSm, us, usGemv, bytes / usGemv / 1e6,
+              err / (mag > 0 ? mag : 1));
 }
 
 void stream(const char *shape, Device &d) {
@@ -217,7 +228,7 @@ void stream(const char *shape, Device &d) {
     streamKernel<<<132 * 8, 256>>>(reinterpret_cast<const uint4 *>(d.codes[i % Device::COPIES]), n,
                                   d.sink);
   });
-  std::printf("| %s | stream read of the codes | 1056 | | %.2f | %.2f | |\n", shape, us,
+  std::printf("| %s | stream read of the codes | 1056 | | %.2f | %.2f | %.2f | |\n", shape, us, us,
               double(d.codeBytes) / us / 1e6);
 }
 
@@ -418,8 +429,8 @@ void lean(const char *shape, const char *what, Device &d) {
     mag = std::fmax(mag, std::fabs(reference[c]));
   }
   const double bytes = double(d.codeBytes + d.szBytes);
-  std::printf("| %s | lean%s %s: %d warps, %d splits, %d steps in flight, %d chains | %d x %d | %d, %d/SM | %.2f | %.2f | %.1e |\n",
-              shape, FIX ? " + fixup" : "", what, WARPS, SPLITS, U, CHAINS, GX, SPLITS, attr.numRegs, perSm, us,
+  std::printf("| %s | lean%s %s: %d warps, %d splits, %d steps in flight, %d chains | %d x %d | %d, %d/SM | %.2f | %.2f | %.2f | %.1e |\n",
+              shape, FIX ? " + fixup" : "", what, WARPS, SPLITS, U, CHAINS, GX, SPLITS, attr.numRegs, perSm, us, us,
               bytes / us / 1e6, err / (mag > 0 ? mag : 1));
 }
 
@@ -428,18 +439,16 @@ template <int K, int NW, int RPC, bool NORM, int KW0, int S0> void shape(const c
   Device d = upload(w);
   reference.clear();
   stream(name, d);
+  run<Cfg<K, NW, RPC, 8, KW0, S0, NORM, false>>(name, "emitter (rows)", d);
   run<Cfg<K, NW, RPC, 8, KW0, S0, NORM, true>>(name, "emitter, tiled codes", d);
-  // Split K with the last-block sum (no reduce kernel): other groupings.
-  run<Cfg<K, NW, RPC, 8, 1, 2, NORM, true>>(name, "tiled, KW 1, 2 splits", d);
-  run<Cfg<K, NW, RPC, 8, 1, 4, NORM, true>>(name, "tiled, KW 1, 4 splits", d);
-  run<Cfg<K, NW, RPC, 8, 2, 2, NORM, true>>(name, "tiled, KW 2, 2 splits", d);
-  run<Cfg<K, NW, RPC, 8, 2, 4, NORM, true>>(name, "tiled, KW 2, 4 splits", d);
-  run<Cfg<K, NW, RPC, 8, 4, 2, NORM, true>>(name, "tiled, KW 4, 2 splits", d);
-  run<Cfg<K, NW, RPC, 8, 4, 4, NORM, true>>(name, "tiled, KW 4, 4 splits", d);
-  run<Cfg<K, NW, RPC, 8, 8, 2, NORM, true>>(name, "tiled, KW 8, 2 splits", d);
-  run<Cfg<K, NW, RPC, 4, 1, 4, NORM, true>>(name, "tiled, 4 warps, KW 1, 4 splits", d);
-  run<Cfg<K, NW, RPC, 4, 2, 4, NORM, true>>(name, "tiled, 4 warps, KW 2, 4 splits", d);
+  lean<K, NW, RPC, 4, 8, 2, NORM, true>(name, "tiled", d);
   lean<K, NW, RPC, 4, 8, 2, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 4, 4, 2, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 4, 16, 2, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 8, 8, 2, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 2, 8, 2, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 4, 8, 1, NORM, true, 1, true>(name, "tiled", d);
+  lean<K, NW, RPC, 4, 8, 2, NORM, false, 1, true>(name, "rows", d);
   release(d);
 }
 
@@ -448,8 +457,8 @@ int main() {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs, L2 %d MiB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
-  std::printf("| projection | configuration | grid | registers, blocks | us | GB/s | rel. diff |\n"
-              "|---|---|---|---|---|---|---|\n");
+  std::printf("| projection | configuration | grid | registers, blocks | us (with reduce) | us GEMV | "
+              "GB/s GEMV | rel. diff |\n|---|---|---|---|---|---|---|---|\n");
   shape<4096, 6144, 1, true, 8, 1>("QKV + norm");
   shape<4096, 4096, 1, false, 4, 3>("O");
   shape<4096, 28672, 2, true, 1, 3>("gate/up + norm");

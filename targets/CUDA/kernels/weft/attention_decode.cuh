@@ -1,8 +1,7 @@
 // Decode attention: flash-decoding over the paged KV cache. Each block takes
 // one token, a group of query heads of one KV head and one split of the
-// positions it attends to; with several splits, the last block of a head
-// group to finish weighs the splits' partial results together
-// (combineIfLast). Two engines for the split pass:
+// positions it attends to; with several splits, decodeCombine weighs the
+// splits' partial results together. Two engines for the split pass:
 // - decodeSplit (SIMT): K/V rows through shared memory by cp.async, each
 //   row read by kLanesPerRow lanes once for all the group's query heads;
 // - decodeSplitTc (tensor cores, groups above 4 heads): the heads are the
@@ -15,10 +14,7 @@
 // kUnroll, kTile; tensor cores: kKeys, kPad, kDimChunks.
 // Grid: (kTokens, kKvHeads * kHeadBlocks, kSplits); block: kThreads; dynamic
 // shared memory: the K/V stages or the warps' merge, whichever is larger.
-// Parameters past the caches: the output; with splits, also the partials
-// (kPartialValues values, then a (max, sum) pair per token, head and split)
-// and the arrival counts (kTokens * kKvHeads * kHeadBlocks, zero before the
-// launch and left zero).
+// Combine grid: (kTokens, kHeads); block: head_dim rounded up to a warp.
 #pragma once
 
 #include "weft/attention.cuh"
@@ -83,45 +79,6 @@ __device__ __forceinline__ void unpack(const unsigned (&w)[C::kWords], float (&f
   }
 }
 
-// With several splits, the blocks of one (token, head block) count their
-// arrivals once their partial results are written; the last of the `used`
-// blocks with positions weighs all splits' partials together by
-// exp2(max_s - max), normalizes by the weighted sum, writes the heads'
-// output and resets the count to zero for the next launch (`arrivals`,
-// one per (token, head block), is zero before every launch). The splits
-// are summed in order, so the result does not depend on which block is last.
-template <class C>
-__device__ __forceinline__ void combineIfLast(int t, int headBase, int headCount, int used,
-                                              const float *__restrict__ partials,
-                                              unsigned *__restrict__ arrivals,
-                                              typename C::elem_t *__restrict__ out) {
-  using elem_t = typename C::elem_t;
-  constexpr auto kHeadDim = C::kHeadDim;
-  constexpr auto kHeads = C::kHeads;
-  constexpr auto kNoScore = C::kNoScore;
-  constexpr auto kPartialValues = C::kPartialValues;
-  constexpr auto kSplits = C::kSplits;
-  if (!wf_last_to_arrive(arrivals + (size_t)t * C::kKvHeads * C::kHeadBlocks + blockIdx.y,
-                         unsigned(used)))
-    return;
-  for (int i = threadIdx.x; i < headCount * kHeadDim; i += C::kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    const size_t first = ((size_t)t * kHeads + headBase + g) * kSplits;
-    const float *stats = partials + kPartialValues + 2 * first;
-    float mAll = kNoScore;
-    for (int s = 0; s < used; ++s)
-      mAll = fmaxf(mAll, __ldcg(stats + 2 * s));
-    float a = 0.0f, sum = 0.0f;
-    for (int s = 0; s < used; ++s) {
-      const float w = exp2f(__ldcg(stats + 2 * s) - mAll);
-      sum = fmaf(w, __ldcg(stats + 2 * s + 1), sum);
-      a = fmaf(w, __ldcg(partials + (first + s) * kHeadDim + d), a);
-    }
-    out[(size_t)t * C::kQueryWidth + (headBase + g) * kHeadDim + d] =
-        wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
-  }
-}
-
 // One block: token blockIdx.x, the query heads [headBase, headBase +
 // kHeadsPerBlock) of KV head blockIdx.y / kHeadBlocks, positions of split
 // blockIdx.z. K/V rows (one position of the KV head each) arrive in shared
@@ -135,8 +92,7 @@ __device__ __forceinline__ void decodeSplit(
     const typename C::elem_t *__restrict__ query, const int *__restrict__ positions,
     const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
     const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-    typename C::elem_t *__restrict__ out, float *__restrict__ partials,
-    unsigned *__restrict__ arrivals) {
+    void *__restrict__ outOrPartials) {
   using elem_t = typename C::elem_t;
   // The configuration, as the body names it.
   constexpr auto kBlockTokens = C::kBlockTokens;
@@ -182,10 +138,12 @@ __device__ __forceinline__ void decodeSplit(
   const int split = blockIdx.z;
   const int pos = positions[t];
   const int slot = slots[t];
+  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
+  float *partials = reinterpret_cast<float *>(outOrPartials);
 
   if (!tokenValid<C>(pos, slot)) {
-    // The blocks of the first split write the zeros.
-    if (split == 0)
+    // With splits the combine kernel writes the zeros.
+    if (kSplits == 1)
       for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
         out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = wf_to<elem_t>(0.0f);
     return;
@@ -194,7 +152,6 @@ __device__ __forceinline__ void decodeSplit(
     return; // the chunk kernel writes this row
   const int lo = firstVisible<C>(pos);
   const int length = splitLength<C>(pos + 1 - lo);
-  [[maybe_unused]] const int used = (pos + 1 - lo + length - 1) / length; // splits with work
   const int begin = lo + split * length;
   const int end = min(pos + 1, begin + length);
   if (begin >= end)
@@ -457,8 +414,6 @@ __device__ __forceinline__ void decodeSplit(
       }
     }
   }
-  if constexpr (kSplits > 1)
-    combineIfLast<C>(t, headBase, headCount, used, partials, arrivals, out);
 }
 
 // One block: token blockIdx.x, query heads [headBase, headBase +
@@ -474,8 +429,7 @@ __device__ __forceinline__ void decodeSplitTc(
     const typename C::elem_t *__restrict__ query, const int *__restrict__ positions,
     const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
     const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-    typename C::elem_t *__restrict__ out, float *__restrict__ partials,
-    unsigned *__restrict__ arrivals) {
+    void *__restrict__ outOrPartials) {
   using elem_t = typename C::elem_t;
   // The configuration, as the body names it.
   constexpr auto kBlockTokens = C::kBlockTokens;
@@ -513,10 +467,12 @@ __device__ __forceinline__ void decodeSplitTc(
   const int split = blockIdx.z;
   const int pos = positions[t];
   const int slot = slots[t];
+  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
+  float *partials = reinterpret_cast<float *>(outOrPartials);
 
   if (!tokenValid<C>(pos, slot)) {
-    // The blocks of the first split write the zeros.
-    if (split == 0)
+    // With splits the combine kernel writes the zeros.
+    if (kSplits == 1)
       for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
         out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = wf_to<elem_t>(0.0f);
     return;
@@ -525,7 +481,6 @@ __device__ __forceinline__ void decodeSplitTc(
     return; // the chunk kernel writes this row
   const int lo = firstVisible<C>(pos);
   const int length = splitLength<C>(pos + 1 - lo);
-  [[maybe_unused]] const int used = (pos + 1 - lo + length - 1) / length; // splits with work
   const int begin = lo + split * length;
   const int end = min(pos + 1, begin + length);
   if (begin >= end)
@@ -716,8 +671,68 @@ __device__ __forceinline__ void decodeSplitTc(
       }
     }
   }
-  if constexpr (kSplits > 1)
-    combineIfLast<C>(t, headBase, headCount, used, partials, arrivals, out);
+}
+
+// One block per (token, query head): weighs the splits' partial results by
+// exp2(max_s - max) and normalizes by the weighted sum.
+template <class C>
+__device__ __forceinline__ void decodeCombine(const int *__restrict__ positions,
+                                              const int *__restrict__ slots,
+                                              const float *__restrict__ partials,
+                                              typename C::elem_t *__restrict__ out) {
+  using elem_t = typename C::elem_t;
+  // The configuration, as the body names it.
+  constexpr auto kHeadDim = C::kHeadDim;
+  constexpr auto kHeads = C::kHeads;
+  constexpr auto kNoScore = C::kNoScore;
+  constexpr auto kPartialValues = C::kPartialValues;
+  constexpr auto kQueryWidth = C::kQueryWidth;
+  constexpr auto kSplits = C::kSplits;
+  extern __shared__ uint4 smemVec[];
+  float *sWeight = reinterpret_cast<float *>(smemVec); // [kSplits], then 1/sum
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int pos = positions[t];
+  elem_t *o = out + (size_t)t * kQueryWidth + h * kHeadDim;
+  if (!tokenValid<C>(pos, slots[t])) {
+    for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x)
+      o[d] = wf_to<elem_t>(0.0f);
+    return;
+  }
+  if (chunkRow<C>(slots, t))
+    return; // the chunk kernel writes this row
+  const int lo = firstVisible<C>(pos);
+  const int span = pos + 1 - lo;
+  const int length = splitLength<C>(span);
+  const int used = (span + length - 1) / length; // splits that did work
+  const size_t first = ((size_t)t * kHeads + h) * kSplits;
+  const float *stats = partials + kPartialValues + 2 * first;
+  if (threadIdx.x < 32) {
+    float mAll = kNoScore;
+    for (int s = threadIdx.x; s < used; s += 32)
+      mAll = fmaxf(mAll, stats[2 * s]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      mAll = fmaxf(mAll, __shfl_xor_sync(0xffffffffu, mAll, offset));
+    float sum = 0.0f;
+    for (int s = threadIdx.x; s < used; s += 32) {
+      const float w = exp2f(stats[2 * s] - mAll);
+      sWeight[s] = w;
+      sum += w * stats[2 * s + 1];
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (threadIdx.x == 0)
+      sWeight[kSplits] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+  __syncthreads();
+  const float inv = sWeight[kSplits];
+  for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < used; ++s)
+      a = fmaf(sWeight[s], partials[(first + s) * kHeadDim + d], a);
+    o[d] = wf_to<elem_t>(a * inv);
+  }
 }
 
 } // namespace weft::kernels::attention

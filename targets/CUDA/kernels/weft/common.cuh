@@ -156,33 +156,6 @@ __device__ __forceinline__ float wf_key_value(unsigned long long key) {
   return __uint_as_float(b);
 }
 
-// Asks L2 for the 128-byte line at `p` (a hint: no register waits on it).
-__device__ __forceinline__ void wf_prefetch_l2(const void *p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
-// Whether this block is the last of `blocks` to arrive at `count` (every
-// thread of the block calls it once, after writing what the last block
-// reads). The last one resets the count to zero, ready for the next launch:
-// counts live in zeroed plan buffers, zero before every launch. Each
-// thread's writes are fenced before the count, and the last block's reads
-// after it; it reads the others' results with __ldcg (L2, never a stale
-// L1 line).
-__device__ __forceinline__ bool wf_last_to_arrive(unsigned *count, unsigned blocks) {
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const bool l = atomicAdd(count, 1u) == blocks - 1u;
-    if (l)
-      *count = 0u;
-    __threadfence();
-    last = l;
-  }
-  __syncthreads();
-  return last;
-}
-
 // Programmatic dependent launch (sm_90 and newer): wait for the kernel
 // before this one to finish and flush its writes, then let the next one be
 // scheduled, so its blocks are resident when this one ends. Called first

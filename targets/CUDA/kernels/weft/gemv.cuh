@@ -18,11 +18,8 @@
 //   quantized projection, whose codes are expanded to f16 pairs on the way,
 //   weft/mma_weights.cuh).
 // Without split K the warps' sums go through the epilogue here; with it,
-// each block writes its partial sums to `partials` and counts itself in
-// `arrivals` (one count per column block and tile, zero before the launch),
-// and the last of a column block's SPLITS blocks to arrive sums the
-// splits' partials in order and runs the epilogue (gemvSumPartials): one
-// kernel, deterministic sums.
+// partial sums go to `partials` and gemvReduce sums them and runs the
+// epilogue.
 //
 // Many tokens (prefill, large batches of a quantized projection) come as
 // TILES tiles of T tokens, one per grid.z: each reads the weights again,
@@ -41,14 +38,17 @@
 // the normalized inputs.
 // Epilogue E: a callable (t, col, v[RPC], key) that stores one column of
 // one token (and sets `key` for argmax).
-// Partials of a tile (split K): [SPLITS][T][NW] sums, then with NORM (and
-// not PRENORM) [SPLITS][GX][T] sums of squares, GX = ceil(NC / CPB).
-// Grid: (GX, SPLITS, TILES); block: THREADS.
+// Grid: (ceil(NC / CPB), SPLITS, TILES); block: THREADS.
 #pragma once
 
 #include "weft/mma_weights.cuh"
 
 namespace weft::kernels {
+
+// The epilogue of a split-K GEMV, which only writes partial sums.
+struct NoEpilogue {
+  template <class... A> __device__ __forceinline__ void operator()(A &&...) const {}
+};
 
 // The loop over a block's (token, column) items, consecutive threads on
 // consecutive columns; `item(t, cl, col, key)` handles one. With argmax, a
@@ -107,86 +107,12 @@ __device__ __forceinline__ float gemvColumnSum(const float *res, int t, int cl, 
   return s;
 }
 
-// Called before the grid dependency wait (the weights are no earlier
-// kernel's output): asks L2 for the first PREFETCH_LINES 128-byte lines of
-// this block's weights, so that their reads start while the kernel before
-// this one ends (with programmatic dependent launch this block is resident
-// then). The first tile's blocks only: the others read the same weights.
-template <class C> __device__ __forceinline__ void gemvPrefetch(const typename C::w_t *w) {
-  constexpr int LINES = 128; // 16 KiB per block
-  if (blockIdx.z != 0)
-    return;
-  const int col0 = blockIdx.x * C::CPB;
-  const int cols = C::NC - col0 < C::CPB ? C::NC - col0 : C::CPB;
-  const int k0 = blockIdx.y * C::KS, k1 = k0 + C::KS < C::K ? k0 + C::KS : C::K;
-#pragma unroll
-  for (int j = 0; j < C::RPC; ++j)
-    C::W::template prefetch<C::THREADS>(w, C::row(col0, j), cols, C::K, k0, k1, LINES / C::RPC);
-}
-
-// Column blocks of the grid, and the floats of one tile's partials.
-template <class C> __host__ __device__ constexpr int gemvColumnBlocks() { return (C::NC + C::CPB - 1) / C::CPB; }
-template <class C> __host__ __device__ constexpr size_t gemvTilePartials() {
-  return (size_t)C::SPLITS * C::T * C::NW +
-         (C::NORM && !C::PRENORM ? (size_t)C::SPLITS * gemvColumnBlocks<C>() * C::T : 0);
-}
-
-// Split K, in the last block of a column block to arrive: sums this tile's
-// partials (and the norm's partial sums of squares) over the splits, in
-// order, and runs the epilogue for the block's columns. The other blocks
-// wrote them, so they are read from L2 (__ldcg).
-template <class C, class E>
-__device__ __forceinline__ void gemvSumPartials(const float *__restrict__ partials, E epilogue,
-                                                unsigned long long *__restrict__ candidates) {
-  constexpr int T = C::T, NW = C::NW, RPC = C::RPC, SPLITS = C::SPLITS;
-  constexpr bool NORM = C::NORM && !C::PRENORM; // partial sums of squares to add up
-  __shared__ unsigned long long s_best[C::ARGMAX ? T : 1];
-  if constexpr (C::ARGMAX)
-    if (threadIdx.x < T)
-      s_best[threadIdx.x] = 0ull;
-  __shared__ float inv[NORM ? T : 1];
-  if constexpr (NORM) {
-    if (threadIdx.x < T) {
-      const float *squares = partials + (size_t)SPLITS * T * NW;
-      float sumsq = 0.0f;
-#pragma unroll
-      for (int q = 0; q < SPLITS; ++q)
-        sumsq += __ldcg(squares + ((size_t)q * gemvColumnBlocks<C>() + blockIdx.x) * T +
-                        threadIdx.x);
-      inv[threadIdx.x] = 1.0f / sqrtf(sumsq / C::K + C::EPS);
-    }
-  }
-  if constexpr (C::ARGMAX || NORM)
-    __syncthreads();
-  gemvItems<C, C::ARGMAX>(s_best, [&](int t, int, int col, unsigned long long &key) {
-    float v[RPC];
-#pragma unroll
-    for (int j = 0; j < RPC; ++j) {
-      const int row = C::row(col, j);
-      float s = 0.0f;
-#pragma unroll
-      for (int q = 0; q < SPLITS; ++q)
-        s += __ldcg(partials + ((size_t)q * T + t) * NW + row);
-      if constexpr (NORM)
-        s = s * inv[t];
-      v[j] = s;
-    }
-    epilogue(t, col, v, key);
-  });
-  if constexpr (C::ARGMAX) {
-    __syncthreads();
-    if (threadIdx.x < T)
-      candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
-  }
-}
-
 template <class C, class E>
 __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
                                      const typename C::norm_t *__restrict__ norm_w,
                                      const typename C::w_t *__restrict__ w,
                                      const void *__restrict__ scales, E tileEpilogue,
                                      float *__restrict__ partials,
-                                     unsigned *__restrict__ arrivals,
                                      unsigned long long *__restrict__ candidates) {
   using x_t = typename C::x_t;
   using w_t = typename C::w_t;
@@ -204,7 +130,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   const int t0 = blockIdx.z * T;
   x += (size_t)t0 * K;
   if constexpr (SPLIT)
-    partials += (size_t)blockIdx.z * gemvTilePartials<C>();
+    partials += (size_t)blockIdx.z * (SPLITS * T * NW + (C::NORM ? SPLITS * T : 0));
   auto epilogue = [&](int t, int col, float (&v)[C::RPC], unsigned long long &key) {
     tileEpilogue(t0 + t, col, v, key);
   };
@@ -437,10 +363,9 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
     if (threadIdx.x < T) {
       const float s = ssum[threadIdx.x];
       if constexpr (SPLIT) {
-        // Partial sums of squares after the partial dot products, one set
-        // per column block (its last block reads its own).
-        partials[(size_t)SPLITS * T * NW +
-                 ((size_t)blockIdx.y * gemvColumnBlocks<C>() + blockIdx.x) * T + threadIdx.x] = s;
+        // Partial sums of squares after the partial dot products.
+        if (blockIdx.x == 0)
+          partials[(size_t)SPLITS * T * NW + blockIdx.y * T + threadIdx.x] = s;
       } else {
         inv[threadIdx.x] = 1.0f / sqrtf(s / K + C::EPS);
       }
@@ -456,9 +381,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         partials[((size_t)blockIdx.y * T + t) * NW + C::row(col, j)] =
             gemvColumnSum<C>(res, t, cl, j);
     });
-    if (wf_last_to_arrive(arrivals + (size_t)blockIdx.z * gemvColumnBlocks<C>() + blockIdx.x,
-                          SPLITS))
-      gemvSumPartials<C>(partials, epilogue, candidates);
   } else {
     gemvItems<C, C::ARGMAX>(s_best, [&](int t, int cl, int col, unsigned long long &key) {
       float v[RPC];
@@ -476,6 +398,56 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       if (threadIdx.x < T)
         candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
     }
+  }
+}
+
+// Split K: sums the partials (and the norm's partial sums of squares), then
+// runs the epilogue. Grid: (ceil(NC / CPB), 1, TILES); block: THREADS.
+template <class C, class E>
+__device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E tileEpilogue,
+                                           unsigned long long *__restrict__ candidates) {
+  constexpr int T = C::T, NW = C::NW, RPC = C::RPC, SPLITS = C::SPLITS;
+  constexpr bool NORM = C::NORM && !C::PRENORM; // partial sums of squares to add up
+  const int t0 = blockIdx.z * T;
+  partials += (size_t)blockIdx.z * (SPLITS * T * NW + (C::NORM ? SPLITS * T : 0));
+  auto epilogue = [&](int t, int col, float (&v)[C::RPC], unsigned long long &key) {
+    tileEpilogue(t0 + t, col, v, key);
+  };
+  __shared__ unsigned long long s_best[C::ARGMAX ? T : 1];
+  if constexpr (C::ARGMAX)
+    if (threadIdx.x < T)
+      s_best[threadIdx.x] = 0ull;
+  __shared__ float inv[NORM ? T : 1];
+  if constexpr (NORM) {
+    if (threadIdx.x < T) {
+      float sumsq = 0.0f;
+#pragma unroll
+      for (int q = 0; q < SPLITS; ++q)
+        sumsq += partials[(size_t)SPLITS * T * NW + q * T + threadIdx.x];
+      inv[threadIdx.x] = 1.0f / sqrtf(sumsq / C::K + C::EPS);
+    }
+  }
+  if constexpr (C::ARGMAX || NORM)
+    __syncthreads();
+  gemvItems<C, C::ARGMAX>(s_best, [&](int t, int, int col, unsigned long long &key) {
+    float v[RPC];
+#pragma unroll
+    for (int j = 0; j < RPC; ++j) {
+      const int row = C::row(col, j);
+      float s = 0.0f;
+#pragma unroll
+      for (int q = 0; q < SPLITS; ++q)
+        s += partials[((size_t)q * T + t) * NW + row];
+      if constexpr (NORM)
+        s = s * inv[t];
+      v[j] = s;
+    }
+    epilogue(t, col, v, key);
+  });
+  if constexpr (C::ARGMAX) {
+    __syncthreads();
+    if (threadIdx.x < T)
+      candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
   }
 }
 

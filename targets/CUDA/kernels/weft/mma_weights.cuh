@@ -58,17 +58,6 @@ template <class E, int ME> struct DenseRows {
       out[c] = raw.c[c];
   }
   __device__ __forceinline__ float rowScale() const { return 1.0f; }
-  // Asks L2 for inputs [k0, k1) of rows [r0, r0 + rows) of the [*, K]
-  // matrix `w`, at most `lines` 128-byte lines, shared by the block's
-  // THREADS threads.
-  template <int THREADS>
-  static __device__ __forceinline__ void prefetch(const E *w, int r0, int rows, int K, int k0,
-                                                  int k1, int lines) {
-    const int perRow = min(((k1 - k0) * (int)sizeof(E) + 127) / 128, lines / rows);
-    for (int i = threadIdx.x; i < rows * perRow; i += THREADS)
-      wf_prefetch_l2(reinterpret_cast<const char *>(w + (size_t)(r0 + i / perRow) * K + k0) +
-                     (size_t)(i % perRow) * 128);
-  }
 };
 
 // The 16-bit pair type of M.
@@ -155,23 +144,6 @@ struct PackedRows {
         sz(static_cast<const unsigned *>(scales) +
            (ROW_SCALE ? (size_t)r : (size_t)r * (K / GROUP))),
         kLane(kLane) {}
-  // Asks L2 for inputs [k0, k1) of rows [r0, r0 + rows) (k0 a multiple of
-  // 128, r0 of 16 when TILED: whole tile steps, consecutive bytes), at most
-  // `lines` 128-byte lines, shared by the block's THREADS threads.
-  template <int THREADS>
-  static __device__ __forceinline__ void prefetch(const unsigned *codes, int r0, int rows, int K,
-                                                  int k0, int k1, int lines) {
-    const int runs = TILED ? (rows + 15) / 16 : rows; // runs of consecutive bytes
-    const int runBytes = (k1 - k0) / PER_WORD * 4 * (TILED ? 16 : 1);
-    const int perRun = min((runBytes + 127) / 128, lines / runs);
-    for (int i = threadIdx.x; i < runs * perRun; i += THREADS) {
-      const int run = i / perRun;
-      const unsigned *start =
-          TILED ? codes + (size_t)(r0 / 16 + run) * (K / PER_WORD) * 16 + wordOffset(k0)
-                : codes + (size_t)(r0 + run) * (K / PER_WORD) + k0 / PER_WORD;
-      wf_prefetch_l2(reinterpret_cast<const char *>(start) + (size_t)(i % perRun) * 128);
-    }
-  }
   // The words of this lane's inputs k.. (k a multiple of a quad's step).
   static __device__ __forceinline__ int wordOffset(int k) {
     return TILED ? (k / 128) * STEP_WORDS + (k % 128) / PER_WORD : k / PER_WORD;
