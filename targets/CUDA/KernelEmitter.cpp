@@ -856,9 +856,16 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
        << (split ? "partials" : "nullptr") << ", "
        << (argmax && !split ? "candidates" : "nullptr") << ");\n}\n";
     os.flush();
-    steps.push_back(kernelStep(finishKernel(
-        region, base + (split ? "_splitk" : "_gemv"), std::move(src),
-        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1}, std::move(params))));
+    EmittedKernel kernel = finishKernel(region, base + (split ? "_splitk" : "_gemv"), std::move(src),
+                                        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1},
+                                        std::move(params));
+    // Released early (measured on an H200, docs/benchmarks.md): split-K
+    // partials, so their reduction starts without a launch gap, and 4-bit
+    // weights, whose kernels are short enough for the gap to cost more than
+    // the next kernel's waiting blocks do. Every other kernel releases the
+    // next as its blocks exit.
+    kernel.releaseEarly = split || p.quantBits == 4;
+    steps.push_back(kernelStep(std::move(kernel)));
   }
 
   // --- Split K: sum the partials, then the epilogue.
@@ -1791,22 +1798,18 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
 
 namespace {
 
-// Programmatic dependent launch (sm_90 and newer): every kernel waits for
-// the one before it to finish and flush its writes (griddepcontrol.wait)
-// before it reads or writes anything, then lets the next one be scheduled
-// (griddepcontrol.launch_dependents). With the runtime's launch attribute,
-// the next kernel's blocks are resident and waiting when this one ends,
-// instead of being launched after it; without it both instructions return
-// at once. The order matters: released before its own wait, every later
-// kernel of the graph would be made resident at once, and the waiting
-// blocks would crowd the running kernel off the GPU. Older architectures
-// compile none of it.
+// Programmatic dependent launch (sm_90 and newer), for kernels not yet moved
+// to targets/CUDA/kernels: the two entry points of common.cuh as macros
+// (wf_grid_dependency_wait, wf_grid_dependency_control; what each is for is
+// said there). Older architectures compile none of it.
 constexpr const char *kGridDependencyControl = R"(
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define WF_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define WF_GRID_DEPENDENCY_CONTROL()                                   \
   asm volatile("griddepcontrol.wait;" ::: "memory");                  \
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #else
+#define WF_GRID_DEPENDENCY_WAIT()
 #define WF_GRID_DEPENDENCY_CONTROL()
 #endif
 )";
@@ -1847,12 +1850,14 @@ llvm::Error addGridDependencyControl(EmittedKernel &k) {
                                    "internal error: kernel " + k.name +
                                        " has no extern \"C\" __global__ entry");
   // Kernels built on the library call its function; the others (not yet
-  // moved to targets/CUDA/kernels) get the same two instructions as a macro.
+  // moved to targets/CUDA/kernels) get the same instructions as a macro.
   if (src.find("#include \"weft/") != std::string::npos) {
-    src.insert(body + 1, "\n  wf_grid_dependency_control();");
+    src.insert(body + 1, k.releaseEarly ? "\n  wf_grid_dependency_control();"
+                                        : "\n  wf_grid_dependency_wait();");
     return llvm::Error::success();
   }
-  src.insert(body + 1, "\n  WF_GRID_DEPENDENCY_CONTROL();");
+  src.insert(body + 1, k.releaseEarly ? "\n  WF_GRID_DEPENDENCY_CONTROL();"
+                                      : "\n  WF_GRID_DEPENDENCY_WAIT();");
   // After the last #include line, so the macro is defined before any use.
   size_t include = src.rfind("#include", entry);
   size_t at = include == std::string::npos ? 0 : src.find('\n', include) + 1;

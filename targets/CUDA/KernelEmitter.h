@@ -54,6 +54,9 @@ struct EmittedKernel {
   std::array<int, 3> block{1, 1, 1};
   int sharedBytes = 0;
   std::vector<ParamBinding> params;
+  // Programmatic dependent launch: release the next kernel as soon as this
+  // one starts (addGridDependencyControl), not as its blocks exit.
+  bool releaseEarly = false;
 };
 
 // Element types of GEMM operands (weights keep their own type; logits are
@@ -104,12 +107,16 @@ struct EmitOptions {
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
                                                    const EmitOptions &options);
 
-// Programmatic dependent launch: makes `k`'s entry point release the next
-// kernel at once and wait for the previous one to finish before it touches
-// memory (griddepcontrol, sm_90 and newer; nothing on older GPUs). The
-// runtime launches kernels with the matching attribute, so a kernel's blocks
-// are resident when the one before it ends. emitRegion applies it to every
-// kernel it returns.
+// Programmatic dependent launch (griddepcontrol, sm_90 and newer; nothing on
+// older GPUs): makes `k`'s entry point wait for the previous kernel to finish
+// before it touches memory. The runtime launches kernels with the matching
+// attribute, so the next launch is staged while `k` runs. With
+// `k.releaseEarly`, `k` also releases the next kernel at once, so its blocks
+// are resident and waiting when `k` ends; otherwise the next kernel's blocks
+// start as `k`'s exit. emitRegion applies it to every kernel it returns;
+// the emitters set releaseEarly only on split-K partial kernels (measured on an H200:
+// resident waiting blocks slow running GEMMs and GEMVs down, see
+// docs/benchmarks.md).
 llvm::Error addGridDependencyControl(EmittedKernel &k);
 
 // The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`

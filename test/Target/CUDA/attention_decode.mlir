@@ -45,7 +45,7 @@
 // CHECK: constexpr int kLanesPerRow = 8;
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[SPLIT]](
 // CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
-// CHECK: wf_grid_dependency_control();
+// CHECK: wf_grid_dependency_wait();
 // CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(query, positions, slots, k_cache, v_cache, block_tables,
 // CHECK: // step 1: kernel [[COMBINE:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_combine]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (64, 1, 1) shared 68

@@ -14,7 +14,7 @@
 // CHECK-NEXT: using out_t = __half;
 // CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
 // CHECK-NEXT: [[NAME]](const Config::table_t *__restrict__ table, const int *__restrict__ ids, Config::out_t *__restrict__ out) {
-// CHECK-NEXT: wf_grid_dependency_control();
+// CHECK-NEXT: wf_grid_dependency_wait();
 // CHECK-NEXT: weft::kernels::embedding<Config>(table, ids, out);
 func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<3x4096xf16> {
   %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 4096 : i64, tokens = 3 : i64, vocab = 32000 : i64}}

@@ -17,7 +17,9 @@
 // CHECK: // 4-bit codes, a (scale, zero) pair per 128 inputs of a row
 // CHECK-NEXT: using W = weft::kernels::PackedRows<4, 128, 32, m_t>;
 // CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, const void *__restrict__ w_scales,
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, w_scales,
+// 4-bit kernels release the next kernel at once (programmatic launch).
+// CHECK-NEXT: wf_grid_dependency_control();
+// CHECK-NEXT: weft::kernels::gemv<Config>(x, norm_w, w, w_scales,
 func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf16> {
   %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 1 : i64}}
@@ -112,6 +114,9 @@ func.func @bf16(%x: tensor<1x256xbf16>, %wn: tensor<256xbf16>) -> tensor<1x512xb
 // CHECK-LABEL: // @fp8 region 0 "linear": 1 step
 // CHECK: // FP8 E4M3 codes, an f32 scale per row
 // CHECK-NEXT: using W = weft::kernels::PackedRows<8, 256, 16, m_t, weft::kernels::Codes::E4M3>;
+// 8-bit ones as their blocks exit.
+// CHECK: wf_grid_dependency_wait();
+// CHECK-NEXT: weft::kernels::gemv<Config>(
 // CHECK-LABEL: // @fp8_prefill region 0 "linear": 2 steps
 // CHECK-NEXT: // step 0: kernel weft_expand_codes_n512_k256_
 // CHECK: // The FP8 E4M3 codes of a projection expanded to its __half matrix.

@@ -156,13 +156,27 @@ __device__ __forceinline__ float wf_key_value(unsigned long long key) {
   return __uint_as_float(b);
 }
 
-// Programmatic dependent launch (sm_90 and newer): wait for the kernel
-// before this one to finish and flush its writes, then let the next one be
-// scheduled, so its blocks are resident when this one ends. Called first
-// thing in every kernel, before any global memory access. The order
-// matters: released before its own wait, every later kernel of a graph
-// would become resident at once and crowd the running one off the GPU.
-// Without the launch attribute both return at once; before sm_90, nothing.
+// Programmatic dependent launch (sm_90 and newer). Called first thing in
+// every kernel, before any global memory access; without the launch
+// attribute both return at once, and before sm_90 they compile to nothing.
+//
+// wf_grid_dependency_wait: wait for the kernel before this one to finish and
+// flush its writes. The next kernel is released as this one's blocks exit:
+// its launch is staged, but none of its blocks take a place on the GPU while
+// this one runs. What most kernels call (measured: resident waiting blocks
+// slow the running GEMMs and GEMVs down more than the early launch gains).
+__device__ __forceinline__ void wf_grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// wf_grid_dependency_control: the wait, then release the next kernel at
+// once, so its blocks are resident when this one ends. For a kernel whose
+// successor is a short one that should start without a launch gap (split-K
+// partials before their reduction). The order matters: released before its
+// own wait, every later kernel of a graph would become resident at once and
+// crowd the running one off the GPU.
 __device__ __forceinline__ void wf_grid_dependency_control() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
