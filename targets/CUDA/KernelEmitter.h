@@ -113,10 +113,10 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
 // attribute, so the next launch is staged while `k` runs. With
 // `k.releaseEarly`, `k` also releases the next kernel at once, so its blocks
 // are resident and waiting when `k` ends; otherwise the next kernel's blocks
-// start as `k`'s exit. emitRegion applies it to every kernel it returns;
-// the emitters set releaseEarly only on split-K partial kernels (measured on an H200:
-// resident waiting blocks slow running GEMMs and GEMVs down, see
-// docs/benchmarks.md).
+// start as `k`'s blocks exit. emitRegion applies it to every kernel it
+// returns; the GEMV emitter sets releaseEarly on split-K partial kernels and
+// 4-bit GEMVs only (measured on an H200: resident waiting blocks slow the
+// other kernels down, see docs/benchmarks.md).
 llvm::Error addGridDependencyControl(EmittedKernel &k);
 
 // The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`

@@ -173,8 +173,8 @@ __device__ __forceinline__ void wf_grid_dependency_wait() {
 
 // wf_grid_dependency_control: the wait, then release the next kernel at
 // once, so its blocks are resident when this one ends. For a kernel whose
-// successor is a short one that should start without a launch gap (split-K
-// partials before their reduction). The order matters: released before its
+// successor should start without a launch gap (split-K partials before their
+// reduction; 4-bit GEMVs, short enough for the gap to matter). The order matters: released before its
 // own wait, every later kernel of a graph would become resident at once and
 // crowd the running one off the GPU.
 __device__ __forceinline__ void wf_grid_dependency_control() {
