@@ -22,7 +22,7 @@ enum class WeightDType { F32, F16, BF16, FP8, Int8, Int4 };
 // Steps of more tokens than this expand each quantized projection's codes
 // into a 16-bit scratch matrix (cuda::kMaxCodeGemvTokens; a unit test holds
 // the two equal): the memory estimate adds the largest one.
-inline constexpr int64_t kExpandedCodesAbove = 64;
+inline constexpr int64_t kExpandedCodesAbove = 32;
 const char *weightDTypeName(WeightDType dtype);
 llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name);
 

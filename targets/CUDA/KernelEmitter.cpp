@@ -625,6 +625,10 @@ constexpr int64_t kMaxPrenormTokens = 4;
 // (Llama 3.1 8B int4 on an H200: 100 tokens 15.5 ms and 512 tokens 45.9 ms
 // per step through tiles, docs/benchmarks.md).
 constexpr int64_t kMaxTileTokens = kMaxCodeGemvTokens;
+// 8-bit codes tile up to twice as many tokens: at 32 tokens a step, Llama
+// 3.1 8B FP8 took 9.04 ms with tiles of 32 for gate/up and 9.45 with 16,
+// while AWQ int4 took 7.18 and 6.35 (docs/benchmarks.md).
+constexpr int64_t kMaxTileTokens8Bit = 2 * kMaxTileTokens;
 
 // The largest divisor of `tokens` that is at most `most`.
 int64_t tileTokensFor(int64_t tokens, int64_t most) {
@@ -651,7 +655,8 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
     g.mma = true;
     g.stageType = p.weightType;
     g.prenorm = p.normIn >= 0;
-    g.tileTokens = tileTokensFor(p.tokens, kMaxTileTokens / g.rpc);
+    g.tileTokens = tileTokensFor(
+        p.tokens, (p.quantBits == 8 ? kMaxTileTokens8Bit : kMaxTileTokens) / g.rpc);
     // 16 bytes of codes per lane where K allows (4 * mmaK k per step), but
     // first a step inside one group, so that its scale multiplies the
     // step's sums rather than each weight (PackedRows::SUM_SCALE).
@@ -1872,14 +1877,30 @@ llvm::Expected<std::vector<EmittedStep>> emitRegionSteps(FusionOp region,
 
 } // namespace
 
+bool hasFourBitProjections(mlir::ModuleOp module) {
+  bool found = false;
+  module.walk([&](WeightOp w) {
+    if (QuantAttr q = quantOf(w.getResult()); q && q.getBits() == 4)
+      found = true;
+  });
+  return found;
+}
+
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitOptions &options) {
   llvm::Expected<std::vector<EmittedStep>> steps = emitRegionSteps(region, options);
   if (!steps)
     return steps.takeError();
+  // A 4-bit layer's RoPE + KV write kernel releases its successor early,
+  // like its projections (the decode attention kernels do so themselves).
+  const bool ropeRegion = llvm::any_of(region.getBody().front().without_terminator(),
+                                       [](Operation &op) { return llvm::isa<RopeOp>(op); });
   for (EmittedStep &s : *steps)
-    if (s.kernel)
+    if (s.kernel) {
+      if (ropeRegion && options.fourBitProjections)
+        s.kernel->releaseEarly = true;
       if (llvm::Error e = addGridDependencyControl(*s.kernel))
         return std::move(e);
+    }
   return steps;
 }
 

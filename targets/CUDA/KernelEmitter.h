@@ -4,6 +4,7 @@
 #define WEFT_TARGETS_CUDA_KERNELEMITTER_H_
 
 #include "dialects/Weft/IR/WeftOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/Support/Error.h"
 
@@ -98,7 +99,15 @@ struct EmitOptions {
   // Projections of more tokens than this run through cuBLASLt instead of
   // the generated GEMV (at most kMaxGemvTokens, declared below).
   int64_t maxGemvTokens = 16;
+  // The decoder's projections are 4-bit codes: the kernels between its
+  // QKV and O projections (RoPE + KV write, decode attention) release the
+  // next kernel early too (see addGridDependencyControl).
+  bool fourBitProjections = false;
 };
+
+// Whether some weight of `module` holds 4-bit codes (what sets
+// EmitOptions::fourBitProjections).
+bool hasFourBitProjections(mlir::ModuleOp module);
 
 // The steps that run `region` (a weft.fusion whose token dimension is
 // static, i.e. after weft-specialize), in order. Fails with a message naming
@@ -115,8 +124,10 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
 // are resident and waiting when `k` ends; otherwise the next kernel's blocks
 // start as `k`'s blocks exit. emitRegion applies it to every kernel it
 // returns; the GEMV emitter sets releaseEarly on split-K partial kernels and
-// 4-bit GEMVs only (measured on an H200: resident waiting blocks slow the
-// other kernels down, see docs/benchmarks.md).
+// 4-bit GEMVs, and with EmitOptions::fourBitProjections the RoPE and decode
+// attention kernels set it too (measured on an H200: resident waiting
+// blocks slow 16-bit and 8-bit projections down, but a 4-bit layer's short
+// kernels gain from starting without a gap; see docs/benchmarks.md).
 llvm::Error addGridDependencyControl(EmittedKernel &k);
 
 // The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`
@@ -132,7 +143,10 @@ inline constexpr int64_t kMaxGemvTokens = 16;
 // Quantized projections of more tokens than this expand their codes to a
 // 16-bit scratch matrix for cuBLASLt (fewer run in the GEMV's tensor-core
 // engine, in tiles). partition::kExpandedCodesAbove prices that scratch.
-inline constexpr int64_t kMaxCodeGemvTokens = 64;
+// Measured on an H200, Llama 3.1 8B at 64 tokens a step: the engine 12.7
+// (AWQ int4), 21.7 (GPTQ int8) and 17.6 ms (FP8), expanding 11.6, 13.3 and
+// 13.3 ms; at 32 tokens the engine is faster (docs/benchmarks.md).
+inline constexpr int64_t kMaxCodeGemvTokens = 32;
 
 } // namespace weft::cuda
 

@@ -696,6 +696,7 @@ public:
     eo.maxBlocksPerSequence = maxBlocksPerSequence;
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
+    eo.fourBitProjections = fourBitProjections;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);
@@ -708,6 +709,7 @@ public:
   const LowerToPlanOptions &options;
   int64_t maxBlocksPerSequence = 0;
   int64_t maxSequences = 1; // block-table rows (sequences in flight)
+  bool fourBitProjections = false; // some weight holds 4-bit codes
 
   BucketRec *current = nullptr;
   unsigned regionCounter = 0;
@@ -896,6 +898,7 @@ llvm::Error lowerToPlan(ModuleOp module, const hardware::Topology &topology,
     return makeError("block tokens must be at least 1");
 
   Lowering lowering(*config, topology, options, batch.getInt(), context.getInt());
+  lowering.fourBitProjections = cuda::hasFourBitProjections(module);
   SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
   if (fns.empty())
     return makeError("the module has no bucket functions (run weft-specialize first)");

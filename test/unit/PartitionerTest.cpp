@@ -184,8 +184,9 @@ TEST_F(PartitionerTest, ChosenFitsAndBeatsMemorySplit) {
 }
 
 TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
-  // Steps of more than 64 tokens expand each quantized projection to a
-  // 16-bit scratch matrix; the estimate adds the largest (gate and up).
+  // Steps of more than kExpandedCodesAbove (32) tokens expand each
+  // quantized projection to a 16-bit scratch matrix; the estimate adds the
+  // largest (gate and up).
   static_assert(kExpandedCodesAbove == cuda::kMaxCodeGemvTokens,
                 "the partitioner prices what the emitter does");
   ModelProfile p = profileOf("llama-3.1-8b");
@@ -200,7 +201,8 @@ TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
     return r->best.memory[0].activations;
   };
   uint64_t perToken = (3 * 4096 + 4096 + 2 * 1024 + 2 * 14336) * 2; // bf16
-  EXPECT_EQ(activations(65) - activations(64), perToken + 2ull * 14336 * 4096 * 2);
+  const int64_t above = kExpandedCodesAbove + 1;
+  EXPECT_EQ(activations(above) - activations(above - 1), perToken + 2ull * 14336 * 4096 * 2);
 }
 
 TEST_F(PartitionerTest, LatencyObjectivePrefersOneFastDevice) {

@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
   options.maxBlocksPerSequence = maxBlocksPerSequence;
   options.smCount = smCount;
   options.computeCapability = computeCapability;
+  options.fourBitProjections = weft::cuda::hasFourBitProjections(*module);
 
   llvm::raw_ostream &os = llvm::outs();
   bool failed = false;

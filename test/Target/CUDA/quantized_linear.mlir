@@ -2,7 +2,7 @@
 // tensor-core engine expands the codes at every token count, with the
 // codes and their (scale, zero) pairs as two parameters. Few tokens
 // normalize inside the kernel (PRENORM); more get an RMSNorm kernel first,
-// then tiles of tokens; more than 64 expand the codes for cuBLASLt.
+// then tiles of tokens; more than 32 expand the codes for cuBLASLt.
 // RUN: weft-emit-cuda %s | FileCheck %s
 // RUN: weft-emit-cuda --no-source %s | FileCheck %s --check-prefix=PREFILL
 
@@ -35,33 +35,52 @@ func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf
   return %r : tensor<1x512xf16>
 }
 
-// 48 tokens, 8-bit codes with one group per row: the norm first, then
-// tiles of 24 tokens (two weight rows per column: at most 64 / 2).
+// 32 tokens: the norm first, then tiles of tokens, at most 32 per weight
+// row of a column for 4-bit codes (SwiGLU: two rows, tiles of 16) and 64
+// for 8-bit codes (one tile of 32).
 // PREFILL-LABEL: // @batch region 0 "rms_norm_linear_swiglu": 2 steps
 // PREFILL-NEXT: // step 0: kernel weft_rms_norm_k256_
-// PREFILL: //   param 2 normalized: Scratch 3 (24576 bytes)
-// PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t48_k256_n1024_gemv_
+// PREFILL: //   param 2 normalized: Scratch 3 (16384 bytes)
+// PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t32_k256_n1024_gemv_
 // PREFILL-NEXT: //   grid (4, 1, 2) block (256, 1, 1) shared 0
-// PREFILL-NEXT: //   param 0 normalized: Scratch 3 (24576 bytes)
+// PREFILL-NEXT: //   param 0 normalized: Scratch 3 (16384 bytes)
 // PREFILL-NEXT: //   param 1 w: RegionInput 2
 // PREFILL-NEXT: //   param 2 w_scales: RegionInput 2 (its scales)
-func.func @batch(%x: tensor<48x256xf16>, %wn: tensor<256xf16>) -> tensor<48x512xf16> {
-  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 8, group = 256>} : tensor<1024x256xf16>
-  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 48 : i64}}
-      : (tensor<48x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<48x512xf16> {
-  ^bb0(%a: tensor<48x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
-    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<48x256xf16>, tensor<256xf16>) -> tensor<48x256xf16>
-    %l = weft.linear %n, %c : (tensor<48x256xf16>, tensor<1024x256xf16>) -> tensor<48x1024xf16>
-    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<48x1024xf16> -> (tensor<48x512xf16>, tensor<48x512xf16>)
-    %g = weft.silu %s#0 : tensor<48x512xf16>
-    %m = weft.mul %g, %s#1 : tensor<48x512xf16>
-    weft.yield %m : tensor<48x512xf16>
+func.func @batch(%x: tensor<32x256xf16>, %wn: tensor<256xf16>) -> tensor<32x512xf16> {
+  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
+  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 32 : i64}}
+      : (tensor<32x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<32x512xf16> {
+  ^bb0(%a: tensor<32x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<32x256xf16>, tensor<256xf16>) -> tensor<32x256xf16>
+    %l = weft.linear %n, %c : (tensor<32x256xf16>, tensor<1024x256xf16>) -> tensor<32x1024xf16>
+    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<32x1024xf16> -> (tensor<32x512xf16>, tensor<32x512xf16>)
+    %g = weft.silu %s#0 : tensor<32x512xf16>
+    %m = weft.mul %g, %s#1 : tensor<32x512xf16>
+    weft.yield %m : tensor<32x512xf16>
   }
-  return %r : tensor<48x512xf16>
+  return %r : tensor<32x512xf16>
 }
 
-// 96 tokens: the codes expanded to f16 once, then the norm, cuBLASLt and
-// SwiGLU as for 16-bit weights.
+// PREFILL-LABEL: // @batch8 region 0 "rms_norm_linear_swiglu": 2 steps
+// PREFILL: // step 1: kernel weft_rms_norm_linear_swiglu_t32_k256_n1024_gemv_
+// PREFILL-NEXT: //   grid (4, 1, 1) block (256, 1, 1) shared 0
+func.func @batch8(%x: tensor<32x256xf16>, %wn: tensor<256xf16>) -> tensor<32x512xf16> {
+  %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 8, group = 256>} : tensor<1024x256xf16>
+  %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 32 : i64}}
+      : (tensor<32x256xf16>, tensor<256xf16>, tensor<1024x256xf16>) -> tensor<32x512xf16> {
+  ^bb0(%a: tensor<32x256xf16>, %b: tensor<256xf16>, %c: tensor<1024x256xf16>):
+    %n = weft.rms_norm %a, %b {epsilon = 1.0e-05 : f64} : (tensor<32x256xf16>, tensor<256xf16>) -> tensor<32x256xf16>
+    %l = weft.linear %n, %c : (tensor<32x256xf16>, tensor<1024x256xf16>) -> tensor<32x1024xf16>
+    %s:2 = weft.split %l {sizes = array<i64: 512, 512>} : tensor<32x1024xf16> -> (tensor<32x512xf16>, tensor<32x512xf16>)
+    %g = weft.silu %s#0 : tensor<32x512xf16>
+    %m = weft.mul %g, %s#1 : tensor<32x512xf16>
+    weft.yield %m : tensor<32x512xf16>
+  }
+  return %r : tensor<32x512xf16>
+}
+
+// More than 32 tokens (96 here): the codes expanded to f16 once, then the
+// norm, cuBLASLt and SwiGLU as for 16-bit weights.
 // CHECK-LABEL: // @prefill region 0 "rms_norm_linear_swiglu": 4 steps
 // CHECK: static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::Int;
 // CHECK-NEXT: static constexpr bool TILED = false;  // codes in 16-row tiles of 128 inputs
