@@ -313,23 +313,11 @@ template <class C> void run(const char *shape, Layer &l) {
   CHECK(cudaMemset(l.out, 0, (size_t)l.T * C::NC * 4));
   step(0);
   CHECK(cudaDeviceSynchronize());
-  std::vector<float> out((size_t)l.T * C::NC);
-  CHECK(cudaMemcpy(out.data(), l.out, out.size() * 4, cudaMemcpyDeviceToHost));
-  double err = 0, mag = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double d = std::fabs(double(out[i]) - reference[i]);
-    err = std::isfinite(out[i]) ? std::fmax(err, d) : INFINITY;
-    mag = std::fmax(mag, std::fabs(reference[i]));
-  }
-  cudaFuncAttributes attr;
-  CHECK(cudaFuncGetAttributes(&attr, kernel));
-  int perSm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, C::THREADS, smem));
-  std::printf("| %s | %d | tiles of %d, %d warps (KW %d), %d rows each, %d splits, KC %d, %d stages | "
-              "%d x %d x %d | %d, %d/SM | %.2f | %.2f | %.2f | %.1e |\n",
-              shape, l.T, C::T, C::WARPS, C::KW, C::CPW * C::RPC, C::SPLITS, C::KC, C::STAGES, C::TILES,
-              C::GX, C::SPLITS, attr.numRegs, perSm, us, baselineUs / us,
-              double(l.codeBytes + l.szBytes) / us / 1e6, err / (mag > 0 ? mag : 1));
+  char what[160];
+  std::snprintf(what, sizeof what,
+                "tiles of %d, %d warps (KW %d), %d rows each, %d splits, KC %d, %d stages", C::T,
+                C::WARPS, C::KW, C::CPW * C::RPC, C::SPLITS, C::KC, C::STAGES);
+  report<C>(shape, what, l, us, reinterpret_cast<const void *>(kernel), smem, grid);
 }
 
 // Candidate configurations of one projection at `T` tokens.
