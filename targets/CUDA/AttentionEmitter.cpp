@@ -308,9 +308,9 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
   split.block = {int(p.warps * 32), 1, 1};
   split.sharedBytes = int(std::max(p.stages * stageBytes, mergeBytes));
-  // Between a 4-bit layer's QKV and O projections: the next kernel is
-  // released at once (EmitOptions::fourBitProjections).
-  split.releaseEarly = o.fourBitProjections;
+  // Between a 4-bit layer's QKV and O projections, at one token: the next
+  // kernel is released at once (EmitOptions::fourBitProjections).
+  split.releaseEarly = o.fourBitProjections && s.tokens == 1;
   split.params = {
       binding(ParamBinding::Kind::RegionInput, s.queryInput, "query"),
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
@@ -350,7 +350,7 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   combine.grid = {int(s.tokens), int(s.heads), 1};
   combine.block = {threads, 1, 1};
   combine.sharedBytes = int((p.splits + 1) * sizeof(float));
-  combine.releaseEarly = o.fourBitProjections;
+  combine.releaseEarly = o.fourBitProjections && s.tokens == 1;
   combine.params = {
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
       binding(ParamBinding::Kind::RegionInput, s.slotsInput, "slots"),

@@ -1890,13 +1890,17 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
   llvm::Expected<std::vector<EmittedStep>> steps = emitRegionSteps(region, options);
   if (!steps)
     return steps.takeError();
-  // A 4-bit layer's RoPE + KV write kernel releases its successor early,
-  // like its projections (the decode attention kernels do so themselves).
-  const bool ropeRegion = llvm::any_of(region.getBody().front().without_terminator(),
-                                       [](Operation &op) { return llvm::isa<RopeOp>(op); });
+  // A 4-bit layer's RoPE + KV write kernel of one token releases its
+  // successor early, like its projections (the decode attention kernels
+  // do so themselves).
+  bool ropeOfOneToken = false;
+  for (Operation &op : region.getBody().front().without_terminator())
+    if (auto rope = llvm::dyn_cast<RopeOp>(op))
+      if (auto type = llvm::dyn_cast<mlir::RankedTensorType>(rope.getResult().getType()))
+        ropeOfOneToken = type.getRank() == 2 && type.getDimSize(0) == 1;
   for (EmittedStep &s : *steps)
     if (s.kernel) {
-      if (ropeRegion && options.fourBitProjections)
+      if (ropeOfOneToken && options.fourBitProjections)
         s.kernel->releaseEarly = true;
       if (llvm::Error e = addGridDependencyControl(*s.kernel))
         return std::move(e);

@@ -99,9 +99,9 @@ struct EmitOptions {
   // Projections of more tokens than this run through cuBLASLt instead of
   // the generated GEMV (at most kMaxGemvTokens, declared below).
   int64_t maxGemvTokens = 16;
-  // The decoder's projections are 4-bit codes: the kernels between its
-  // QKV and O projections (RoPE + KV write, decode attention) release the
-  // next kernel early too (see addGridDependencyControl).
+  // The decoder's projections are 4-bit codes: at one token, the kernels
+  // between its QKV and O projections (RoPE + KV write, decode attention)
+  // release the next kernel early too (see addGridDependencyControl).
   bool fourBitProjections = false;
 };
 
@@ -125,7 +125,7 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
 // start as `k`'s blocks exit. emitRegion applies it to every kernel it
 // returns; the GEMV emitter sets releaseEarly on split-K partial kernels and
 // 4-bit GEMVs, and with EmitOptions::fourBitProjections the RoPE and decode
-// attention kernels set it too (measured on an H200: resident waiting
+// attention kernels of one token set it too (measured on an H200: resident waiting
 // blocks slow 16-bit and 8-bit projections down, but a 4-bit layer's short
 // kernels gain from starting without a gap; see docs/benchmarks.md).
 llvm::Error addGridDependencyControl(EmittedKernel &k);

@@ -1,8 +1,8 @@
-// Programmatic launch in a module whose projections are 4-bit codes: the
-// kernels between a layer's QKV and O projections (RoPE + KV write, decode
-// attention: split and combine) release the next kernel at once, like the
-// 4-bit GEMVs. Without a 4-bit weight they wait and release it as their
-// blocks exit (rope_kv_write.mlir, attention_decode.mlir).
+// Programmatic launch in a module whose projections are 4-bit codes: at
+// one token, the kernels between a layer's QKV and O projections (RoPE +
+// KV write, decode attention: split and combine) release the next kernel
+// at once, like the 4-bit GEMVs. With more tokens, or without a 4-bit
+// weight, they wait and release it as their blocks exit.
 // RUN: weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 %s | FileCheck %s
 // RUN: sed -e 's/bits = 4/bits = 8/' %s | weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 - | FileCheck %s --check-prefix=EIGHT
 
@@ -12,7 +12,29 @@
 // EIGHT-LABEL: // @rope region 0 "rope_kv_write": 1 step
 // EIGHT: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t
 // EIGHT-NEXT: wf_grid_dependency_wait();
-func.func @rope(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16>, %v: tensor<2x32xbf16>,
+func.func @rope(%q: tensor<1x64xbf16>, %pos: tensor<1xi32>, %k: tensor<1x32xbf16>, %v: tensor<1x32xbf16>,
+                %slots: tensor<1xi32>, %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>)
+    -> tensor<1x64xbf16> {
+  %w = weft.weight "layers.3.mlp.down" {quant = #weft.quant<bits = 4, group = 128>} : tensor<64x256xbf16>
+  %r = weft.fusion "rope_kv_write" (%q, %pos, %k, %v, %slots, %cache) {dims = {head_dim = 16 : i64, kv_heads = 2 : i64, layer = 3 : i64, tokens = 1 : i64}}
+      : (tensor<1x64xbf16>, tensor<1xi32>, tensor<1x32xbf16>, tensor<1x32xbf16>, tensor<1xi32>, !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>) -> tensor<1x64xbf16> {
+  ^bb0(%a: tensor<1x64xbf16>, %p: tensor<1xi32>, %b: tensor<1x32xbf16>, %c: tensor<1x32xbf16>, %s: tensor<1xi32>,
+       %kv: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>):
+    %qr = weft.rope %a, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64}
+        : (tensor<1x64xbf16>, tensor<1xi32>) -> tensor<1x64xbf16>
+    %kr = weft.rope %b, %p {head_dim = 16 : i64, theta = 5.0e+05 : f64}
+        : (tensor<1x32xbf16>, tensor<1xi32>) -> tensor<1x32xbf16>
+    weft.kv_write %kr, %c, %p, %s, %kv {layer = 3 : i64}
+        : tensor<1x32xbf16>, tensor<1x32xbf16>, tensor<1xi32>, tensor<1xi32>, !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>
+    weft.yield %qr : tensor<1x64xbf16>
+  }
+  return %r : tensor<1x64xbf16>
+}
+
+// CHECK-LABEL: // @rope2 region 0 "rope_kv_write": 1 step
+// CHECK: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t
+// CHECK-NEXT: wf_grid_dependency_wait();
+func.func @rope2(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16>, %v: tensor<2x32xbf16>,
                 %slots: tensor<2xi32>, %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>)
     -> tensor<2x64xbf16> {
   %w = weft.weight "layers.3.mlp.down" {quant = #weft.quant<bits = 4, group = 128>} : tensor<64x256xbf16>
@@ -32,10 +54,10 @@ func.func @rope(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16
 }
 
 // CHECK-LABEL: // @decode region 0 "attention": 2 steps
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) weft_attention_decode_t4_h4_kv2_d16_f32_s{{[0-9]+}}_split(
+// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_split(
 // CHECK: wf_grid_dependency_control();
 // CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(
-// CHECK: extern "C" __global__ void weft_attention_decode_t4_h4_kv2_d16_f32_s{{[0-9]+}}_combine(
+// CHECK: extern "C" __global__ void weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_combine(
 // CHECK: wf_grid_dependency_control();
 // CHECK-NEXT: weft::kernels::attention::decodeCombine<Config>(
 // EIGHT-LABEL: // @decode region 0 "attention": 2 steps
@@ -43,14 +65,14 @@ func.func @rope(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16
 // EIGHT-NEXT: weft::kernels::attention::decodeSplit<Config>(
 // EIGHT: wf_grid_dependency_wait();
 // EIGHT-NEXT: weft::kernels::attention::decodeCombine<Config>(
-func.func @decode(%q: tensor<4x64xf32>, %pos: tensor<4xi32>, %slots: tensor<4xi32>,
-                  %cache: !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<4x64xf32> {
-  %r = weft.fusion "attention" (%q, %pos, %slots, %cache) {dims = {head_dim = 16 : i64, kv_heads = 2 : i64, layer = 0 : i64, num_heads = 4 : i64, tokens = 4 : i64}}
-      : (tensor<4x64xf32>, tensor<4xi32>, tensor<4xi32>, !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<4x64xf32> {
-  ^bb0(%a: tensor<4x64xf32>, %b: tensor<4xi32>, %c: tensor<4xi32>, %d: !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>):
+func.func @decode(%q: tensor<1x64xf32>, %pos: tensor<1xi32>, %slots: tensor<1xi32>,
+                  %cache: !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<1x64xf32> {
+  %r = weft.fusion "attention" (%q, %pos, %slots, %cache) {dims = {head_dim = 16 : i64, kv_heads = 2 : i64, layer = 0 : i64, num_heads = 4 : i64, tokens = 1 : i64}}
+      : (tensor<1x64xf32>, tensor<1xi32>, tensor<1xi32>, !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<1x64xf32> {
+  ^bb0(%a: tensor<1x64xf32>, %b: tensor<1xi32>, %c: tensor<1xi32>, %d: !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>):
     %o = weft.attention %a, %b, %c, %d {head_dim = 16 : i64, layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64}
-        : (tensor<4x64xf32>, tensor<4xi32>, tensor<4xi32>, !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<4x64xf32>
-    weft.yield %o : tensor<4x64xf32>
+        : (tensor<1x64xf32>, tensor<1xi32>, tensor<1xi32>, !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<1x64xf32>
+    weft.yield %o : tensor<1x64xf32>
   }
-  return %r : tensor<4x64xf32>
+  return %r : tensor<1x64xf32>
 }
