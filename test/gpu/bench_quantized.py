@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Llama 3.1 8B with quantized projections beside fp16, on one GPU, in one
-run: batch-1 and batch-100 decode steps and a 512-token prefill chunk,
-each against its own bytes floor (the bytes a step reads over the measured
-device-to-device copy bandwidth). make_plans.sh writes the plans:
+run: decode steps of 1, 16, 32, 64 and 100 sequences and a 512-token
+prefill chunk, each decode step against its own bytes floor (the bytes a
+step reads over the measured device-to-device copy bandwidth); then the
+batched steps as a second table. make_plans.sh writes the plans:
 
   llama8b-fp16-bench.weft   fp16 weights
   llama8b-awq-bench.weft    4-bit codes, (scale, zero) per 128 inputs (AWQ)
@@ -22,6 +23,7 @@ from bench_decode import copy_bandwidth  # noqa: E402
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 4096, 14336, 32, 32, 8, 128256
 HEAD_DIM = HIDDEN // HEADS
 CONTEXT = 512
+BATCHES = [1, 16, 32, 64, 100]
 PROJECTIONS = [(HIDDEN, HIDDEN), (KV_HEADS * HEAD_DIM, HIDDEN), (KV_HEADS * HEAD_DIM, HIDDEN),
                (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)]  # (out, in)
 
@@ -47,9 +49,10 @@ def step_bytes(kind, sequences):
 
 
 def bench(runner, plan):
-    out = subprocess.run([runner, plan, "--random-weights", "--bench",
-                          "decode_b1,decode_b100,prefill_c512", "--bench-context", str(CONTEXT),
-                          "--bench-steps", "50"], capture_output=True, text=True)
+    buckets = ",".join([f"decode_b{b}" for b in BATCHES] + ["prefill_c512"])
+    out = subprocess.run([runner, plan, "--random-weights", "--bench", buckets,
+                          "--bench-context", str(CONTEXT), "--bench-steps", "50"],
+                         capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"weft-run {plan} failed: {out.stderr.strip()}")
     times = {}
@@ -81,6 +84,16 @@ def main():
         print(f"| {names[kind]} | {b1 * 1e3:.2f} | {1 / b1:.0f} | {f1 / b1 * 100:.0f}% "
               f"| {rows['fp16']['decode_b1'] / b1:.2f}x | {b100 * 1e3:.2f} | {100 / b100:.0f} "
               f"| {f100 / b100 * 100:.0f}% | {t['prefill_c512'] * 1e3:.2f} |")
+    print()
+    print("batched decode, ms/step (vs its floor):")
+    print("| weights | " + " | ".join(f"batch {b}" for b in BATCHES) + " |")
+    print("|---|" + "---|" * len(BATCHES))
+    for kind, t in rows.items():
+        cells = []
+        for b in BATCHES:
+            ms = t[f"decode_b{b}"]
+            cells.append(f"{ms * 1e3:.2f} ({step_bytes(kind, b) / bw / ms * 100:.0f}%)")
+        print(f"| {names[kind]} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0:16,1 --batch 
 check "  same, TP 2" llama8b-fp16-tp.weft cfg/llama8b float16 8 32 2
 check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama8b float16 16 1 "$(lengths 100 700)"
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
-build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,100 \
+build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
 rm -rf "$out/ckpt"
 
@@ -352,15 +352,15 @@ check "Gemma-2-9B, all 42 layers" gemma2-9b-bf16.weft cfg/gemma2-9b bfloat16 8 3
 rm -rf "$out/ckpt"
 
 # Llama 3.1 8B with 4-bit (AWQ, group 128), 8-bit (GPTQ, one group per
-# row) and FP8 projections beside fp16, for bench_quantized.py: decode buckets 1
-# and 100, a 512-token prefill chunk, random weights (the file the compiler
+# row) and FP8 projections beside fp16, for bench_quantized.py: decode buckets 1,
+# 16, 32, 64 and 100, a 512-token prefill chunk, random weights (the file the compiler
 # repacks from these header-only checkpoints holds zeros: not carried).
 # Also 2-layer plans of the same formats for sanitize.sh (every decode
 # bucket to 64, prefill chunks 32 and 512).
 for q in awq:128 gptq8:-1; do
   rm -rf "$out/ckpt"
   python3 "$sparse" "$out/ckpt" --layers 32 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
-  build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,100 \
+  build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
     --prefill-chunks 512 --context 1024 -o "$out/llama8b-${q%%:*}-bench.weft"
   rm -rf "$out/ckpt"
   python3 "$sparse" "$out/ckpt" --layers 2 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
@@ -371,7 +371,7 @@ done
 # FP8 E4M3 quantized here from the fp16 checkpoint (one f32 scale per row).
 rm -rf "$out/ckpt"
 python3 "$sparse" "$out/ckpt" --layers 32 --dtype float16
-build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --batch 100 --decode-buckets 1,100 \
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --batch 100 --decode-buckets 1,16,32,64,100 \
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp8-bench.weft" 2>/dev/null
 rm -f "$out/llama8b-fp8-bench.weights.safetensors"
 rm -rf "$out/ckpt"
