@@ -625,9 +625,11 @@ constexpr int64_t kMaxPrenormTokens = 4;
 // (Llama 3.1 8B int4 on an H200: 100 tokens 15.5 ms and 512 tokens 45.9 ms
 // per step through tiles, docs/benchmarks.md).
 constexpr int64_t kMaxTileTokens = kMaxCodeGemvTokens;
-// 8-bit codes tile up to twice as many tokens: at 32 tokens a step, Llama
-// 3.1 8B FP8 took 9.04 ms with tiles of 32 for gate/up and 9.45 with 16,
-// while AWQ int4 took 7.18 and 6.35 (docs/benchmarks.md).
+// 8-bit codes tile up to twice as many tokens (so, with the hand-over at
+// 32, they run untiled): at 32 tokens a step, Llama 3.1 8B FP8 took 9.04 ms
+// with tiles of 32 for gate/up and 9.45 with 16, while AWQ int4 took 7.18
+// and 6.35 (docs/benchmarks.md). The bound keeps a tile's sums within
+// shared memory should the hand-over move up.
 constexpr int64_t kMaxTileTokens8Bit = 2 * kMaxTileTokens;
 
 // The largest divisor of `tokens` that is at most `most`.
