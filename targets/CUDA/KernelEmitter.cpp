@@ -958,7 +958,8 @@ constexpr int kOneTokenWarps = 4; // a block: 4 warps of 16 columns each
 // that is not the LM head's.
 bool oneTokenGemvApplies(const Projection &p, const EmitOptions &o) {
   return p.tokens == 1 && p.quantBits == 4 && p.quantFormat == QuantFormat::Int && p.quantTiled &&
-         p.quantGroup % 128 == 0 && p.k % 128 == 0 && p.select == Projection::Select::None &&
+         p.quantGroup % 128 == 0 && p.k % 128 == 0 && p.columns() % 16 == 0 &&
+         p.select == Projection::Select::None &&
          p.epilogue != Epilogue::Logits && o.computeCapability >= 80;
 }
 
@@ -967,6 +968,7 @@ struct OneTokenPlan {
   int64_t splits = 1; // K ranges (grid.y)
   int64_t sps = 1;    // steps of 128 inputs per K range
   int64_t inFlight = 2;
+  int64_t blocksPerSm = 8; // resident blocks per SM the grid is sized for
 };
 
 // Split K until the grid has about 8 blocks of 128 threads per SM (one
@@ -976,11 +978,11 @@ struct OneTokenPlan {
 OneTokenPlan planOneTokenGemv(const Projection &p, const EmitOptions &o) {
   OneTokenPlan g;
   const int64_t steps = p.k / 128, sms = std::max<int64_t>(1, o.smCount);
+  g.blocksPerSm = std::getenv("WEFT_ONE_TOKEN_BPS") ? std::atoi(std::getenv("WEFT_ONE_TOKEN_BPS")) : 8;
   g.gx = ceilDiv(p.columns(), 16 * kOneTokenWarps);
-  int64_t splits = 1;
-  int64_t perSm = std::getenv("WEFT_ONE_TOKEN_BPS") ? std::atoi(std::getenv("WEFT_ONE_TOKEN_BPS")) : 8;
-  while (splits * 2 <= 16 && g.gx * splits * 2 <= perSm * sms && steps >= 2 * (splits * 2))
-    splits *= 2;
+  // As many K ranges as one wave of blocks holds, at most 16, each at
+  // least two steps; at least as many as keep a range's inputs in 32 KiB.
+  int64_t splits = std::clamp<int64_t>(g.blocksPerSm * sms / g.gx, 1, std::min<int64_t>(16, std::max<int64_t>(1, steps / 2)));
   const int64_t stageSteps = kStageBytes / (128 * bytesOf(p.weightType));
   splits = std::max(splits, ceilDiv(steps, stageSteps));
   g.sps = ceilDiv(steps, splits);
@@ -996,6 +998,9 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
   OneTokenPlan g = planOneTokenGemv(p, o);
   const bool norm = p.normIn >= 0, split = g.splits > 1;
   const int64_t threads = 32 * kOneTokenWarps;
+  // Released at once like the other 4-bit kernels: the next kernel's
+  // blocks can then start their own loads of codes as this one's end.
+  const bool releaseEarly = !std::getenv("WEFT_ONE_TOKEN_LATE");
   EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, /*argmaxCandidates=*/false,
                                         /*logitsScratch=*/2);
   std::string src;
@@ -1011,11 +1016,16 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
      << ";  // input features, weight rows, outputs, rows per output\n"
      << "  static constexpr int WARPS = " << kOneTokenWarps << ", THREADS = " << threads
      << ";  // a warp per 16 columns\n"
+     << "  static constexpr int BLOCKS_PER_SM = " << g.blocksPerSm
+     << ";  // resident at once (registers capped to fit), which sizes the grid\n"
      << "  static constexpr int SPLITS = " << g.splits << ", SPS = " << g.sps << ", U = "
      << g.inFlight << ";  // K ranges, steps of 128 inputs per range, steps in flight\n"
      << "  static constexpr bool NORM = " << (norm ? "true" : "false") << ";\n"
      << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
      << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"
+     << "  // Programmatic launch: wait for the previous kernel after the first\n"
+     << "  // loads of codes, then release the next one at once.\n"
+     << "  static constexpr bool RELEASE_EARLY = " << (releaseEarly ? "true" : "false") << ";\n"
      << "  using x_t = " << cudaType(p.xType) << ";\n"
      << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
      << "  using m_t = " << cudaType(p.weightType) << ";\n"
@@ -1060,7 +1070,7 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
     arrivals.zeroInit = true;
     params.push_back(arrivals);
   }
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS, Config::BLOCKS_PER_SM)\n"
      << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
      << "  weft::kernels::gemvOneToken<Config>(x, " << (norm ? "norm_w" : "nullptr")
      << ", w, w_scales, " << gemvEpilogueValue(epi) << ", "
@@ -1071,9 +1081,8 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
   EmittedKernel kernel = finishKernel(region, base, std::move(src),
                                       {int(g.gx), int(g.splits), 1}, {int(threads), 1, 1},
                                       std::move(params));
-  // Released at once like the other 4-bit kernels (its last blocks sum
-  // the partials, so the next kernel's blocks wait behind them either way).
-  kernel.releaseEarly = !std::getenv("WEFT_ONE_TOKEN_LATE");
+  kernel.releaseEarly = releaseEarly;
+  kernel.gridDependencyInKernel = true;
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(std::move(kernel)));
   return steps;
@@ -1995,6 +2004,8 @@ size_t bodyStart(const std::string &src, size_t from) {
 } // namespace
 
 llvm::Error addGridDependencyControl(EmittedKernel &k) {
+  if (k.gridDependencyInKernel)
+    return llvm::Error::success();
   std::string &src = k.source;
   size_t entry = src.find("extern \"C\" __global__");
   size_t body = entry == std::string::npos ? entry : bodyStart(src, entry);

@@ -61,6 +61,10 @@ struct EmittedKernel {
   // Programmatic dependent launch: release the next kernel as soon as this
   // one starts (addGridDependencyControl), not as its blocks exit.
   bool releaseEarly = false;
+  // The kernel waits for its predecessor itself (after loads that do not
+  // depend on it) and releases its successor as its Config says:
+  // addGridDependencyControl leaves it as it is.
+  bool gridDependencyInKernel = false;
 };
 
 // Element types of GEMM operands (weights keep their own type; logits are

@@ -180,6 +180,12 @@ model llama8b-2l 2 '{}'
 build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --batch 8 --max-batch 64 \
   --prefill-chunks 32,512 -o "$out/llama8b-2l-fp8-mb64.weft" 2>/dev/null
 rm -f "$out"/llama8b-2l-*-mb64.weights.safetensors
+# 64 sequences at once through FP8 codes and through int4 codes with bf16
+# tensor cores (buckets 1 to 64, prefill chunks of several sequences).
+check_batch "Llama-3.1-8B sizes, 2 layers, fp8 quantized here, 64 sequences" llama8b-2l-fp8-mb64.weft \
+  fp8:cfg/llama8b-2l float16 32 1 "$(lengths 64 700)"
+check_batch "Llama-3.1-8B sizes, 2 layers, bf16, int4 quantized here, 64 sequences" \
+  llama8b-2l-bf16-int4-mb64.weft rtn4:cfg/llama8b-2l-bf16 bfloat16 32 1 "$(lengths 64 700)"
 # Batched: every decode bucket (1 to 64) with sequences of different
 # lengths, prefill chunks holding several sequences beside decode tokens;
 # one device, a pipeline and tensor parallel.

@@ -1,7 +1,8 @@
 // One token through 4-bit codes in 16-row tiles (batch-1 decode of an AWQ,
 // GPTQ or int4 model) at Llama 3.1 8B sizes: weft/gemv_one_token.cuh, a
-// warp per 16 columns, 4 warps a block, K split until there are about 8
-// blocks per SM (132 SMs), and the last block of each column block to
+// warp per 16 columns, 4 warps a block, registers capped for 8 blocks per
+// SM and K split into as many ranges as one wave of such blocks holds
+// (132 SMs), and the last block of each column block to
 // arrive sums the partials and runs the epilogue, so there is no reduce
 // kernel. Its arrival counters are a zeroed scratch buffer.
 // RUN: weft-emit-cuda %s | FileCheck %s
@@ -10,10 +11,10 @@
 // Without tiles, or at two tokens, the general GEMV template runs.
 // RUN: sed -e 's/, tiled = true//' %s | weft-emit-cuda --no-source - | FileCheck %s --check-prefix=UNTILED
 
-// RMSNorm + Q/K/V: 96 column blocks, 8 splits of 4 steps.
+// RMSNorm + Q/K/V: 96 column blocks, 11 splits of 3 steps (the last 2).
 // CHECK-LABEL: // @qkv region 0 "rms_norm_linear": 1 step
 // CHECK-NEXT: // step 0: kernel weft_rms_norm_linear_t1_k4096_n6144_gemv1_{{[0-9a-f]+}}
-// CHECK-NEXT: //   grid (96, 8, 1) block (128, 1, 1) shared 0
+// CHECK-NEXT: //   grid (96, 11, 1) block (128, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 norm_w: RegionInput 1
 // CHECK-NEXT: //   param 2 w: RegionInput 2
@@ -21,16 +22,21 @@
 // CHECK-NEXT: //   param 4 out0: RegionResult 0
 // CHECK-NEXT: //   param 5 out1: RegionResult 1
 // CHECK-NEXT: //   param 6 out2: RegionResult 2
-// CHECK-NEXT: //   param 7 partials: Scratch 0 (196608 bytes)
+// CHECK-NEXT: //   param 7 partials: Scratch 0 (270336 bytes)
 // CHECK-NEXT: //   param 8 arrivals: Scratch 3 (384 bytes, zeroed)
 // CHECK: #include "weft/gemv_one_token.cuh"
 // CHECK: static constexpr int K = 4096, NW = 6144, NC = 6144, RPC = 1;
-// CHECK: static constexpr int SPLITS = 8, SPS = 4, U = 2;
+// CHECK: static constexpr int BLOCKS_PER_SM = 8;
+// CHECK: static constexpr int SPLITS = 11, SPS = 3, U = 2;
 // CHECK: static constexpr bool NORM = true;
 // CHECK: static constexpr float EPS = 1e-05f, NORM_OFFSET = 0.0f;
+// CHECK: static constexpr bool RELEASE_EARLY = true;
 // CHECK: using W = weft::kernels::PackedRows<4, 128, 32, m_t, weft::kernels::Codes::Int, true>;
-// 4-bit kernels release the next kernel at once (programmatic launch).
-// CHECK: wf_grid_dependency_control();
+// It waits for the kernel before it itself, after its first loads of
+// codes, then releases the next one at once (programmatic launch), so the
+// entry point has no wait of its own.
+// CHECK: __launch_bounds__(Config::THREADS, Config::BLOCKS_PER_SM)
+// CHECK-NEXT: weft_rms_norm_linear_t1_k4096_n6144_gemv1_{{[0-9a-f]+}}(const Config::x_t
 // CHECK-NEXT: weft::kernels::gemvOneToken<Config>(x, norm_w, w, w_scales, Epilogue{out0, out1, out2}, partials, arrivals);
 // SM86: // step 0: kernel weft_rms_norm_linear_t1_k4096_n6144_gemv1_
 // SM86: //   compiled for sm_86: cubin ok, ptx ok

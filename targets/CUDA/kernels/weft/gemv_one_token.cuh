@@ -27,7 +27,9 @@
 //
 // Config: K, NW (weight rows), NC (output columns), RPC, GROUP, WARPS,
 // THREADS (= WARPS * 32), SPLITS, SPS (steps of 128 per split), U (steps in
-// flight), NORM, EPS, NORM_OFFSET; x_t, norm_t, m_t (the model's 16-bit
+// flight), NORM, EPS, NORM_OFFSET, RELEASE_EARLY (programmatic launch: the
+// kernel waits for its predecessor itself, after its first loads, and
+// then releases its successor at once or as its blocks exit); x_t, norm_t, m_t (the model's 16-bit
 // type), W (the PackedRows policy above); static row(col, j).
 // Epilogue E: a callable (t, col, v[RPC], key) as in weft/gemv.cuh.
 // Grid: (ceil(NC / (16 * WARPS)), SPLITS); block: THREADS.
@@ -49,6 +51,7 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
   constexpr int K = C::K, NC = C::NC, RPC = C::RPC, WARPS = C::WARPS, U = C::U;
   constexpr int SPLITS = C::SPLITS, SPS = C::SPS, KS = SPS * 128, STEPS = K / 128;
   static_assert(C::THREADS == WARPS * 32, "one warp per 16-column tile");
+  static_assert(NC % 16 == 0, "whole 16-column tiles");
   static_assert(K % 128 == 0 && (SPLITS - 1) * SPS < STEPS && SPLITS * SPS >= STEPS,
                 "every split has at least one step");
   static_assert(W::CHUNKS == 4 && W::SUM_SCALE == wf_same<m_t, __half>::value && !W::ROW_SCALE,
@@ -57,10 +60,43 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
   __shared__ __align__(16) m_t xs[KS];
   __shared__ float red[WARPS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const int col0 = (blockIdx.x * WARPS + warp) * 16;
+  // This warp's 16 columns; a warp past NC (the last block's) repeats the
+  // last tile and stores nothing.
+  const int tile = blockIdx.x * WARPS + warp;
+  const bool owner = tile < NC / 16;
+  const int col0 = (owner ? tile : NC / 16 - 1) * 16;
   const int stepBegin = blockIdx.y * SPS;
   const int steps = STEPS - stepBegin < SPS ? STEPS - stepBegin : SPS;
   const int kBegin = stepBegin * 128;
+
+  // Rows g and g + 8 of each row kind's tile.
+  auto rowOf = [&](int j, int half) {
+    return W(w, scales, C::row(col0 + g + 8 * half, j), K, 32 * q);
+  };
+  // U steps of codes at a time, the next U in flight while these are
+  // multiplied. The codes and scales are constants of the plan, so the
+  // first steps' loads go out before waiting for the kernel before this
+  // one (programmatic launch), whose outputs are the inputs x.
+  using Raw = typename W::Raw;
+  Raw rawLo[U][RPC], rawHi[U][RPC];
+  auto loadSteps = [&](int s0, Raw (&lo)[U][RPC], Raw (&hi)[U][RPC]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (s0 + u >= steps)
+        break;
+      const int k = kBegin + (s0 + u) * 128;
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        lo[u][j] = rowOf(j, 0).load(k);
+        hi[u][j] = rowOf(j, 1).load(k);
+      }
+    }
+  };
+  loadSteps(0, rawLo, rawHi);
+  if constexpr (C::RELEASE_EARLY)
+    wf_grid_dependency_control();
+  else
+    wf_grid_dependency_wait();
 
   // The token's 1 / rms over the whole row.
   float inv = 1.0f;
@@ -100,27 +136,12 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
   }
   __syncthreads();
 
-  // Rows g and g + 8 of each row kind's tile; columns past NC read the
-  // last column's rows (no branch in the loop) and are dropped at the end.
-  const int cLo = col0 + g < NC ? col0 + g : NC - 1;
-  const int cHi = col0 + g + 8 < NC ? col0 + g + 8 : NC - 1;
-  auto rowOf = [&](int j, int half) {
-    return W(w, scales, C::row(half ? cHi : cLo, j), K, 32 * q);
-  };
   // Token 0's sums of rows g (acc[j][0]) and g + 8 (acc[j][2]).
   float acc[RPC][4] = {};
   for (int s0 = 0; s0 < steps; s0 += U) {
-    typename W::Raw rawLo[U][RPC], rawHi[U][RPC];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      // A step past the end loads the last one again (dropped below).
-      const int k = kBegin + (s0 + u < steps ? s0 + u : steps - 1) * 128;
-#pragma unroll
-      for (int j = 0; j < RPC; ++j) {
-        rawLo[u][j] = rowOf(j, 0).load(k);
-        rawHi[u][j] = rowOf(j, 1).load(k);
-      }
-    }
+    Raw nextLo[U][RPC], nextHi[U][RPC];
+    if (s0 + U < steps)
+      loadSteps(s0 + U, nextLo, nextHi);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (s0 + u >= steps)
@@ -149,34 +170,36 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
         }
       }
     }
+    if (s0 + U < steps)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < RPC; ++j) {
+          rawLo[u][j] = nextLo[u][j];
+          rawHi[u][j] = nextHi[u][j];
+        }
   }
 
   if constexpr (SPLITS == 1) {
-    if (q == 0) {
+    if (q == 0 && owner) {
       unsigned long long key = 0ull;
       float v[RPC];
-      if (col0 + g < NC) {
 #pragma unroll
-        for (int j = 0; j < RPC; ++j)
-          v[j] = acc[j][0];
-        epilogue(0, col0 + g, v, key);
-      }
-      if (col0 + g + 8 < NC) {
+      for (int j = 0; j < RPC; ++j)
+        v[j] = acc[j][0];
+      epilogue(0, col0 + g, v, key);
 #pragma unroll
-        for (int j = 0; j < RPC; ++j)
-          v[j] = acc[j][2];
-        epilogue(0, col0 + g + 8, v, key);
-      }
+      for (int j = 0; j < RPC; ++j)
+        v[j] = acc[j][2];
+      epilogue(0, col0 + g + 8, v, key);
     }
   } else {
-    if (q == 0)
+    if (q == 0 && owner)
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
         float *row = partials + ((size_t)blockIdx.y * RPC + j) * NC;
-        if (col0 + g < NC)
-          row[col0 + g] = acc[j][0];
-        if (col0 + g + 8 < NC)
-          row[col0 + g + 8] = acc[j][2];
+        row[col0 + g] = acc[j][0];
+        row[col0 + g + 8] = acc[j][2];
       }
     // The last of the column block's SPLITS blocks sums the partials.
     __shared__ bool last;
