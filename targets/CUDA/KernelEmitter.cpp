@@ -1026,6 +1026,7 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
      << "  // Programmatic launch: wait for the previous kernel after the first\n"
      << "  // loads of codes, then release the next one at once.\n"
      << "  static constexpr bool RELEASE_EARLY = " << (releaseEarly ? "true" : "false") << ";\n"
+     << "  static constexpr bool PREFETCH = " << (std::getenv("WEFT_ONE_TOKEN_NOPREFETCH") ? "false" : "true") << ";\n"
      << "  using x_t = " << cudaType(p.xType) << ";\n"
      << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
      << "  using m_t = " << cudaType(p.weightType) << ";\n"
@@ -1070,7 +1071,7 @@ std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
     arrivals.zeroInit = true;
     params.push_back(arrivals);
   }
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS, Config::BLOCKS_PER_SM)\n"
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS" << (std::getenv("WEFT_ONE_TOKEN_NOCAP") ? "" : ", Config::BLOCKS_PER_SM") << ")\n"
      << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
      << "  weft::kernels::gemvOneToken<Config>(x, " << (norm ? "norm_w" : "nullptr")
      << ", w, w_scales, " << gemvEpilogueValue(epi) << ", "

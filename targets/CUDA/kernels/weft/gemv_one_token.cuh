@@ -92,11 +92,17 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
       }
     }
   };
+  auto waitForInputs = [] {
+    if constexpr (C::RELEASE_EARLY)
+      wf_grid_dependency_control();
+    else
+      wf_grid_dependency_wait();
+  };
+  if constexpr (!C::PREFETCH)
+    waitForInputs();
   loadSteps(0, rawLo, rawHi);
-  if constexpr (C::RELEASE_EARLY)
-    wf_grid_dependency_control();
-  else
-    wf_grid_dependency_wait();
+  if constexpr (C::PREFETCH)
+    waitForInputs();
 
   // The token's 1 / rms over the whole row.
   float inv = 1.0f;
@@ -140,7 +146,7 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
   float acc[RPC][4] = {};
   for (int s0 = 0; s0 < steps; s0 += U) {
     Raw nextLo[U][RPC], nextHi[U][RPC];
-    if (s0 + U < steps)
+    if (C::PREFETCH && s0 + U < steps)
       loadSteps(s0 + U, nextLo, nextHi);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -170,7 +176,7 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
         }
       }
     }
-    if (s0 + U < steps)
+    if (C::PREFETCH && s0 + U < steps) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -178,6 +184,9 @@ __device__ __forceinline__ void gemvOneToken(const typename C::x_t *__restrict__
           rawLo[u][j] = nextLo[u][j];
           rawHi[u][j] = nextHi[u][j];
         }
+    } else if (!C::PREFETCH && s0 + U < steps) {
+      loadSteps(s0 + U, rawLo, rawHi);
+    }
   }
 
   if constexpr (SPLITS == 1) {
