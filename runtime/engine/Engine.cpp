@@ -70,21 +70,16 @@ Status Engine::Impl::allocateBuffers() {
   for (const fb::Bucket *b : *p->buckets())
     maxTokens = std::max(maxTokens, b->tokens());
   WEFT_RETURN_IF_ERROR(kv.setUp(*p, devices.size()));
-  std::vector<uint64_t> arena(devices.size(), 0), zeroed(devices.size(), 0);
+  std::vector<uint64_t> arena(devices.size(), 0);
   for (const fb::Bucket *b : *p->buckets())
-    for (const fb::DeviceBuffers *db : *b->devices()) {
+    for (const fb::DeviceBuffers *db : *b->devices())
       arena[size_t(db->device())] = std::max(arena[size_t(db->device())], db->arena_bytes());
-      zeroed[size_t(db->device())] = db->zeroed_bytes(); // the same in every bucket
-    }
   for (size_t i = 0; i < devices.size(); ++i) {
     Device &dev = devices[i];
     int d = int(i);
     StatusOr<void *> a = devices.allocate(d, arena[i], "its activation arena");
     if (!a.isOk()) return a.status();
     dev.arena = *a;
-    // The zeroed region: arrival counters, which their kernels leave zero.
-    if (zeroed[i] > 0)
-      WEFT_CUDA(cudaMemset(dev.arena, 0, zeroed[i]), "zeroing the arena's counters");
     // Inputs: token vectors for the largest bucket, outputs, sampling.
     for (fb::InputKind k : {fb::InputKind::TokenIds, fb::InputKind::Positions,
                             fb::InputKind::Slots, fb::InputKind::NextTokens,

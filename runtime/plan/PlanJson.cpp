@@ -308,7 +308,6 @@ Json bufferJson(const fb::Buffer &b) {
   Json j;
   j["offset"] = b.offset();
   j["bytes"] = b.bytes();
-  j["zeroed"] = b.zeroed();
   return j;
 }
 
@@ -317,7 +316,6 @@ Json deviceBuffersJson(const fb::DeviceBuffers &d) {
   j["device"] = d.device();
   j["arena_bytes"] = d.arena_bytes();
   j["buffers"] = tables(d.buffers(), bufferJson);
-  j["zeroed_bytes"] = d.zeroed_bytes();
   return j;
 }
 
@@ -525,7 +523,6 @@ void summarizeMemory(const fb::Plan &plan, std::string &out) {
              plural(uint64_t(std::max(kv->block_tokens(), 0)), "token", "tokens");
     out += "\n    arena peak:";
     bool any = false;
-    uint64_t zeroed = 0;
     for (uint32_t b = 0; b < count(plan.buckets()); ++b) {
       const fb::Bucket &bucket = *plan.buckets()->Get(b);
       for (uint32_t k = 0; k < count(bucket.devices()); ++k) {
@@ -535,11 +532,8 @@ void summarizeMemory(const fb::Plan &plan, std::string &out) {
         out += std::string(any ? "," : "") + " " + name(bucket.name()) + " " +
                bytesString(db.arena_bytes());
         any = true;
-        zeroed = db.zeroed_bytes();
       }
     }
-    if (zeroed > 0)
-      out += "; its first " + bytesString(zeroed) + " zeroed once (arrival counts)";
     out += any ? "\n" : " none\n";
   }
 }

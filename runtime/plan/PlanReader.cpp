@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <exception>
 #include <limits>
-#include <map>
 #include <new>
 #include <optional>
 #include <cmath>
@@ -796,15 +795,6 @@ private:
                                       " has a second entry: expected one per device");
       buffers_[db->device()] = db;
       const uint64_t arena = db->arena_bytes();
-      const uint64_t zeroed = db->zeroed_bytes();
-      if (zeroed > arena)
-        return badField("zeroed_bytes", str(zeroed) + " is past arena_bytes " + str(arena) +
-                                            ": expected a region inside the device's arena");
-      auto [known, first] = zeroedBytes_.emplace(db->device(), zeroed);
-      if (!first && known->second != zeroed)
-        return badField("zeroed_bytes",
-                        str(zeroed) + " differs from " + str(known->second) +
-                            " of an earlier bucket: expected one zeroed region per device");
       for (uint32_t x = 0; x < count(db->buffers()); ++x) {
         Scope buf(path_, "buffers", x);
         const fb::Buffer *b = db->buffers()->Get(x);
@@ -816,14 +806,6 @@ private:
           return bad("bytes [" + str(b->offset()) + ", " + str(end) +
                      ") end past arena_bytes " + str(arena) +
                      ": expected a range inside the device's arena");
-        if (b->zeroed() && end > zeroed)
-          return bad("zeroed bytes [" + str(b->offset()) + ", " + str(end) +
-                     ") end past zeroed_bytes " + str(zeroed) +
-                     ": expected a zeroed buffer inside the zeroed region");
-        if (!b->zeroed() && b->offset() < zeroed)
-          return bad("bytes [" + str(b->offset()) + ", " + str(end) +
-                     ") start inside the zeroed region [0, " + str(zeroed) +
-                     "): expected other buffers after it");
       }
     }
     return Status::ok();
@@ -1159,7 +1141,6 @@ private:
   std::vector<StageInfo> stages_;
   std::vector<uint64_t> weightBytes_;               // per device (one shard)
   std::vector<const fb::DeviceBuffers *> buffers_;  // of the current bucket
-  std::map<int32_t, uint64_t> zeroedBytes_;           // per device, from the first bucket
 };
 
 //===----------------------------------------------------------------------===//

@@ -18,7 +18,6 @@
 #include "llvm/Support/xxhash.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -729,32 +728,6 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   return g;
 }
 
-// The epilogue of a GEMV as a callable struct over a `Config` (NC, RPC,
-// row(col, j)), and the expression that makes it from the kernel's
-// parameters of the same names.
-std::string gemvEpilogueSource(const EpilogueCode &epi) {
-  std::string epilogue;
-  llvm::raw_string_ostream os(epilogue);
-  os << "\nconstexpr int NC = Config::NC;\n"
-     << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
-     << epi.typedefs << "\nstruct Epilogue {\n";
-  for (auto &[decl, b] : epi.params)
-    os << "  " << decl << ";\n";
-  os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
-        "                                             unsigned long long &key) const {\n"
-        "    (void)key;\n"
-     << epi.body << "  }\n};\n";
-  os.flush();
-  return epilogue;
-}
-
-std::string gemvEpilogueValue(const EpilogueCode &epi) {
-  std::vector<std::string> names;
-  for (auto &[decl, b] : epi.params)
-    names.push_back(b.name);
-  return "Epilogue{" + llvm::join(names, ", ") + "}";
-}
-
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
 // runs the epilogue).
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
@@ -824,8 +797,23 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
       os << "    (void)j;\n    return col;\n";
     os << "  }\n};\n";
   }
-  std::string epilogue = gemvEpilogueSource(epi);
-  std::string makeEpilogue = gemvEpilogueValue(epi);
+  std::string epilogue;
+  {
+    llvm::raw_string_ostream os(epilogue);
+    os << "\nconstexpr int NC = Config::NC;\n"
+       << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
+       << epi.typedefs << "\nstruct Epilogue {\n";
+    for (auto &[decl, b] : epi.params)
+      os << "  " << decl << ";\n";
+    os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
+          "                                             unsigned long long &key) const {\n"
+          "    (void)key;\n"
+       << epi.body << "  }\n};\n";
+  }
+  std::vector<std::string> epilogueNames;
+  for (auto &[decl, b] : epi.params)
+    epilogueNames.push_back(b.name);
+  std::string makeEpilogue = "Epilogue{" + llvm::join(epilogueNames, ", ") + "}";
 
   // --- The GEMV kernel.
   {
@@ -944,148 +932,6 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
                     std::to_string(g.gx),
         std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1}, std::move(params))));
   }
-  return steps;
-}
-
-//===----------------------------------------------------------------------===//
-// One token through 4-bit codes in 16-row tiles (weft/gemv_one_token.cuh)
-//===----------------------------------------------------------------------===//
-
-constexpr int kOneTokenWarps = 4; // a block: 4 warps of 16 columns each
-
-// Batch-1 decode of an AWQ, GPTQ or int4 model: 4-bit integer codes in
-// 16-row tiles, groups a multiple of one step (128 inputs), an epilogue
-// that is not the LM head's.
-bool oneTokenGemvApplies(const Projection &p, const EmitOptions &o) {
-  return p.tokens == 1 && p.quantBits == 4 && p.quantFormat == QuantFormat::Int && p.quantTiled &&
-         p.quantGroup % 128 == 0 && p.k % 128 == 0 && p.columns() % 16 == 0 &&
-         p.select == Projection::Select::None &&
-         p.epilogue != Epilogue::Logits && o.computeCapability >= 80;
-}
-
-struct OneTokenPlan {
-  int64_t gx = 1;     // column blocks of 16 * kOneTokenWarps columns
-  int64_t splits = 1; // K ranges (grid.y)
-  int64_t sps = 1;    // steps of 128 inputs per K range
-  int64_t inFlight = 2;
-  int64_t blocksPerSm = 8; // resident blocks per SM the grid is sized for
-};
-
-// Split K until the grid has about 8 blocks of 128 threads per SM (one
-// wave at the occupancy these kernels reach), at most 16 ranges of at
-// least two steps each, and at least as many as keep a range's staged
-// inputs within 32 KiB.
-OneTokenPlan planOneTokenGemv(const Projection &p, const EmitOptions &o) {
-  OneTokenPlan g;
-  const int64_t steps = p.k / 128, sms = std::max<int64_t>(1, o.smCount);
-  g.blocksPerSm = std::getenv("WEFT_ONE_TOKEN_BPS") ? std::atoi(std::getenv("WEFT_ONE_TOKEN_BPS")) : 8;
-  g.gx = ceilDiv(p.columns(), 16 * kOneTokenWarps);
-  // As many K ranges as one wave of blocks holds, at most 16, each at
-  // least two steps; at least as many as keep a range's inputs in 32 KiB.
-  int64_t splits = std::clamp<int64_t>(g.blocksPerSm * sms / g.gx, 1, std::min<int64_t>(16, std::max<int64_t>(1, steps / 2)));
-  const int64_t stageSteps = kStageBytes / (128 * bytesOf(p.weightType));
-  splits = std::max(splits, ceilDiv(steps, stageSteps));
-  g.sps = ceilDiv(steps, splits);
-  g.splits = ceilDiv(steps, g.sps);
-  // Two steps of codes in flight per row kind; SwiGLU's two kinds already
-  // have four loads in flight with one.
-  g.inFlight = p.rowsPerColumn() == 2 ? 1 : 2;
-  return g;
-}
-
-std::vector<EmittedStep> emitOneTokenGemv(FusionOp region, const Projection &p,
-                                          const EmitOptions &o) {
-  OneTokenPlan g = planOneTokenGemv(p, o);
-  const bool norm = p.normIn >= 0, split = g.splits > 1;
-  const int64_t threads = 32 * kOneTokenWarps;
-  // Released at once like the other 4-bit kernels: the next kernel's
-  // blocks can then start their own loads of codes as this one's end.
-  const bool releaseEarly = !std::getenv("WEFT_ONE_TOKEN_LATE");
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, /*argmaxCandidates=*/false,
-                                        /*logitsScratch=*/2);
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// " << region.getKind() << ": " << (norm ? "RMSNorm prologue, " : "")
-     << "one-token tensor-core GEMV over 4-bit codes in 16-row tiles"
-     << (split ? ", split K (the last block of a column block sums the partials)" : "")
-     << ".\n"
-     << "#include \"weft/gemv_one_token.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int K = " << p.k << ", NW = " << p.nw << ", NC = " << p.columns()
-     << ", RPC = " << p.rowsPerColumn()
-     << ";  // input features, weight rows, outputs, rows per output\n"
-     << "  static constexpr int WARPS = " << kOneTokenWarps << ", THREADS = " << threads
-     << ";  // a warp per 16 columns\n"
-     << "  static constexpr int BLOCKS_PER_SM = " << g.blocksPerSm
-     << ";  // resident at once (registers capped to fit), which sizes the grid\n"
-     << "  static constexpr int SPLITS = " << g.splits << ", SPS = " << g.sps << ", U = "
-     << g.inFlight << ";  // K ranges, steps of 128 inputs per range, steps in flight\n"
-     << "  static constexpr bool NORM = " << (norm ? "true" : "false") << ";\n"
-     << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
-     << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"
-     << "  // Programmatic launch: wait for the previous kernel after the first\n"
-     << "  // loads of codes, then release the next one at once.\n"
-     << "  static constexpr bool RELEASE_EARLY = " << (releaseEarly ? "true" : "false") << ";\n"
-     << "  static constexpr bool PREFETCH = " << (std::getenv("WEFT_ONE_TOKEN_NOPREFETCH") ? "false" : "true") << ";\n"
-     << "  using x_t = " << cudaType(p.xType) << ";\n"
-     << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
-     << "  using m_t = " << cudaType(p.weightType) << ";\n"
-     << "  // 4-bit codes in 16-row tiles, a (scale, zero) pair per " << p.quantGroup
-     << " inputs of a row\n"
-     << "  using W = weft::kernels::PackedRows<4, " << p.quantGroup
-     << ", 32, m_t, weft::kernels::Codes::Int, true>;\n"
-     << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up).\n"
-     << "  static __device__ __forceinline__ int row(int col, int j) {\n";
-  if (p.epilogue == Epilogue::Swiglu)
-    os << "    return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
-  else
-    os << "    (void)j;\n    return col;\n";
-  os << "  }\n};\n" << gemvEpilogueSource(epi);
-
-  std::vector<ParamBinding> params;
-  std::vector<std::string> decls;
-  decls.push_back("const Config::x_t *__restrict__ x");
-  params.push_back(binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
-  if (norm) {
-    decls.push_back("const Config::norm_t *__restrict__ norm_w");
-    params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
-  }
-  decls.push_back("const unsigned *__restrict__ w");
-  params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
-  decls.push_back("const void *__restrict__ w_scales");
-  ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
-  scales.part = 1;
-  params.push_back(scales);
-  for (auto &[decl, b] : epi.params) {
-    decls.push_back(decl);
-    params.push_back(b);
-  }
-  if (split) {
-    // Scratch 0: the partial sums [SPLITS][RPC][NC]; 3: a counter per
-    // column block, zero between launches.
-    decls.push_back("float *__restrict__ partials");
-    params.push_back(scratchBinding(
-        0, uint64_t(g.splits * p.rowsPerColumn() * p.columns() * 4), "partials"));
-    decls.push_back("unsigned *__restrict__ arrivals");
-    ParamBinding arrivals = scratchBinding(3, uint64_t(g.gx * 4), "arrivals");
-    arrivals.zeroInit = true;
-    params.push_back(arrivals);
-  }
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS" << (std::getenv("WEFT_ONE_TOKEN_NOCAP") ? "" : ", Config::BLOCKS_PER_SM") << ")\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-     << "  weft::kernels::gemvOneToken<Config>(x, " << (norm ? "norm_w" : "nullptr")
-     << ", w, w_scales, " << gemvEpilogueValue(epi) << ", "
-     << (split ? "partials, arrivals" : "nullptr, nullptr") << ");\n}\n";
-  os.flush();
-  std::string base = "weft_" + identifier(region.getKind()) + "_t1_k" + std::to_string(p.k) +
-                     "_n" + std::to_string(p.nw) + "_gemv1";
-  EmittedKernel kernel = finishKernel(region, base, std::move(src),
-                                      {int(g.gx), int(g.splits), 1}, {int(threads), 1, 1},
-                                      std::move(params));
-  kernel.releaseEarly = releaseEarly;
-  kernel.gridDependencyInKernel = true;
-  std::vector<EmittedStep> steps;
-  steps.push_back(kernelStep(std::move(kernel)));
   return steps;
 }
 
@@ -1547,8 +1393,6 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
         steps.push_back(std::move(s));
       return steps;
     }
-    if (oneTokenGemvApplies(p, o) && !std::getenv("WEFT_ONE_TOKEN_OFF"))
-      return emitOneTokenGemv(region, p, o);
     return emitGemv(region, p, o);
   }
   if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))
@@ -2005,8 +1849,6 @@ size_t bodyStart(const std::string &src, size_t from) {
 } // namespace
 
 llvm::Error addGridDependencyControl(EmittedKernel &k) {
-  if (k.gridDependencyInKernel)
-    return llvm::Error::success();
   std::string &src = k.source;
   size_t entry = src.find("extern \"C\" __global__");
   size_t body = entry == std::string::npos ? entry : bodyStart(src, entry);

@@ -31,16 +31,13 @@ struct ParamBinding {
     BlockTables,  // int32 [max_sequences, max_blocks_per_sequence]
     Scratch,      // index: scratch buffer id within the region; `bytes` big.
                   // Contents do not persist between launches: a kernel
-                  // never relies on what an earlier run left there, unless
-                  // `zeroInit`: then it is zero before every launch (the
-                  // runtime zeroes it once; the kernel leaves it zero, as
-                  // arrival counters that the last block resets do)
+                  // never relies on what an earlier run left there
     Scalar,       // value
   };
   Kind kind;
   int64_t index = 0;
-  uint64_t bytes = 0; // Scratch: size in bytes
-  bool zeroInit = false; // Scratch: zero before every launch (see above)
+  uint64_t bytes = 0; // Scratch: size in bytes (zero-initialized if zeroInit)
+  bool zeroInit = false;
   int64_t value = 0;  // Scalar
   // RegionInput of a quantized weight (#weft.quant): 0 its codes, 1 its
   // (scale, zero) pairs, which the plan holds as a second weight.
@@ -61,10 +58,6 @@ struct EmittedKernel {
   // Programmatic dependent launch: release the next kernel as soon as this
   // one starts (addGridDependencyControl), not as its blocks exit.
   bool releaseEarly = false;
-  // The kernel waits for its predecessor itself (after loads that do not
-  // depend on it) and releases its successor as its Config says:
-  // addGridDependencyControl leaves it as it is.
-  bool gridDependencyInKernel = false;
 };
 
 // Element types of GEMM operands (weights keep their own type; logits are

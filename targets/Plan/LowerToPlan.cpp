@@ -109,7 +109,6 @@ struct BufferRec {
   uint64_t bytes = 0;
   int first = 0, last = 0; // live steps, inclusive
   int local = 0;           // index within the device's buffer list
-  bool zeroed = false;     // zero before every step (ParamBinding::zeroInit)
 };
 
 struct StepRec {
@@ -462,13 +461,8 @@ public:
       return a;
     case cuda::ParamBinding::Kind::Scratch: {
       auto it = scratch.find(p.index);
-      if (it == scratch.end()) {
+      if (it == scratch.end())
         it = scratch.emplace(p.index, newBuffer(device, p.bytes, step)).first;
-        current->buffers[size_t(it->second)].zeroed = p.zeroInit;
-      } else if (current->buffers[size_t(it->second)].zeroed != p.zeroInit) {
-        return makeError(what + ": scratch " + std::to_string(p.index) +
-                         " is zeroed for one kernel of the region and not for another");
-      }
       touch(it->second, step);
       a.kind = ArgKind::Buffer;
       a.index = it->second;
@@ -822,8 +816,7 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
     for (auto &[device, recs] : byDevice)
       for (const BufferRec *r : recs)
         b.create<plan_ir::BufferOp>(loc, i64(device), i64(r->local), IntegerAttr(),
-                                    i64(int64_t(r->bytes)),
-                                    r->zeroed ? b.getUnitAttr() : UnitAttr());
+                                    i64(int64_t(r->bytes)));
     for (const StepRec &s : bucket.steps) {
       switch (s.kind) {
       case StepRec::Launch: {

@@ -15,7 +15,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -383,15 +382,6 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
   size_t stepCount = 0;
   std::vector<uint64_t> peak(topology.devices.size(), 0);
   std::vector<flatbuffers::Offset<fb::Bucket>> buckets;
-  // Per device, the zeroed region every bucket shares: where the zeroed
-  // buffers of all buckets end (plan-assign-buffers puts them first).
-  std::map<int, uint64_t> zeroedBytes;
-  for (auto bucket : plan.getOps<plan_ir::BucketOp>())
-    for (auto buf : bucket.getBody().front().getOps<plan_ir::BufferOp>())
-      if (buf.getZeroed() && buf.getOffset())
-        zeroedBytes[int(buf.getDevice())] =
-            std::max(zeroedBytes[int(buf.getDevice())],
-                     plan_ir::alignToBuffer(*buf.getOffset() + uint64_t(buf.getBytes())));
   for (auto bucket : plan.getOps<plan_ir::BucketOp>()) {
     auto arg = [&](plan_ir::ArgAttr a) {
       return fb::CreateArg(b, fbOf(a.getKind()), int32_t(a.getIndex()),
@@ -413,10 +403,8 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
           return makeError("@" + bucket.getSymName() + ": a buffer on device " +
                            llvm::Twine(d) + " of a topology with " +
                            llvm::Twine(topology.devices.size()));
-        buffers[d].push_back(
-            fb::CreateBuffer(b, *offset, uint64_t(buf.getBytes()), buf.getZeroed()));
-        arena[d] = std::max({arena[d], zeroedBytes[d],
-                             plan_ir::alignToBuffer(*offset + uint64_t(buf.getBytes()))});
+        buffers[d].push_back(fb::CreateBuffer(b, *offset, uint64_t(buf.getBytes())));
+        arena[d] = std::max(arena[d], plan_ir::alignToBuffer(*offset + uint64_t(buf.getBytes())));
         continue;
       }
       flatbuffers::Offset<void> body;
@@ -483,8 +471,7 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
     std::vector<flatbuffers::Offset<fb::DeviceBuffers>> deviceBuffers;
     for (auto &[device, list] : buffers) {
       deviceBuffers.push_back(
-          fb::CreateDeviceBuffers(b, device, arena[device], b.CreateVector(list),
-                                  zeroedBytes[device]));
+          fb::CreateDeviceBuffers(b, device, arena[device], b.CreateVector(list)));
       peak[size_t(device)] = std::max(peak[size_t(device)], arena[device]);
     }
     flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::StepPrediction>>> predicted;

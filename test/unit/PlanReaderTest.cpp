@@ -222,7 +222,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 5);
+  EXPECT_EQ(j["version"], 4);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -247,9 +247,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.find("foobar"), std::string::npos); // bytes never shown
 
   const nlohmann::json &decode = j["buckets"][0];
-  EXPECT_EQ(decode["devices"][0]["buffers"][2],
-            nlohmann::json({{"offset", 1024}, {"bytes", 1024}, {"zeroed", false}}));
-  EXPECT_EQ(decode["devices"][0]["zeroed_bytes"], 0);
+  EXPECT_EQ(decode["devices"][0]["buffers"][2], nlohmann::json({{"offset", 1024}, {"bytes", 1024}}));
   EXPECT_EQ(decode["steps"][0]["op_type"], "Launch");
   EXPECT_EQ(decode["steps"][0]["op"]["args"][0]["kind"], "Input");
   EXPECT_EQ(decode["steps"][0]["op"]["args"][0]["input"], "TokenIds");
@@ -339,7 +337,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 5, compiled by weft-compile test",
+           "plan: format version 4, compiled by weft-compile test",
            "seal: BLAKE2b-256 checksum, unsigned",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",
@@ -489,12 +487,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 1u, 2u, 3u, 4u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 2u, 3u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 5 (the plan format this runtime reads"));
+                                       ": expected 4 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
@@ -882,18 +880,6 @@ const Rejection kRejections[] = {
     {"BufferPastArena", [](fb::PlanT &p) { p.buckets[0]->devices[0]->buffers[2]->bytes = 3073; },
      "buckets[0].devices[0].buffers[2]",
      "bytes [1024, 4097) end past arena_bytes 4096: expected a range inside the device's arena"},
-    {"ZeroedPastArena", [](fb::PlanT &p) { p.buckets[0]->devices[0]->zeroed_bytes = 4352; },
-     "buckets[0].devices[0].zeroed_bytes", "4352 is past arena_bytes 4096"},
-    {"ZeroedRegionDiffers", [](fb::PlanT &p) { p.buckets[1]->devices[0]->zeroed_bytes = 256; },
-     "buckets[1].devices[0].zeroed_bytes",
-     "256 differs from 0 of an earlier bucket: expected one zeroed region per device"},
-    {"BufferInZeroedRegion", [](fb::PlanT &p) { p.buckets[0]->devices[0]->zeroed_bytes = 256; },
-     "buckets[0].devices[0].buffers[0]",
-     "bytes [0, 256) start inside the zeroed region [0, 256): expected other buffers after it"},
-    {"ZeroedBufferPastRegion",
-     [](fb::PlanT &p) { p.buckets[0]->devices[0]->buffers[1]->zeroed = true; },
-     "buckets[0].devices[0].buffers[1]",
-     "zeroed bytes [256, 768) end past zeroed_bytes 0: expected a zeroed buffer inside"},
     {"BufferOverflows",
      [](fb::PlanT &p) {
        p.buckets[0]->devices[0]->buffers[1]->offset = std::numeric_limits<uint64_t>::max() - 100;

@@ -83,7 +83,7 @@ void printBinding(llvm::raw_ostream &os, const weft::cuda::ParamBinding &b) {
   os << b.name << ": " << kindName(b.kind);
   switch (b.kind) {
   case Kind::Scratch:
-    os << " " << b.index << " (" << b.bytes << " bytes" << (b.zeroInit ? ", zeroed" : "") << ")";
+    os << " " << b.index << " (" << b.bytes << " bytes)";
     break;
   case Kind::Scalar:
     os << " = " << b.value;

@@ -236,11 +236,6 @@ def Plan_BufferOp : Plan_Op<"buffer", [HasParent<"BucketOp">]> {
     arguments name); `offset` and `bytes` place it in the arena. The
     lowering leaves `offset` out; `plan-assign-buffers` sets it.
 
-    A `zeroed` buffer is zero before every step: the runtime zeroes it once
-    when it allocates the arena and the kernels that use it leave it zero
-    (arrival counters that the last block of a grid to arrive resets).
-    `plan-assign-buffers` keeps zeroed buffers apart from all others.
-
     Example:
 
     ```mlir
@@ -248,7 +243,7 @@ def Plan_BufferOp : Plan_Op<"buffer", [HasParent<"BucketOp">]> {
     ```
   }];
   let arguments = (ins I64Attr:$device, I64Attr:$index, OptionalAttr<I64Attr>:$offset,
-                       I64Attr:$bytes, UnitAttr:$zeroed);
+                       I64Attr:$bytes);
   let assemblyFormat = "attr-dict";
 }
 

@@ -1,7 +1,7 @@
 //===- AssignBuffers.cpp - plan-assign-buffers ----------------------------===//
 //
 // Buffer liveness and placement: first fit by decreasing size among the
-// buffers whose lifetimes overlap, after the zeroed region.
+// buffers whose lifetimes overlap.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Plan/Transforms/Passes.h"
@@ -20,21 +20,7 @@ namespace weft::plan_ir {
 #define GEN_PASS_DEF_PLANASSIGNBUFFERSPASS
 #include "dialects/Plan/Transforms/Passes.h.inc"
 
-std::map<int64_t, uint64_t> zeroedRegions(ModuleOp module) {
-  std::map<int64_t, uint64_t> region;
-  for (BucketOp bucket : module.getOps<BucketOp>()) {
-    std::map<int64_t, uint64_t> bytes;
-    for (BufferOp b : bucket.getBody().front().getOps<BufferOp>())
-      if (b.getZeroed())
-        bytes[b.getDevice()] += alignToBuffer(uint64_t(b.getBytes()));
-    for (auto [device, n] : bytes)
-      region[device] = std::max(region[device], n);
-  }
-  return region;
-}
-
-LogicalResult assignBufferOffsets(BucketOp bucket,
-                                  const std::map<int64_t, uint64_t> &zeroedRegion) {
+LogicalResult assignBufferOffsets(BucketOp bucket) {
   struct Live {
     BufferOp op;
     uint64_t bytes = 0;
@@ -69,24 +55,9 @@ LogicalResult assignBufferOffsets(BucketOp bucket,
   OpBuilder b(bucket.getContext());
   for (auto &entry : byDevice) {
     std::vector<Live> &list = entry.second;
-    // Zeroed buffers: one after another from 0, in index order.
-    uint64_t zeroedEnd = 0;
-    for (Live &l : list) {
-      if (!l.op.getZeroed())
-        continue;
-      l.offset = zeroedEnd;
-      l.op.setOffsetAttr(b.getI64IntegerAttr(int64_t(zeroedEnd)));
-      zeroedEnd += alignToBuffer(l.bytes);
-    }
-    auto region = zeroedRegion.find(entry.first);
-    const uint64_t start = region == zeroedRegion.end() ? 0 : region->second;
-    if (zeroedEnd > start)
-      return bucket.emitOpError("has more zeroed bytes on device ")
-             << entry.first << " than the zeroed region of " << start;
-    std::vector<size_t> order;
-    for (size_t i = 0; i < list.size(); ++i)
-      if (!list[i].op.getZeroed())
-        order.push_back(i);
+    std::vector<size_t> order(list.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
     llvm::stable_sort(order, [&](size_t x, size_t y) {
       return list[x].bytes > list[y].bytes;
     });
@@ -101,7 +72,7 @@ LogicalResult assignBufferOffsets(BucketOp bucket,
           busy.push_back({o.offset, o.offset + alignToBuffer(o.bytes)});
       }
       llvm::sort(busy);
-      uint64_t offset = start;
+      uint64_t offset = 0;
       for (auto [lo, hi] : busy) {
         if (offset + size <= lo)
           break;
@@ -120,9 +91,8 @@ namespace {
 struct PlanAssignBuffersPass
     : impl::PlanAssignBuffersPassBase<PlanAssignBuffersPass> {
   void runOnOperation() override {
-    const std::map<int64_t, uint64_t> zeroed = zeroedRegions(getOperation());
     for (BucketOp bucket : getOperation().getOps<BucketOp>())
-      if (failed(assignBufferOffsets(bucket, zeroed)))
+      if (failed(assignBufferOffsets(bucket)))
         return signalPassFailure();
   }
 };

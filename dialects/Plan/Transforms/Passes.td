@@ -17,12 +17,6 @@ def PlanAssignBuffersPass : Pass<"plan-assign-buffers", "mlir::ModuleOp"> {
     `offset`; the arena of a device is the end of its last buffer, rounded
     up to 256 bytes.
 
-    `zeroed` buffers (which must stay zero between steps, in every bucket)
-    come first: each bucket's are placed one after another from offset 0,
-    and the other buffers of every bucket start after the largest such
-    region of the device over all buckets, so no buffer of any bucket
-    writes where a zeroed one lies.
-
     Example: two buffers live at once share no bytes, a third written after
     the first is last read reuses its bytes.
 

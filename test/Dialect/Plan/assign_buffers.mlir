@@ -1,4 +1,4 @@
-// RUN: weft-opt %s --split-input-file --plan-assign-buffers | FileCheck %s
+// RUN: weft-opt %s --plan-assign-buffers | FileCheck %s
 
 // Tests buffer placement by liveness: buffers live at the same time never
 // share bytes; a buffer first named after another's last use reuses its
@@ -22,29 +22,4 @@ plan.bucket "decode_b1" attributes {prefill = false, tokens = 1 : i64} {
   plan.launch {args = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, #plan.arg<kind = buffer, index = 1, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = @k, region = "x", shared = 0 : i64}
   plan.copy {bytes = 256 : i64, source = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, source_device = 0 : i64, target = #plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, target_device = 1 : i64}
   plan.launch {args = [#plan.arg<kind = buffer, index = 1, offset = 0, value = 0>, #plan.arg<kind = buffer, index = 2, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = @k, region = "x", shared = 0 : i64}
-}
-
-// -----
-
-// Zeroed buffers (arrival counters) come first, one after another from 0
-// in index order; every other buffer of every bucket starts after the
-// largest zeroed region of its device (here decode_b8's: 256 + 512).
-// CHECK-LABEL: plan.bucket "decode_b8"
-plan.kernel @k {archs = ["sm_90"], block = array<i64: 32, 1, 1>, entry = "k", grid = array<i64: 1, 1, 1>, params = [], region = "x", shared = 0 : i64}
-// CHECK-NEXT: plan.buffer {bytes = 4096 : i64, device = 0 : i64, index = 0 : i64, offset = 768 : i64}
-// CHECK-NEXT: plan.buffer {bytes = 100 : i64, device = 0 : i64, index = 1 : i64, offset = 0 : i64, zeroed}
-// CHECK-NEXT: plan.buffer {bytes = 300 : i64, device = 0 : i64, index = 2 : i64, offset = 256 : i64, zeroed}
-// CHECK-LABEL: plan.bucket "decode_b16"
-// CHECK-NEXT: plan.buffer {bytes = 8 : i64, device = 0 : i64, index = 0 : i64, offset = 0 : i64, zeroed}
-// CHECK-NEXT: plan.buffer {bytes = 64 : i64, device = 0 : i64, index = 1 : i64, offset = 768 : i64}
-plan.bucket "decode_b8" attributes {prefill = false, tokens = 8 : i64} {
-  plan.buffer {bytes = 4096 : i64, device = 0 : i64, index = 0 : i64}
-  plan.buffer {bytes = 100 : i64, device = 0 : i64, index = 1 : i64, zeroed}
-  plan.buffer {bytes = 300 : i64, device = 0 : i64, index = 2 : i64, zeroed}
-  plan.launch {args = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, #plan.arg<kind = buffer, index = 1, offset = 0, value = 0>, #plan.arg<kind = buffer, index = 2, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = @k, region = "x", shared = 0 : i64}
-}
-plan.bucket "decode_b16" attributes {prefill = false, tokens = 16 : i64} {
-  plan.buffer {bytes = 8 : i64, device = 0 : i64, index = 0 : i64, zeroed}
-  plan.buffer {bytes = 64 : i64, device = 0 : i64, index = 1 : i64}
-  plan.launch {args = [#plan.arg<kind = buffer, index = 0, offset = 0, value = 0>, #plan.arg<kind = buffer, index = 1, offset = 0, value = 0>], block = array<i64: 32, 1, 1>, device = 0 : i64, grid = array<i64: 1, 1, 1>, kernel = @k, region = "x", shared = 0 : i64}
 }
