@@ -1,0 +1,438 @@
+// Is a persistent kernel the lever for batch-1 4-bit decode? The four
+// 4-bit projections of Llama 3.1 8B layers at one token (QKV, O, gate/up
+// with SwiGLU, down; attention and the norms left out: O reads the Q part
+// of QKV's output, the next layer reads down's), LAYERS layers with weights
+// of their own (more than L2 holds), run two ways on the same weights:
+//
+// - separate: one kernel per projection (a block per work item), the
+//   layers' launches captured into one CUDA graph, as a plan runs them;
+// - persistent: one cooperative kernel of as many blocks as fit at once,
+//   each taking work items of one projection after another; a projection's
+//   items wait on a counter of the previous projection's finished column
+//   blocks, after loading their first codes (which depend on nothing).
+//
+// A work item is one 64-column block and one K range: 4 warps, a warp per
+// 16-column tile (codes in 16-row tiles, PackedRows of weft/mma_weights.cuh),
+// mma.m16n8k16 with the token as column 0 of B. The last item of a column
+// block to arrive sums the K ranges' partials in order and runs the
+// epilogue, so both ways give the same bits for the same K splits.
+// Printed: us per layer for each way, a plain streaming read of the same
+// bytes, and how layer 0's outputs compare with the separate kernels'.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
+//        test/gpu/lab/persistent_lab.cu -o persistent_lab && ./persistent_lab
+#include "weft/mma_weights.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using namespace weft::kernels;
+
+#define CHECK(x)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+constexpr int HIDDEN = 4096, QKV = 6144, FFN = 14336, LAYERS = 8;
+constexpr int WARPS = 4, THREADS = WARPS * 32;
+using P = PackedRows<4, 128, 32, __half, Codes::Int, true>;
+
+// A projection: K inputs, NC outputs of RPC rows each, SPLITS K ranges.
+template <int K_, int NC_, int RPC_, int SPLITS_, int U_ = (RPC_ == 2 ? 1 : 2)> struct Shape {
+  static constexpr int K = K_, NC = NC_, RPC = RPC_, SPLITS = SPLITS_, U = U_; // U: steps per load batch
+  static constexpr int STEPS = K / 128, SPS = (STEPS + SPLITS - 1) / SPLITS;
+  static constexpr int GX = NC / (16 * WARPS), ITEMS = GX * SPLITS;
+  static_assert((SPLITS - 1) * SPS < STEPS, "every range has a step");
+};
+
+// One projection of one layer: codes, scales, input, output, scratch.
+struct Proj {
+  const unsigned *codes;
+  const unsigned *sz;
+  const __half *x;
+  __half *y;
+  float *partials;     // [SPLITS][RPC][NC]
+  unsigned *arrivals;  // [GX], zero between uses (atomicInc wraps)
+  unsigned *done;      // finished column blocks of this projection
+  const unsigned *waitOn; // persistent: the previous projection's `done`
+  unsigned waitFor;       // its column blocks
+};
+
+__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <class S, bool WAIT>
+__device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
+  constexpr int K = S::K, NC = S::NC, RPC = S::RPC, SPLITS = S::SPLITS, SPS = S::SPS;
+  constexpr int U = S::U;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int cb = item % S::GX, split = item / S::GX;
+  const int col0 = (cb * WARPS + warp) * 16;
+  const int stepBegin = split * SPS;
+  const int steps = S::STEPS - stepBegin < SPS ? S::STEPS - stepBegin : SPS;
+  const int kBegin = stepBegin * 128;
+  auto rowOf = [&](int j, int half) { return P(pr.codes, pr.sz, j * NC + col0 + g + 8 * half, K, 32 * q); };
+  using Raw = P::Raw;
+  Raw lo[U][RPC], hi[U][RPC];
+  auto loadSteps = [&](int s0, Raw (&l)[U][RPC], Raw (&h)[U][RPC]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (s0 + u >= steps)
+        break;
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        l[u][j] = rowOf(j, 0).load(kBegin + (s0 + u) * 128);
+        h[u][j] = rowOf(j, 1).load(kBegin + (s0 + u) * 128);
+      }
+    }
+  };
+  loadSteps(0, lo, hi); // the codes depend on nothing
+  if constexpr (WAIT) {
+    if (threadIdx.x == 0)
+      while (loadAcquire(pr.waitOn) < pr.waitFor)
+        __nanosleep(64);
+    __syncthreads();
+  }
+  // Inputs written by other blocks of this kernel: from L2, not L1.
+  for (int i = threadIdx.x * 8; i < steps * 128; i += THREADS * 8)
+    *reinterpret_cast<uint4 *>(xs + i) = __ldcg(reinterpret_cast<const uint4 *>(pr.x + kBegin + i));
+  __syncthreads();
+  float acc[RPC][2] = {};
+  for (int s0 = 0; s0 < steps; s0 += U) {
+    Raw nlo[U][RPC], nhi[U][RPC];
+    if (s0 + U < steps)
+      loadSteps(s0 + U, nlo, nhi);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (s0 + u >= steps)
+        break;
+      const int k = (s0 + u) * 128;
+      uint4 b[4];
+#pragma unroll
+      for (int h = 0; h < 4; ++h)
+        b[h] = g == 0 ? *reinterpret_cast<const uint4 *>(xs + k + 32 * q + 8 * h) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        uint4 el[4], eh[4];
+        rowOf(j, 0).expand(lo[u][j], kBegin + k, el);
+        rowOf(j, 1).expand(hi[u][j], kBegin + k, eh);
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          wf_mma_m16n8k16<__half>(d, el[h].x, eh[h].x, el[h].y, eh[h].y, b[h].x, b[h].y);
+          wf_mma_m16n8k16<__half>(d, el[h].z, eh[h].z, el[h].w, eh[h].w, b[h].z, b[h].w);
+        }
+        acc[j][0] = fmaf(d[0], P::stepScale(lo[u][j]), acc[j][0]);
+        acc[j][1] = fmaf(d[2], P::stepScale(hi[u][j]), acc[j][1]);
+      }
+    }
+    if (s0 + U < steps)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < RPC; ++j)
+          lo[u][j] = nlo[u][j], hi[u][j] = nhi[u][j];
+  }
+  if (q == 0)
+#pragma unroll
+    for (int j = 0; j < RPC; ++j) {
+      float *row = pr.partials + ((size_t)split * RPC + j) * NC;
+      row[col0 + g] = acc[j][0];
+      row[col0 + g + 8] = acc[j][1];
+    }
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicInc(pr.arrivals + cb, SPLITS - 1) == SPLITS - 1;
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    for (int c = threadIdx.x; c < WARPS * 16; c += THREADS) {
+      const int col = cb * WARPS * 16 + c;
+      float v[RPC];
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        float t = 0.0f;
+        for (int s = 0; s < SPLITS; ++s)
+          t += __ldcg(pr.partials + ((size_t)s * RPC + j) * NC + col);
+        v[j] = t;
+      }
+      pr.y[col] = __float2half(RPC == 2 ? wf_silu(v[0]) * v[1] : v[0]);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      atomicAdd(pr.done, 1u);
+  }
+  __syncthreads(); // xs is reused by the next item
+}
+
+template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
+  using Qkv = Shape<HIDDEN, QKV, 1, SQ, 2 * UX>;
+  using O = Shape<HIDDEN, HIDDEN, 1, SO, 2 * UX>;
+  using GateUp = Shape<HIDDEN, FFN, 2, SG, UX>;
+  using Down = Shape<FFN, HIDDEN, 1, SD, 2 * UX>;
+  static constexpr int MAX_KS = 128 * Down::SPS > 128 * GateUp::SPS ? 128 * Down::SPS : 128 * GateUp::SPS;
+};
+
+template <class S> __global__ void __launch_bounds__(THREADS) separate(Proj pr) {
+  __shared__ __align__(16) __half xs[S::SPS * 128];
+  runItem<S, false>(blockIdx.x, pr, xs);
+}
+
+// Registers capped for MINB blocks per SM (all four projections in one
+// kernel would otherwise keep the largest one's registers and more).
+template <class L, int MINB> __global__ void __launch_bounds__(THREADS, MINB) persistent(const Proj *__restrict__ prs) {
+  __shared__ __align__(16) __half xs[L::MAX_KS > 4 * 128 * 4 ? L::MAX_KS : 4 * 128 * 4];
+  for (int layer = 0; layer < LAYERS; ++layer) {
+    const Proj *p = prs + layer * 4;
+    for (int i = blockIdx.x; i < L::Qkv::ITEMS; i += gridDim.x)
+      runItem<typename L::Qkv, true>(i, p[0], xs);
+    for (int i = blockIdx.x; i < L::O::ITEMS; i += gridDim.x)
+      runItem<typename L::O, true>(i, p[1], xs);
+    for (int i = blockIdx.x; i < L::GateUp::ITEMS; i += gridDim.x)
+      runItem<typename L::GateUp, true>(i, p[2], xs);
+    for (int i = blockIdx.x; i < L::Down::ITEMS; i += gridDim.x)
+      runItem<typename L::Down, true>(i, p[3], xs);
+  }
+}
+
+__global__ void streamKernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint4 v = __ldcs(p + i);
+    acc.x ^= v.x, acc.y ^= v.y, acc.z ^= v.z, acc.w ^= v.w;
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u)
+    *sink = acc.x;
+}
+
+struct Buffers {
+  std::vector<void *> owned;
+  template <class T> T *alloc(size_t n) {
+    void *p;
+    CHECK(cudaMalloc(&p, n * sizeof(T)));
+    owned.push_back(p);
+    return static_cast<T *>(p);
+  }
+};
+
+int main() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs, L2 %d MiB; %d layers of 4-bit projections (group 128), one token\n\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, LAYERS);
+  using L = Layer<8, 16, 4, 16>;   // the K splits of separate kernels (8 blocks/SM)
+  using LP = Layer<4, 8, 2, 8>;    // fewer, longer items for the persistent grid
+  Buffers b;
+  std::mt19937 rng(7);
+  const int ks[4] = {HIDDEN, HIDDEN, HIDDEN, FFN}, nws[4] = {QKV, HIDDEN, 2 * FFN, HIDDEN};
+  const int ncs[4] = {QKV, HIDDEN, FFN, HIDDEN};
+  size_t bytes = 0;
+  std::vector<const unsigned *> codes(LAYERS * 4), sz(LAYERS * 4);
+  for (int l = 0; l < LAYERS; ++l)
+    for (int s = 0; s < 4; ++s) {
+      const size_t words = (size_t)nws[s] * ks[s] / 8, groups = (size_t)nws[s] * ks[s] / 128;
+      std::vector<unsigned> c(words), z(groups);
+      for (auto &w : c)
+        w = rng();
+      // About unit outputs for unit inputs (codes - 7.5 have an rms of 4.6).
+      const float scale = 1.0f / (4.6f * std::sqrt((float)ks[s]));
+      for (auto &v : z) {
+        const __half2 h = __floats2half2_rn(scale, 7.5f); // zero-mean weights
+        v = *reinterpret_cast<const unsigned *>(&h);
+      }
+      unsigned *dc = b.alloc<unsigned>(words), *dz = b.alloc<unsigned>(groups);
+      CHECK(cudaMemcpy(dc, c.data(), words * 4, cudaMemcpyHostToDevice));
+      CHECK(cudaMemcpy(dz, z.data(), groups * 4, cudaMemcpyHostToDevice));
+      codes[l * 4 + s] = dc, sz[l * 4 + s] = dz;
+      bytes += words * 4 + groups * 4;
+    }
+  // Activations: x0, then per layer qkv, o, act, down (= next layer's x).
+  std::vector<__half> x0(HIDDEN);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto &v : x0)
+    v = __float2half(nd(rng));
+  auto acts = [&](std::vector<__half *> &a) {
+    a.assign(LAYERS * 4 + 1, nullptr);
+    a[0] = b.alloc<__half>(HIDDEN);
+    CHECK(cudaMemcpy(a[0], x0.data(), HIDDEN * 2, cudaMemcpyHostToDevice));
+    for (int l = 0; l < LAYERS; ++l)
+      for (int s = 0; s < 4; ++s)
+        a[l * 4 + s + 1] = b.alloc<__half>(ncs[s]);
+  };
+  float *partials = b.alloc<float>(16 * 2 * FFN);
+  unsigned *arrivals = b.alloc<unsigned>(4 * 256);
+  unsigned *done = b.alloc<unsigned>(LAYERS * 4);
+  CHECK(cudaMemset(arrivals, 0, 4 * 256 * 4));
+  auto projs = [&](const std::vector<__half *> &a) {
+    std::vector<Proj> p(LAYERS * 4);
+    for (int l = 0; l < LAYERS; ++l)
+      for (int s = 0; s < 4; ++s) {
+        Proj &q = p[l * 4 + s];
+        q.codes = codes[l * 4 + s], q.sz = sz[l * 4 + s];
+        // O reads the Q part of QKV's output; the others their predecessor's.
+        q.x = a[l * 4 + s];
+        q.y = a[l * 4 + s + 1];
+        q.partials = partials, q.arrivals = arrivals + s * 256;
+        q.done = done + l * 4 + s;
+        q.waitOn = l * 4 + s == 0 ? done + l * 4 + s : done + l * 4 + s - 1;
+        q.waitFor = l * 4 + s == 0 ? 0u : (unsigned)(ncs[(s + 3) % 4] / 64);
+      }
+    return p;
+  };
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  auto timeUs = [&](auto &&launch, int reps) {
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; ++i)
+      launch();
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms * 1000.0f / reps;
+  };
+  auto output = [&](const std::vector<__half *> &a) {
+    std::vector<__half> y(HIDDEN);
+    // Layer 0's down projection: the random layers do not keep their
+    // outputs' scale, so later layers overflow f16 (the timing does not
+    // depend on the values).
+    CHECK(cudaMemcpy(y.data(), a[4], HIDDEN * 2, cudaMemcpyDeviceToHost));
+    return y;
+  };
+
+  // Separate kernels, one CUDA graph for all layers.
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  auto runSeparate = [&](auto layer) {
+    using LL = decltype(layer);
+    std::vector<__half *> a;
+    acts(a);
+    std::vector<Proj> p = projs(a);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < LAYERS; ++l) {
+      separate<typename LL::Qkv><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
+      separate<typename LL::O><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
+      separate<typename LL::GateUp><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
+      separate<typename LL::Down><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
+    }
+    CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const float us = timeUs([&] { CHECK(cudaGraphLaunch(exec, st)); }, 50);
+    CHECK(cudaStreamSynchronize(st));
+    std::printf("separate, layer 0's outputs, largest |y|:");
+    for (int s = 0; s < 4; ++s) {
+      std::vector<__half> y(ncs[s]);
+      CHECK(cudaMemcpy(y.data(), a[s + 1], ncs[s] * 2, cudaMemcpyDeviceToHost));
+      float m = 0.0f;
+      int nan = 0;
+      for (auto v : y) {
+        const float f = __half2float(v);
+        nan += !std::isfinite(f);
+        m = std::fmax(m, std::fabs(f));
+      }
+      std::printf(" %.3g (%d not finite)", m, nan);
+    }
+    std::printf("\n");
+    return std::make_pair(us, output(a));
+  };
+  auto [usSep, ySep] = runSeparate(L{});
+  auto [usSepU, ySepU] = runSeparate(Layer<8, 16, 4, 16, 2>{});
+  (void)ySepU;
+
+  // Persistent, two choices of K splits.
+  auto runPersistent = [&](auto kernel, const char *what) {
+    std::vector<__half *> a;
+    acts(a);
+    std::vector<Proj> p = projs(a);
+    Proj *dp = b.alloc<Proj>(p.size());
+    CHECK(cudaMemcpy(dp, p.data(), p.size() * sizeof(Proj), cudaMemcpyHostToDevice));
+    int perSm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, THREADS, 0));
+    const int grid = perSm * prop.multiProcessorCount;
+    cudaFuncAttributes attr;
+    CHECK(cudaFuncGetAttributes(&attr, kernel));
+    void *args[] = {&dp};
+    const float us = timeUs(
+        [&] {
+          CHECK(cudaMemsetAsync(done, 0, LAYERS * 4 * 4, st));
+          CHECK(cudaLaunchCooperativeKernel((const void *)kernel, grid, THREADS, args, 0, st));
+        },
+        50);
+    CHECK(cudaStreamSynchronize(st));
+    const std::vector<__half> y = output(a);
+    return std::make_tuple(us, y, grid, perSm, attr.numRegs, what);
+  };
+  auto [usP1, y1, g1, s1, r1, w1] = runPersistent(persistent<L, 4>, "persistent, splits 8/16/4/16");
+  auto [usP2, y2, g2, s2, r2, w2] = runPersistent(persistent<LP, 4>, "persistent, splits 4/8/2/8");
+  auto [usP3, y3, g3, s3, r3, w3] = runPersistent(persistent<LP, 5>, "persistent, splits 4/8/2/8, registers for 5 blocks/SM (spills)");
+
+  // The same bytes, streamed by a plain read kernel per projection.
+  float usStream = 0.0f;
+  unsigned *sink = b.alloc<unsigned>(1);
+  for (int l = 0; l < LAYERS; ++l)
+    for (int s = 0; s < 4; ++s) {
+      const size_t words = (size_t)nws[s] * ks[s] / 8;
+      usStream += timeUs([&] {
+        streamKernel<<<prop.multiProcessorCount * 8, 256, 0, st>>>(
+            reinterpret_cast<const uint4 *>(codes[l * 4 + s]), words / 4, sink);
+      }, 20);
+    }
+
+  // Bits differing from the separate kernels' output (the same K splits
+  // must give the same bits) and the largest difference relative to its
+  // largest magnitude.
+  float mag = 0.0f;
+  for (auto v : ySep)
+    mag = std::fmax(mag, std::fabs(__half2float(v)));
+  auto compare = [&](const std::vector<__half> &y) {
+    int diff = 0;
+    float err = 0.0f;
+    for (int i = 0; i < HIDDEN; ++i) {
+      diff += *reinterpret_cast<const unsigned short *>(&y[i]) !=
+              *reinterpret_cast<const unsigned short *>(&ySep[i]);
+      err = std::fmax(err, std::fabs(__half2float(y[i]) - __half2float(ySep[i])));
+    }
+    return std::make_pair(diff, err / mag);
+  };
+  std::printf("| way | grid | registers, blocks/SM | us per layer | GB/s | outputs differing from separate |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| separate kernels, one graph | %d/%d/%d/%d | | %.2f | %.0f | |\n", L::Qkv::ITEMS,
+              L::O::ITEMS, L::GateUp::ITEMS, L::Down::ITEMS, usSep / LAYERS, bytes / usSep / 1e3);
+  auto [d1, e1r] = compare(y1);
+  auto [d2, e2r] = compare(y2);
+  auto [d3, e3r] = compare(y3);
+  std::printf("| %s | %d | %d, %d | %.2f | %.0f | %d of %d (rel. %.1e) |\n", w1, g1, r1, s1,
+              usP1 / LAYERS, bytes / usP1 / 1e3, d1, HIDDEN, e1r);
+  std::printf("| %s | %d | %d, %d | %.2f | %.0f | %d of %d (rel. %.1e) |\n", w2, g2, r2, s2,
+              usP2 / LAYERS, bytes / usP2 / 1e3, d2, HIDDEN, e2r);
+  std::printf("| %s | %d | %d, %d | %.2f | %.0f | %d of %d (rel. %.1e) |\n", w3, g3, r3, s3,
+              usP3 / LAYERS, bytes / usP3 / 1e3, d3, HIDDEN, e3r);
+  std::printf("| separate, twice the steps per load batch | | | %.2f | %.0f | |\n", usSepU / LAYERS,
+              bytes / usSepU / 1e3);
+  std::printf("| stream read of the codes, a kernel per projection | | | %.2f | | |\n",
+              usStream / LAYERS);
+  std::printf("\nlargest |output| of layer 0's down projection %.3g\n", mag);
+  return 0;
+}
