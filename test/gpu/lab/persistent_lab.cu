@@ -18,6 +18,11 @@
 // epilogue, so both ways give the same bits for the same K splits.
 // Printed: us per layer for each way, a plain streaming read of the same
 // bytes, and how layer 0's outputs compare with the separate kernels'.
+// The separate kernels also run with the codes and scales copied by
+// cp.async into a per-warp ring in shared memory (runItemAsync), to see
+// whether more bytes in flight than registers hold close the gap to the
+// streaming read. Those rows were added after the run recorded in
+// test/gpu/results/persistent-lab-2026-12-03.txt and have not been run yet.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
 //        test/gpu/lab/persistent_lab.cu -o persistent_lab && ./persistent_lab
@@ -30,6 +35,7 @@
 #include <cstdlib>
 #include <random>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -75,16 +81,70 @@ __device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
   return v;
 }
 
+// Work item `item` of a projection: its column block, K range and this
+// warp's first column.
+struct Item {
+  int cb, split, col0, stepBegin, steps;
+};
+template <class S> __device__ __forceinline__ Item itemOf(int item, int warp) {
+  Item it;
+  it.cb = item % S::GX, it.split = item / S::GX;
+  it.col0 = (it.cb * WARPS + warp) * 16;
+  it.stepBegin = it.split * S::SPS;
+  it.steps = S::STEPS - it.stepBegin < S::SPS ? S::STEPS - it.stepBegin : S::SPS;
+  return it;
+}
+
+// The item's sums to its partials; the last item of its column block to
+// arrive sums them in split order and runs the epilogue.
+template <class S>
+__device__ __forceinline__ void finishItem(const Proj &pr, int cb, int split, int col0,
+                                           const float (&acc)[S::RPC][2]) {
+  constexpr int NC = S::NC, RPC = S::RPC, SPLITS = S::SPLITS;
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  if (q == 0)
+#pragma unroll
+    for (int j = 0; j < RPC; ++j) {
+      float *row = pr.partials + ((size_t)split * RPC + j) * NC;
+      row[col0 + g] = acc[j][0];
+      row[col0 + g + 8] = acc[j][1];
+    }
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicInc(pr.arrivals + cb, SPLITS - 1) == SPLITS - 1;
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    for (int c = threadIdx.x; c < WARPS * 16; c += THREADS) {
+      const int col = cb * WARPS * 16 + c;
+      float v[RPC];
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        float t = 0.0f;
+        for (int s = 0; s < SPLITS; ++s)
+          t += __ldcg(pr.partials + ((size_t)s * RPC + j) * NC + col);
+        v[j] = t;
+      }
+      pr.y[col] = __float2half(RPC == 2 ? wf_silu(v[0]) * v[1] : v[0]);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      atomicAdd(pr.done, 1u);
+  }
+  __syncthreads(); // xs is reused by the next item
+}
+
 template <class S, bool WAIT>
 __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
-  constexpr int K = S::K, NC = S::NC, RPC = S::RPC, SPLITS = S::SPLITS, SPS = S::SPS;
+  constexpr int K = S::K, NC = S::NC, RPC = S::RPC;
   constexpr int U = S::U;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const int cb = item % S::GX, split = item / S::GX;
-  const int col0 = (cb * WARPS + warp) * 16;
-  const int stepBegin = split * SPS;
-  const int steps = S::STEPS - stepBegin < SPS ? S::STEPS - stepBegin : SPS;
-  const int kBegin = stepBegin * 128;
+  const Item it = itemOf<S>(item, warp);
+  const int cb = it.cb, split = it.split, col0 = it.col0, stepBegin = it.stepBegin;
+  const int steps = it.steps, kBegin = stepBegin * 128;
   auto rowOf = [&](int j, int half) { return P(pr.codes, pr.sz, j * NC + col0 + g + 8 * half, K, 32 * q); };
   using Raw = P::Raw;
   Raw lo[U][RPC], hi[U][RPC];
@@ -147,39 +207,89 @@ __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
         for (int j = 0; j < RPC; ++j)
           lo[u][j] = nlo[u][j], hi[u][j] = nhi[u][j];
   }
-  if (q == 0)
-#pragma unroll
-    for (int j = 0; j < RPC; ++j) {
-      float *row = pr.partials + ((size_t)split * RPC + j) * NC;
-      row[col0 + g] = acc[j][0];
-      row[col0 + g + 8] = acc[j][1];
-    }
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0)
-    last = atomicInc(pr.arrivals + cb, SPLITS - 1) == SPLITS - 1;
-  __syncthreads();
-  if (last) {
-    __threadfence();
-    for (int c = threadIdx.x; c < WARPS * 16; c += THREADS) {
-      const int col = cb * WARPS * 16 + c;
-      float v[RPC];
+  finishItem<S>(pr, cb, split, col0, acc);
+}
+
+
+__device__ __forceinline__ void cpAsync16(void *smem, const void *gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cpAsync4(void *smem, const void *gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// The same item with the codes and scales copied by cp.async into a ring
+// of ST steps per warp in shared memory (ST - 1 steps in flight ahead of
+// the one being multiplied), instead of loaded into registers.
+template <class S, int ST>
+__device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *xs, unsigned *ring) {
+  constexpr int K = S::K, NC = S::NC, RPC = S::RPC;
+  constexpr int SLOT = 256 + 16; // words: one tile step of codes (1 KiB), 16 rows' scales
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const Item it = itemOf<S>(item, warp);
+  const int cb = it.cb, split = it.split, col0 = it.col0, stepBegin = it.stepBegin;
+  const int steps = it.steps, kBegin = stepBegin * 128;
+  unsigned *mine = ring + warp * ST * RPC * SLOT;
+  auto issue = [&](int step) {
+    if (step < steps) {
+      const int slot = step % ST;
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
-        float t = 0.0f;
-        for (int s = 0; s < SPLITS; ++s)
-          t += __ldcg(pr.partials + ((size_t)s * RPC + j) * NC + col);
-        v[j] = t;
+        const int r0 = j * NC + col0; // the tile's first row
+        const unsigned *src = pr.codes + (size_t)(r0 / 16) * (K / 8) * 16 +
+                              (size_t)(stepBegin + step) * P::STEP_WORDS;
+        unsigned *dst = mine + (slot * RPC + j) * SLOT;
+        cpAsync16(dst + 4 * lane, src + 4 * lane);
+        cpAsync16(dst + 128 + 4 * lane, src + 128 + 4 * lane);
+        if (lane < 16)
+          cpAsync4(dst + 256 + lane, pr.sz + (size_t)(r0 + lane) * (K / 128) + stepBegin + step);
       }
-      pr.y[col] = __float2half(RPC == 2 ? wf_silu(v[0]) * v[1] : v[0]);
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-      atomicAdd(pr.done, 1u);
+    cpAsyncCommit(); // empty groups past the end keep the count uniform
+  };
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s)
+    issue(s);
+  for (int i = threadIdx.x * 8; i < steps * 128; i += THREADS * 8)
+    *reinterpret_cast<uint4 *>(xs + i) = __ldcg(reinterpret_cast<const uint4 *>(pr.x + kBegin + i));
+  __syncthreads();
+  float acc[RPC][2] = {};
+  for (int s = 0; s < steps; ++s) {
+    issue(s + ST - 1);
+    cpAsyncWait<ST - 1>();
+    __syncwarp();
+    const int slot = s % ST, k = s * 128;
+    uint4 b[4];
+#pragma unroll
+    for (int h = 0; h < 4; ++h)
+      b[h] = g == 0 ? *reinterpret_cast<const uint4 *>(xs + k + 32 * q + 8 * h) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < RPC; ++j) {
+      const unsigned *at = mine + (slot * RPC + j) * SLOT;
+      const uint4 wl = *reinterpret_cast<const uint4 *>(at + g * 16 + 4 * q);
+      const uint4 wh = *reinterpret_cast<const uint4 *>(at + (g + 8) * 16 + 4 * q);
+      const unsigned zl = at[256 + g], zh = at[256 + g + 8];
+      const unsigned l4[4] = {wl.x, wl.y, wl.z, wl.w}, h4[4] = {wh.x, wh.y, wh.z, wh.w};
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        unsigned el[4], eh[4];
+        P::expandWord<false>(l4[h], zl, el);
+        P::expandWord<false>(h4[h], zh, eh);
+        wf_mma_m16n8k16<__half>(d, el[0], eh[0], el[1], eh[1], b[h].x, b[h].y);
+        wf_mma_m16n8k16<__half>(d, el[2], eh[2], el[3], eh[3], b[h].z, b[h].w);
+      }
+      acc[j][0] = fmaf(d[0], __low2float(wf_bits_as<__half2>(zl)), acc[j][0]);
+      acc[j][1] = fmaf(d[2], __low2float(wf_bits_as<__half2>(zh)), acc[j][1]);
+    }
+    __syncwarp(); // the slot is refilled by the next issue
   }
-  __syncthreads(); // xs is reused by the next item
+  cpAsyncWait<0>();
+  finishItem<S>(pr, cb, split, col0, acc);
 }
 
 template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
@@ -193,6 +303,15 @@ template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
 template <class S> __global__ void __launch_bounds__(THREADS) separate(Proj pr) {
   __shared__ __align__(16) __half xs[S::SPS * 128];
   runItem<S, false>(blockIdx.x, pr, xs);
+}
+
+// ST: tile steps of codes in flight per warp (a ring of ST / RPC steps of
+// every row kind).
+template <class S, int ST> __global__ void __launch_bounds__(THREADS) separateAsync(Proj pr) {
+  constexpr int STEPS = ST / S::RPC;
+  __shared__ __align__(16) __half xs[S::SPS * 128];
+  __shared__ __align__(16) unsigned ring[WARPS * STEPS * S::RPC * (256 + 16)];
+  runItemAsync<S, STEPS>(blockIdx.x, pr, xs, ring);
 }
 
 // Registers capped for MINB blocks per SM (all four projections in one
@@ -323,8 +442,9 @@ int main() {
   // Separate kernels, one CUDA graph for all layers.
   cudaStream_t st;
   CHECK(cudaStreamCreate(&st));
-  auto runSeparate = [&](auto layer) {
+  auto runSeparate = [&](auto layer, auto stages) {
     using LL = decltype(layer);
+    constexpr int ST = decltype(stages)::value; // 0: codes into registers
     std::vector<__half *> a;
     acts(a);
     std::vector<Proj> p = projs(a);
@@ -332,10 +452,17 @@ int main() {
     cudaGraphExec_t exec;
     CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int l = 0; l < LAYERS; ++l) {
-      separate<typename LL::Qkv><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
-      separate<typename LL::O><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
-      separate<typename LL::GateUp><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
-      separate<typename LL::Down><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
+      if constexpr (ST == 0) {
+        separate<typename LL::Qkv><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
+        separate<typename LL::O><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
+        separate<typename LL::GateUp><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
+        separate<typename LL::Down><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
+      } else {
+        separateAsync<typename LL::Qkv, ST><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
+        separateAsync<typename LL::O, ST><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
+        separateAsync<typename LL::GateUp, ST><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
+        separateAsync<typename LL::Down, ST><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
+      }
     }
     CHECK(cudaStreamEndCapture(st, &graph));
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -357,8 +484,13 @@ int main() {
     std::printf("\n");
     return std::make_pair(us, output(a));
   };
-  auto [usSep, ySep] = runSeparate(L{});
-  auto [usSepU, ySepU] = runSeparate(Layer<8, 16, 4, 16, 2>{});
+  const auto sep = runSeparate(L{}, std::integral_constant<int, 0>{});
+  const float usSep = sep.first;
+  const std::vector<__half> &ySep = sep.second;
+  auto [usSepU, ySepU] = runSeparate(Layer<8, 16, 4, 16, 2>{}, std::integral_constant<int, 0>{});
+  auto [usA4, yA4] = runSeparate(L{}, std::integral_constant<int, 4>{});
+  auto [usA8, yA8] = runSeparate(L{}, std::integral_constant<int, 8>{});
+  auto [usA8h, yA8h] = runSeparate(LP{}, std::integral_constant<int, 8>{});
   (void)ySepU;
 
   // Persistent, two choices of K splits.
@@ -431,6 +563,17 @@ int main() {
               usP3 / LAYERS, bytes / usP3 / 1e3, d3, HIDDEN, e3r);
   std::printf("| separate, twice the steps per load batch | | | %.2f | %.0f | |\n", usSepU / LAYERS,
               bytes / usSepU / 1e3);
+  {
+    auto [dA4, eA4] = compare(yA4);
+    auto [dA8, eA8] = compare(yA8);
+    auto [dA8h, eA8h] = compare(yA8h);
+    std::printf("| separate, codes by cp.async, 4 KiB in flight per warp | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
+                usA4 / LAYERS, bytes / usA4 / 1e3, dA4, HIDDEN, eA4);
+    std::printf("| separate, codes by cp.async, 8 KiB in flight per warp | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
+                usA8 / LAYERS, bytes / usA8 / 1e3, dA8, HIDDEN, eA8);
+    std::printf("| same, half the K splits | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
+                usA8h / LAYERS, bytes / usA8h / 1e3, dA8h, HIDDEN, eA8h);
+  }
   std::printf("| stream read of the codes, a kernel per projection | | | %.2f | | |\n",
               usStream / LAYERS);
   std::printf("\nlargest |output| of layer 0's down projection %.3g\n", mag);
