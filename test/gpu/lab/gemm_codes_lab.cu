@@ -14,6 +14,8 @@
 #include "gemm_codes.cuh"
 
 #include <cublas_v2.h>
+#include "lab.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,14 +27,6 @@
 
 using namespace weft::kernels;
 
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 #define CHECK_BLAS(x)                                                                              \
   do {                                                                                             \
     cublasStatus_t s_ = (x);                                                                       \

@@ -9,6 +9,8 @@
 //        test/gpu/lab/gemv_lab.cu -o gemv_lab && ./gemv_lab
 #include "weft/gemv.cuh"
 
+#include "lab.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -21,14 +23,6 @@
 
 using namespace weft::kernels;
 
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 // One projection shape and launch configuration, as the emitter writes it.
 template <int K_, int NW_, int RPC_, int WARPS_, int KW_, int SPLITS_, bool NORM_, bool TILED_>
@@ -73,18 +67,6 @@ __global__ void __launch_bounds__(C::THREADS)
 }
 template <class C> __global__ void __launch_bounds__(C::THREADS) reduceKernel(const float *partials, float *out) {
   gemvReduce<C>(partials, Store<C>{out}, nullptr);
-}
-
-// The ceiling: every byte read once, 16 bytes per lane.
-__global__ void streamKernel(const uint4 *p, size_t n, unsigned *sink) {
-  unsigned acc = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u)
-    *sink = acc;
 }
 
 struct Weights {

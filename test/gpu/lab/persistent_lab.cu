@@ -28,6 +28,8 @@
 //        test/gpu/lab/persistent_lab.cu -o persistent_lab && ./persistent_lab
 #include "weft/mma_weights.cuh"
 
+#include "lab.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -41,14 +43,6 @@
 
 using namespace weft::kernels;
 
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr int HIDDEN = 4096, QKV = 6144, FFN = 14336, LAYERS = 8;
 constexpr int WARPS = 4, THREADS = WARPS * 32;
@@ -79,6 +73,15 @@ __device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+
+// The staged token as column 0 of mma's B for the step at k (lanes of
+// other columns hold zeros), permuted as the lanes' codes are.
+__device__ __forceinline__ void tokenFragments(const __half *xs, int k, uint4 (&b)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 4; ++h)
+    b[h] = g == 0 ? *reinterpret_cast<const uint4 *>(xs + k + 32 * q + 8 * h) : make_uint4(0, 0, 0, 0);
 }
 
 // Work item `item` of a projection: its column block, K range and this
@@ -182,9 +185,7 @@ __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
         break;
       const int k = (s0 + u) * 128;
       uint4 b[4];
-#pragma unroll
-      for (int h = 0; h < 4; ++h)
-        b[h] = g == 0 ? *reinterpret_cast<const uint4 *>(xs + k + 32 * q + 8 * h) : make_uint4(0, 0, 0, 0);
+      tokenFragments(xs, k, b);
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
         uint4 el[4], eh[4];
@@ -264,9 +265,7 @@ __device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *x
     __syncwarp();
     const int slot = s % ST, k = s * 128;
     uint4 b[4];
-#pragma unroll
-    for (int h = 0; h < 4; ++h)
-      b[h] = g == 0 ? *reinterpret_cast<const uint4 *>(xs + k + 32 * q + 8 * h) : make_uint4(0, 0, 0, 0);
+    tokenFragments(xs, k, b);
 #pragma unroll
     for (int j = 0; j < RPC; ++j) {
       const unsigned *at = mine + (slot * RPC + j) * SLOT;
@@ -329,16 +328,6 @@ template <class L, int MINB> __global__ void __launch_bounds__(THREADS, MINB) pe
     for (int i = blockIdx.x; i < L::Down::ITEMS; i += gridDim.x)
       runItem<typename L::Down, true>(i, p[3], xs);
   }
-}
-
-__global__ void streamKernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
-  uint4 acc = make_uint4(0, 0, 0, 0);
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc.x ^= v.x, acc.y ^= v.y, acc.z ^= v.z, acc.w ^= v.w;
-  }
-  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u)
-    *sink = acc.x;
 }
 
 struct Buffers {
