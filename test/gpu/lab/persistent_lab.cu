@@ -19,10 +19,11 @@
 // Printed: us per layer for each way, a plain streaming read of the same
 // bytes, and how layer 0's outputs compare with the separate kernels'.
 // The separate kernels also run with the codes and scales copied by
-// cp.async into a per-warp ring in shared memory (runItemAsync), to see
-// whether more bytes in flight than registers hold close the gap to the
-// streaming read. Those rows were added after the run recorded in
-// test/gpu/results/persistent-lab-2026-12-03.txt and have not been run yet.
+// cp.async into a per-warp ring in shared memory (runItemAsync), with the
+// codes brought by TMA bulk copies into a per-warp ring and the work cut
+// evenly over warps (bulkStream), and with no expansion of the codes at
+// all (timing only), to see what holds the projections below the
+// streaming read (test/gpu/results/bulk-lab-2026-12-03.txt).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
 //        test/gpu/lab/persistent_lab.cu -o persistent_lab && ./persistent_lab
@@ -140,7 +141,21 @@ __device__ __forceinline__ void finishItem(const Proj &pr, int cb, int split, in
   __syncthreads(); // xs is reused by the next item
 }
 
-template <class S, bool WAIT>
+// How runItem expands a word of 8 codes (k0..k7 at bits 0, 16, 4, 20, ...)
+// into the four f16 pairs mma multiplies:
+// - EX 0: as the library does, (code - zero) exactly: per word a shift,
+//   four LOP3 and four HFMA2;
+// - EX 1: no expansion at all (the words themselves; wrong sums, timing
+//   only: the ceiling of the data path and the MMAs).
+template <int EX> __device__ __forceinline__ void expandLab(unsigned word, unsigned szBits,
+                                                            unsigned (&h)[4]) {
+  if constexpr (EX == 0)
+    P::expandWord<false>(word, szBits, h);
+  else
+    h[0] = h[1] = h[2] = h[3] = word;
+}
+
+template <class S, bool WAIT, int EX = 0>
 __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
   constexpr int K = S::K, NC = S::NC, RPC = S::RPC;
   constexpr int U = S::U;
@@ -189,8 +204,19 @@ __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
         uint4 el[4], eh[4];
-        rowOf(j, 0).expand(lo[u][j], kBegin + k, el);
-        rowOf(j, 1).expand(hi[u][j], kBegin + k, eh);
+        if constexpr (EX == 0) {
+          rowOf(j, 0).expand(lo[u][j], kBegin + k, el);
+          rowOf(j, 1).expand(hi[u][j], kBegin + k, eh);
+        } else {
+#pragma unroll
+          for (int h = 0; h < 4; ++h) {
+            unsigned a[4], c[4];
+            expandLab<EX>(lo[u][j].w[h], lo[u][j].sz, a);
+            expandLab<EX>(hi[u][j].w[h], hi[u][j].sz, c);
+            el[h] = make_uint4(a[0], a[1], a[2], a[3]);
+            eh[h] = make_uint4(c[0], c[1], c[2], c[3]);
+          }
+        }
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int h = 0; h < 4; ++h) {
@@ -291,6 +317,194 @@ __device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *x
   finishItem<S>(pr, cb, split, col0, acc);
 }
 
+// ---- Codes by bulk copies (sm_90), work split evenly over warps ----
+//
+// Each warp is an independent stream: the projection's 16-column tiles are
+// cut into chunks of CH steps (128 inputs each), the chunks of all tiles
+// are numbered tile by tile, and warp w of the grid takes the contiguous
+// range [w * TOTAL / W, (w + 1) * TOTAL / W) (stream-K), so every warp has
+// the same bytes to read whatever the tile count. Lane 0 keeps ST chunks
+// in flight with cp.async.bulk (one copy for a chunk's codes of a row kind,
+// CH KiB, one for its (scale, zero) pairs), each stage completing an
+// mbarrier, so the SM has ST * RPC * CH KiB in flight per warp without a
+// register held. The scales are stored tiled like the codes
+// ([NW / 16][K / 128][16 rows]) so a chunk's are one run too. A tile cut
+// between warps leaves each piece's sums in `partials`; the last piece to
+// arrive (a counter per tile) adds them in piece order and runs the
+// epilogue, so results do not depend on timing.
+constexpr int BWARPS = 4, BTHREADS = BWARPS * 32, MAX_PIECES = 64;
+
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// Hopper's bulk copies and transaction barriers; elsewhere (the lab skips
+// these rows before sm_90) a trap.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define LAB_SM90(...) asm volatile(__VA_ARGS__)
+#else
+#define LAB_SM90(...) __trap()
+#endif
+__device__ __forceinline__ void mbarInit(unsigned long long *bar) {
+  LAB_SM90("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+           "fence.mbarrier_init.release.cluster;" ::"r"(smemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
+  LAB_SM90("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
+           "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned parity) {
+  LAB_SM90("{\n .reg .pred p;\n WAIT:\n"
+           " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+           " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
+                                         unsigned long long *bar) {
+  LAB_SM90("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+           ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)) : "memory");
+}
+
+struct BulkProj {
+  const unsigned *codes;
+  const unsigned *sz; // tiled
+  const __half *x;
+  __half *y;
+  float *partials; // [tiles][MAX_PIECES][RPC][16]
+  unsigned *counts; // [tiles], zero between launches
+};
+
+template <class S, int CH> struct Chunks {
+  static constexpr int TILES = S::NC / 16, CPT = S::STEPS / CH, TOTAL = TILES * CPT;
+  static constexpr int CODE_BYTES = CH * 1024, SZ_BYTES = CH * 64;
+  static constexpr int SLOT = S::RPC * (CODE_BYTES + SZ_BYTES);
+  static_assert(S::STEPS % CH == 0, "whole chunks per tile");
+};
+
+// The first chunk of warp w, and the warp that owns chunk c.
+__device__ __forceinline__ int firstChunk(int w, int total, int warps) {
+  return (int)((long long)w * total / warps);
+}
+__device__ __forceinline__ int ownerOf(int c, int total, int warps) {
+  return (int)(((long long)(c + 1) * warps + total - 1) / total) - 1;
+}
+
+template <class S, int CH, int ST>
+__global__ void __launch_bounds__(BTHREADS) bulkStream(BulkProj pr) {
+  using Ch = Chunks<S, CH>;
+  constexpr int K = S::K, RPC = S::RPC, NC = S::NC, CPT = Ch::CPT, TOTAL = Ch::TOTAL;
+  constexpr int PART = Ch::CODE_BYTES + Ch::SZ_BYTES;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long bars[BWARPS][ST];
+  __half *xs = reinterpret_cast<__half *>(smem);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  unsigned char *ring = smem + K * 2 + warp * ST * Ch::SLOT;
+  const int warps = gridDim.x * BWARPS, w = blockIdx.x * BWARPS + warp;
+  const int c0 = firstChunk(w, TOTAL, warps), c1 = firstChunk(w + 1, TOTAL, warps);
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < ST; ++s)
+      mbarInit(&bars[warp][s]);
+  }
+  __syncwarp();
+  auto issue = [&](int c, int slot) {
+    if (lane == 0) {
+      const int tile = c / CPT, step0 = (c % CPT) * CH;
+      mbarExpectTx(&bars[warp][slot], Ch::SLOT);
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        const size_t at = (size_t)(j * NC / 16 + tile) * S::STEPS + step0; // tile step
+        unsigned char *dst = ring + slot * Ch::SLOT + j * PART;
+        bulkCopy(dst, pr.codes + at * 256, Ch::CODE_BYTES, &bars[warp][slot]);
+        bulkCopy(dst + Ch::CODE_BYTES, pr.sz + at * 16, Ch::SZ_BYTES, &bars[warp][slot]);
+      }
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < ST; ++s)
+    if (c0 + s < c1)
+      issue(c0 + s, s);
+  for (int i = threadIdx.x * 8; i < K; i += BTHREADS * 8)
+    *reinterpret_cast<uint4 *>(xs + i) = __ldg(reinterpret_cast<const uint4 *>(pr.x + i));
+  __syncthreads();
+  float acc[RPC][2] = {};
+  for (int c = c0; c < c1; ++c) {
+    const int i = c - c0, slot = i % ST;
+    mbarWait(&bars[warp][slot], (i / ST) & 1);
+    const int tile = c / CPT, step0 = (c % CPT) * CH;
+    const unsigned char *at = ring + slot * Ch::SLOT;
+#pragma unroll
+    for (int s = 0; s < CH; ++s) {
+      uint4 b[4];
+      tokenFragments(xs, (step0 + s) * 128, b);
+#pragma unroll
+      for (int j = 0; j < RPC; ++j) {
+        const unsigned *cw = reinterpret_cast<const unsigned *>(at + j * PART) + s * 256;
+        const unsigned *sw = reinterpret_cast<const unsigned *>(at + j * PART + Ch::CODE_BYTES) + s * 16;
+        const uint4 wl = *reinterpret_cast<const uint4 *>(cw + g * 16 + 4 * q);
+        const uint4 wh = *reinterpret_cast<const uint4 *>(cw + (g + 8) * 16 + 4 * q);
+        const unsigned zl = sw[g], zh = sw[g + 8];
+        const unsigned l4[4] = {wl.x, wl.y, wl.z, wl.w}, h4[4] = {wh.x, wh.y, wh.z, wh.w};
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          unsigned el[4], eh[4];
+          P::expandWord<false>(l4[h], zl, el);
+          P::expandWord<false>(h4[h], zh, eh);
+          wf_mma_m16n8k16<__half>(d, el[0], eh[0], el[1], eh[1], b[h].x, b[h].y);
+          wf_mma_m16n8k16<__half>(d, el[2], eh[2], el[3], eh[3], b[h].z, b[h].w);
+        }
+        acc[j][0] = fmaf(d[0], __low2float(wf_bits_as<__half2>(zl)), acc[j][0]);
+        acc[j][1] = fmaf(d[2], __low2float(wf_bits_as<__half2>(zh)), acc[j][1]);
+      }
+    }
+    __syncwarp(); // the slot is read; refill it
+    if (c + ST < c1)
+      issue(c + ST, slot);
+    if ((c + 1) % CPT != 0 && c + 1 != c1)
+      continue;
+    // This warp's piece of `tile` ends here.
+    const int first = ownerOf(tile * CPT, TOTAL, warps);
+    const int pieces = ownerOf(tile * CPT + CPT - 1, TOTAL, warps) - first + 1;
+    bool finish = pieces == 1;
+    if (!finish) {
+      if (q == 0)
+#pragma unroll
+        for (int j = 0; j < RPC; ++j) {
+          float *p = pr.partials + (((size_t)tile * MAX_PIECES + (w - first)) * RPC + j) * 16;
+          p[g] = acc[j][0];
+          p[g + 8] = acc[j][1];
+        }
+      __threadfence();
+      __syncwarp();
+      unsigned old = 0;
+      if (lane == 0)
+        old = atomicAdd(pr.counts + tile, 1u);
+      finish = __shfl_sync(0xffffffffu, old, 0) == (unsigned)pieces - 1;
+      if (finish) {
+        __threadfence();
+#pragma unroll
+        for (int j = 0; j < RPC; ++j) {
+          acc[j][0] = acc[j][1] = 0.0f;
+          for (int p = 0; p < pieces; ++p) {
+            const float *part = pr.partials + (((size_t)tile * MAX_PIECES + p) * RPC + j) * 16;
+            acc[j][0] += __ldcg(part + g);
+            acc[j][1] += __ldcg(part + g + 8);
+          }
+        }
+        if (lane == 0)
+          pr.counts[tile] = 0u;
+      }
+    }
+    if (finish && q == 0)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        pr.y[tile * 16 + g + 8 * half] =
+            __float2half(RPC == 2 ? wf_silu(acc[0][half]) * acc[RPC - 1][half] : acc[0][half]);
+#pragma unroll
+    for (int j = 0; j < RPC; ++j)
+      acc[j][0] = acc[j][1] = 0.0f;
+  }
+}
+
 template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
   using Qkv = Shape<HIDDEN, QKV, 1, SQ, 2 * UX>;
   using O = Shape<HIDDEN, HIDDEN, 1, SO, 2 * UX>;
@@ -299,9 +513,9 @@ template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
   static constexpr int MAX_KS = 128 * Down::SPS > 128 * GateUp::SPS ? 128 * Down::SPS : 128 * GateUp::SPS;
 };
 
-template <class S> __global__ void __launch_bounds__(THREADS) separate(Proj pr) {
+template <class S, int EX = 0> __global__ void __launch_bounds__(THREADS) separate(Proj pr) {
   __shared__ __align__(16) __half xs[S::SPS * 128];
-  runItem<S, false>(blockIdx.x, pr, xs);
+  runItem<S, false, EX>(blockIdx.x, pr, xs);
 }
 
 // ST: tile steps of codes in flight per warp (a ring of ST / RPC steps of
@@ -441,11 +655,12 @@ int main() {
     cudaGraphExec_t exec;
     CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int l = 0; l < LAYERS; ++l) {
-      if constexpr (ST == 0) {
-        separate<typename LL::Qkv><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
-        separate<typename LL::O><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
-        separate<typename LL::GateUp><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
-        separate<typename LL::Down><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
+      if constexpr (ST <= 0) { // -EX: codes into registers, expanded the EX way
+        constexpr int EX = -ST;
+        separate<typename LL::Qkv, EX><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
+        separate<typename LL::O, EX><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
+        separate<typename LL::GateUp, EX><<<LL::GateUp::ITEMS, THREADS, 0, st>>>(p[l * 4 + 2]);
+        separate<typename LL::Down, EX><<<LL::Down::ITEMS, THREADS, 0, st>>>(p[l * 4 + 3]);
       } else {
         separateAsync<typename LL::Qkv, ST><<<LL::Qkv::ITEMS, THREADS, 0, st>>>(p[l * 4 + 0]);
         separateAsync<typename LL::O, ST><<<LL::O::ITEMS, THREADS, 0, st>>>(p[l * 4 + 1]);
@@ -477,10 +692,100 @@ int main() {
   const float usSep = sep.first;
   const std::vector<__half> &ySep = sep.second;
   auto [usSepU, ySepU] = runSeparate(Layer<8, 16, 4, 16, 2>{}, std::integral_constant<int, 0>{});
+  auto [usEx1, yEx1] = runSeparate(L{}, std::integral_constant<int, -1>{});
   auto [usA4, yA4] = runSeparate(L{}, std::integral_constant<int, 4>{});
   auto [usA8, yA8] = runSeparate(L{}, std::integral_constant<int, 8>{});
   auto [usA8h, yA8h] = runSeparate(LP{}, std::integral_constant<int, 8>{});
   (void)ySepU;
+
+  // Codes by bulk copies, a stream of chunks per warp. CH/ST per
+  // projection: tile steps per chunk and chunks in flight per warp.
+  std::vector<const unsigned *> szTiled(LAYERS * 4);
+  for (int l = 0; l < LAYERS; ++l)
+    for (int s = 0; s < 4; ++s) {
+      const int steps = ks[s] / 128;
+      const size_t groups = (size_t)nws[s] * steps;
+      std::vector<unsigned> z(groups), t(groups);
+      CHECK(cudaMemcpy(z.data(), sz[l * 4 + s], groups * 4, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < nws[s]; ++r)
+        for (int st = 0; st < steps; ++st)
+          t[((size_t)(r / 16) * steps + st) * 16 + r % 16] = z[(size_t)r * steps + st];
+      unsigned *d = b.alloc<unsigned>(groups);
+      CHECK(cudaMemcpy(d, t.data(), groups * 4, cudaMemcpyHostToDevice));
+      szTiled[l * 4 + s] = d;
+    }
+  float *bulkPartials[4];
+  unsigned *bulkCounts[4];
+  for (int s = 0; s < 4; ++s) {
+    bulkPartials[s] = b.alloc<float>((size_t)(nws[s] / 16) * MAX_PIECES * 16);
+    bulkCounts[s] = b.alloc<unsigned>(nws[s] / 16);
+    CHECK(cudaMemset(bulkCounts[s], 0, (nws[s] / 16) * 4));
+  }
+  struct BulkLaunch {
+    const void *fn;
+    int grid, smem, perSm;
+  };
+  auto bulkLaunch = [&](auto shape, auto ch, auto st) {
+    using S = decltype(shape);
+    constexpr int CH = decltype(ch)::value, ST = decltype(st)::value;
+    using Ch = Chunks<S, CH>;
+    const void *fn = (const void *)bulkStream<S, CH, ST>;
+    const int smem = S::K * 2 + BWARPS * ST * Ch::SLOT;
+    CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int perSm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, bulkStream<S, CH, ST>, BTHREADS, smem));
+    int grid = perSm * prop.multiProcessorCount;
+    if (grid * BWARPS > Ch::TOTAL)
+      grid = Ch::TOTAL / BWARPS;
+    const int minPer = Ch::TOTAL / (grid * BWARPS);
+    if ((Ch::CPT + minPer - 1) / minPer + 1 > MAX_PIECES) {
+      std::fprintf(stderr, "too many pieces per tile\n");
+      std::exit(1);
+    }
+    return BulkLaunch{fn, grid, smem, perSm};
+  };
+  auto runBulk = [&](auto chq, auto stq, auto cho, auto sto, auto chg, auto stg, auto chd, auto std_) {
+    std::vector<__half *> a;
+    acts(a);
+    const BulkLaunch ls[4] = {bulkLaunch(L::Qkv{}, chq, stq), bulkLaunch(L::O{}, cho, sto),
+                              bulkLaunch(L::GateUp{}, chg, stg), bulkLaunch(L::Down{}, chd, std_)};
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    std::vector<BulkProj> ps(LAYERS * 4);
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < LAYERS; ++l)
+      for (int s = 0; s < 4; ++s) {
+        BulkProj &pr = ps[l * 4 + s];
+        pr.codes = codes[l * 4 + s], pr.sz = szTiled[l * 4 + s];
+        pr.x = a[l * 4 + s], pr.y = a[l * 4 + s + 1];
+        pr.partials = bulkPartials[s], pr.counts = bulkCounts[s];
+        void *args[] = {&pr};
+        CHECK(cudaLaunchKernel(ls[s].fn, ls[s].grid, BTHREADS, args, ls[s].smem, st));
+      }
+    CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const float us = timeUs([&] { CHECK(cudaGraphLaunch(exec, st)); }, 50);
+    CHECK(cudaStreamSynchronize(st));
+    std::printf("bulk: grids %d/%d/%d/%d, blocks/SM %d/%d/%d/%d, smem %d/%d/%d/%d\n", ls[0].grid,
+                ls[1].grid, ls[2].grid, ls[3].grid, ls[0].perSm, ls[1].perSm, ls[2].perSm,
+                ls[3].perSm, ls[0].smem, ls[1].smem, ls[2].smem, ls[3].smem);
+    return std::make_pair(us, output(a));
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I3 = std::integral_constant<int, 3>;
+  using I4 = std::integral_constant<int, 4>;
+  using I6 = std::integral_constant<int, 6>;
+  using I8 = std::integral_constant<int, 8>;
+  const bool hopper = prop.major >= 9;
+  float usB1 = 0, usB2 = 0, usB3 = 0, usB4 = 0;
+  std::vector<__half> yB1, yB2, yB3, yB4;
+  if (hopper) {
+    std::tie(usB1, yB1) = runBulk(I2{}, I4{}, I2{}, I4{}, I4{}, I3{}, I4{}, I4{});
+    std::tie(usB2, yB2) = runBulk(I1{}, I8{}, I1{}, I8{}, I2{}, I4{}, I2{}, I6{});
+    std::tie(usB3, yB3) = runBulk(I4{}, I2{}, I4{}, I2{}, I4{}, I2{}, I4{}, I3{});
+    std::tie(usB4, yB4) = runBulk(I2{}, I2{}, I2{}, I2{}, I2{}, I2{}, I2{}, I2{});
+  }
 
   // Persistent, two choices of K splits.
   auto runPersistent = [&](auto kernel, const char *what) {
@@ -562,6 +867,24 @@ int main() {
                 usA8 / LAYERS, bytes / usA8 / 1e3, dA8, HIDDEN, eA8);
     std::printf("| same, half the K splits | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
                 usA8h / LAYERS, bytes / usA8h / 1e3, dA8h, HIDDEN, eA8h);
+  }
+  {
+    const char *names[4] = {"chunks of 2/2/4/4 steps, 4/4/3/4 in flight per warp",
+                            "chunks of 1/1/2/2 steps, 8/8/4/6 in flight",
+                            "chunks of 4 steps, 2/2/2/3 in flight",
+                            "chunks of 2 steps, 2 in flight"};
+    const float us[4] = {usB1, usB2, usB3, usB4};
+    const std::vector<__half> *ys[4] = {&yB1, &yB2, &yB3, &yB4};
+    for (int v = 0; v < 4 && hopper; ++v) {
+      auto [dB, eB] = compare(*ys[v]);
+      std::printf("| separate, codes by bulk copies, warps streaming evenly split chunks: %s | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
+                  names[v], us[v] / LAYERS, bytes / us[v] / 1e3, dB, HIDDEN, eB);
+    }
+  }
+  {
+    auto [dE1, eE1] = compare(yEx1);
+    std::printf("| separate, no expansion (timing only: wrong sums) | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
+                usEx1 / LAYERS, bytes / usEx1 / 1e3, dE1, HIDDEN, eE1);
   }
   std::printf("| stream read of the codes, a kernel per projection | | | %.2f | | |\n",
               usStream / LAYERS);
