@@ -94,26 +94,6 @@ Status KernelTable::load(const fb::Plan &plan, const EngineOptions &options,
       WEFT_CU(drv_->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      dynamicShared),
               what);
-    // A kernel compiled for a cluster of blocks (decode attention on sm_90
-    // combines its splits in one, weft/attention.cuh): the plan's grid must
-    // be made of whole clusters, and a cluster past the portable 8 blocks
-    // needs the kernel's opt-in.
-    int cluster[3] = {0, 0, 0};
-    WEFT_CU(drv_->funcGetAttribute(&cluster[0], CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, fn), what);
-    WEFT_CU(drv_->funcGetAttribute(&cluster[1], CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, fn), what);
-    WEFT_CU(drv_->funcGetAttribute(&cluster[2], CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, fn), what);
-    if (cluster[0] > 0) {
-      const auto *grid = kernel->grid();
-      for (int i = 0; i < 3; ++i)
-        if (cluster[i] < 1 || grid->Get(i) % cluster[i] != 0)
-          return failedPrecondition(what + ": its binary runs in clusters of " +
-                                    std::to_string(cluster[0]) + "x" + std::to_string(cluster[1]) +
-                                    "x" + std::to_string(cluster[2]) +
-                                    " blocks, which do not tile the plan's grid");
-      if (cluster[0] * cluster[1] * cluster[2] > 8)
-        WEFT_CU(drv_->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-                what + ": allowing a cluster of more than 8 blocks");
-    }
     dev.functions[k] = fn;
   }
   progress("loading kernels", needed.size(), needed.size());

@@ -256,9 +256,7 @@ void emitDecodeConstants(llvm::raw_ostream &os, const AttentionShape &s,
   }
   os << "  static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
      << "  static constexpr int kPartialValues = kTokens * kHeads * kSplits * kHeadDim;\n"
-     << "  static constexpr float kNoScore = " << kNoScore << "; // below any real score\n"
-     << "  static constexpr bool kClusterCombine = " << (p.clusterCombine ? "true" : "false")
-     << "; // the splits combine in a thread-block cluster\n";
+     << "  static constexpr float kNoScore = " << kNoScore << "; // below any real score\n";
 }
 
 std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &o,
@@ -266,10 +264,7 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   AttentionSplitPlan p =
       planAttentionSplits(s.tokens, s.heads, s.kvHeads, s.headDim,
                           bytesOf(s.elem), maxSpan, o.smCount);
-  if (o.attentionClusters)
-    planClusterCombine(p, s.kvHeads, o.computeCapability, o.smCount);
-  std::string base = kernelBaseName(s, "decode") + "_s" + std::to_string(p.splits) +
-                     (p.clusterCombine ? "c" : "");
+  std::string base = kernelBaseName(s, "decode") + "_s" + std::to_string(p.splits);
   int64_t stageBytes, mergeBytes;
   if (p.tensorCores) {
     stageBytes = 2 * p.keysPerTile * (s.headDim + 8) * bytesOf(s.elem);
@@ -277,9 +272,7 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   } else {
     stageBytes = 2 * p.warps * (32 / p.lanesPerRow) * p.unroll * s.headDim *
                  bytesOf(s.elem);
-    // The warps' merge, and after it the block's own result (clusters).
-    mergeBytes = (p.warps + (p.clusterCombine ? 1 : 0)) * p.headsPerBlock * (s.headDim + 2) *
-                 int64_t(sizeof(float));
+    mergeBytes = p.warps * p.headsPerBlock * (s.headDim + 2) * int64_t(sizeof(float));
   }
 
   // The Config of weft/attention_decode.cuh, shared by the split and
@@ -294,18 +287,15 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   }
 
   EmittedKernel split;
-  bool combined = p.splits == 1 || p.clusterCombine; // the split pass writes the output
-  split.name = base + (combined ? "" : "_split");
+  split.name = base + (p.splits > 1 ? "_split" : "");
   split.regionKind = "attention";
   {
     llvm::raw_string_ostream os(split.source);
     os << "// Weft attention, decode: flash-decoding over the paged KV cache"
        << (p.tensorCores ? " on tensor cores" : "")
-       << (p.clusterCombine ? " (splits combined in a thread-block cluster)"
-                            : p.splits > 1 ? " (split pass)" : "")
-       << ".\n"
-       << config << "\nextern \"C\" __global__ void __launch_bounds__(Config::kThreads) "
-       << (p.clusterCombine ? "WF_CLUSTER_Z(Config::kSplits) " : "") << split.name
+       << (p.splits > 1 ? " (split pass)" : "") << ".\n"
+       << config
+       << "\nextern \"C\" __global__ void __launch_bounds__(Config::kThreads) " << split.name
        << "(\n    const Config::elem_t *__restrict__ query, const int *__restrict__ positions,\n"
           "    const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,\n"
           "    const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,\n"
@@ -333,14 +323,14 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
       uint64_t(s.tokens * s.heads * p.splits) * uint64_t(s.headDim + 2) * 4u;
   ParamBinding scratch = binding(ParamBinding::Kind::Scratch, 0, "partials");
   scratch.bytes = partialBytes;
-  if (combined)
+  if (p.splits == 1)
     split.params.push_back(binding(ParamBinding::Kind::RegionResult, 0, "out"));
   else
     split.params.push_back(scratch);
 
   std::vector<EmittedStep> steps(1);
   steps[0].kernel = std::move(split);
-  if (combined)
+  if (p.splits == 1)
     return steps;
 
   EmittedKernel combine;
@@ -515,20 +505,6 @@ AttentionSplitPlan planAttentionSplits(int64_t tokens, int64_t numHeads,
   int64_t maxSplits = std::max<int64_t>(1, (maxSpan + p.granule - 1) / p.granule);
   p.splits = std::clamp<int64_t>(splits, 1, maxSplits);
   return p;
-}
-
-bool planClusterCombine(AttentionSplitPlan &p, int64_t kvHeads, int computeCapability,
-                        int64_t smCount) {
-  p.clusterCombine = false;
-  if (computeCapability < 90 || p.tensorCores || p.splits < 2)
-    return false;
-  // Capped splits must still give long contexts at least half the SMs.
-  int64_t blocks = std::max<int64_t>(1, kvHeads) * p.headBlocks * kMaxClusterSplits;
-  if (p.splits > kMaxClusterSplits && 2 * blocks < smCount)
-    return false;
-  p.splits = std::min(p.splits, kMaxClusterSplits);
-  p.clusterCombine = true;
-  return true;
 }
 
 llvm::Expected<std::vector<EmittedStep>>

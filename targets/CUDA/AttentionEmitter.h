@@ -52,22 +52,7 @@ struct AttentionSplitPlan {
   // (vec/lanesPerRow/chunksPerLane/unroll unused).
   bool tensorCores = false;
   int64_t keysPerTile = 32;
-  // sm_90, SIMT kernel, several splits: the splits of a (token, head group)
-  // are one thread-block cluster of `splits` blocks that combine their
-  // results through distributed shared memory (no combine kernel).
-  bool clusterCombine = false;
 };
-
-// The most blocks of a decode cluster (16: past the portable 8, which the
-// runtime allows for kernels that ask for it, on sm_90).
-constexpr int64_t kMaxClusterSplits = 16;
-
-// On sm_90 and newer, turns `p` (from planAttentionSplits) into a plan
-// whose splits combine in a cluster, at most kMaxClusterSplits of them,
-// unless that would leave long contexts too few blocks (fewer than half
-// the SMs) or the tensor-core kernel runs. Returns whether it did.
-bool planClusterCombine(AttentionSplitPlan &p, int64_t kvHeads, int computeCapability,
-                        int64_t smCount);
 
 // `maxSpan`: the most positions one token attends to (the cache's per
 // sequence capacity, or the sliding window if smaller). For decode buckets

@@ -103,9 +103,6 @@ struct EmitOptions {
   // between its QKV and O projections (RoPE + KV write, decode attention)
   // release the next kernel early too (see addGridDependencyControl).
   bool fourBitProjections = false;
-  // On sm_90 and newer, decode attention's splits combine in a thread-block
-  // cluster instead of a combine kernel (planClusterCombine).
-  bool attentionClusters = true;
 };
 
 // Whether some weight of `module` holds 4-bit codes (what sets

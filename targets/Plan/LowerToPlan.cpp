@@ -696,7 +696,6 @@ public:
     eo.maxBlocksPerSequence = maxBlocksPerSequence;
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
-    eo.attentionClusters = options.attentionClusters;
     eo.fourBitProjections = fourBitProjections;
     std::string arch = archOf(device);
     int cc = 0;

@@ -33,9 +33,6 @@ struct LowerToPlanOptions {
   // takes 4.72 and 4.83 ms through cuBLASLt against 4.85 and 5.50 ms
   // through the generated GEMV (docs/benchmarks.md).
   int64_t maxGemvTokens = 1;
-  // On sm_90, decode attention combines its splits in a thread-block
-  // cluster (cuda::EmitOptions::attentionClusters).
-  bool attentionClusters = true;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
 };

@@ -150,20 +150,6 @@ protected:
     EXPECT_TRUE(contains(first.name, "decode")) << first.name;
     AttentionSplitPlan p = planAttentionSplits(a.tokens, a.heads, a.kvHeads, a.headDim,
                                                a.elementBytes, maxSpan, o.smCount);
-    if (o.attentionClusters)
-      planClusterCombine(p, a.kvHeads, o.computeCapability, o.smCount);
-    // A cluster's splits combine in the split kernel: its source says so,
-    // and no other kernel does.
-    EXPECT_EQ(contains(first.source, "WF_CLUSTER_Z(Config::kSplits)"), p.clusterCombine)
-        << first.name;
-    EXPECT_TRUE(contains(first.source, std::string("constexpr bool kClusterCombine = ") +
-                                           (p.clusterCombine ? "true;" : "false;")))
-        << first.name;
-    if (p.clusterCombine) {
-      EXPECT_GE(p.splits, 2);
-      EXPECT_LE(p.splits, kMaxClusterSplits);
-      EXPECT_FALSE(p.tensorCores);
-    }
     EXPECT_EQ(first.grid, (std::array<int, 3>{int(a.tokens), int(a.kvHeads * p.headBlocks),
                                               int(p.splits)}))
         << first.name;
@@ -181,10 +167,9 @@ protected:
         << first.name;
     EXPECT_GE(p.headBlocks * p.headsPerBlock, a.heads / a.kvHeads);
     ASSERT_EQ(first.params.size(), 7u);
-    bool combined = p.splits == 1 || p.clusterCombine;
-    size_t decodeSteps = combined ? 1 : 2;
+    size_t decodeSteps = p.splits == 1 ? 1 : 2;
     ASSERT_EQ(steps.size(), decodeSteps + (prefill ? 1 : 0)) << what;
-    if (combined) {
+    if (p.splits == 1) {
       expectBinding(first.params[6], Kind::RegionResult, 0, "out", first.name);
     } else {
       uint64_t bytes = uint64_t(a.tokens * a.heads * p.splits * (a.headDim + 2) * 4);
@@ -399,68 +384,6 @@ TEST(AttentionSplitPlanTest, SplitsFillTheGpuForOneToken) {
   EXPECT_EQ(planAttentionSplits(1, 32, 8, 128, 2, 64, 132).splits, 1);
   // A smaller GPU.
   EXPECT_EQ(planAttentionSplits(1, 32, 8, 128, 2, 32768, 28).splits, 14);
-}
-
-TEST(AttentionSplitPlanTest, ClustersCombineTheSplitsOnHopper) {
-  // llama-3.1-8b on an H200: 66 splits become one cluster of 16 per (token,
-  // KV head), 128 blocks, which combine their results themselves.
-  AttentionSplitPlan p = planAttentionSplits(1, 32, 8, 128, 2, 32768, 132);
-  ASSERT_TRUE(planClusterCombine(p, 8, 90, 132));
-  EXPECT_TRUE(p.clusterCombine);
-  EXPECT_EQ(p.splits, kMaxClusterSplits);
-  // Few splits stay as many.
-  AttentionSplitPlan shortContext = planAttentionSplits(1, 32, 8, 128, 2, 300, 132);
-  ASSERT_TRUE(planClusterCombine(shortContext, 8, 90, 132));
-  EXPECT_EQ(shortContext.splits, 5);
-  // Not before sm_90, not with one split, not for the tensor-core kernel.
-  AttentionSplitPlan ampere = planAttentionSplits(1, 32, 8, 128, 2, 32768, 82);
-  EXPECT_FALSE(planClusterCombine(ampere, 8, 86, 82));
-  EXPECT_FALSE(ampere.clusterCombine);
-  EXPECT_EQ(ampere.splits, 41);
-  AttentionSplitPlan one = planAttentionSplits(1, 32, 8, 128, 2, 64, 132);
-  EXPECT_FALSE(planClusterCombine(one, 8, 90, 132));
-  AttentionSplitPlan tc = planAttentionSplits(1, 64, 8, 128, 2, 32768, 132);
-  ASSERT_TRUE(tc.tensorCores);
-  EXPECT_FALSE(planClusterCombine(tc, 8, 90, 132));
-  // Two KV heads would leave long contexts 32 blocks: the combine kernel
-  // stays (qwen2.5-1.5b-like shapes with a small group).
-  AttentionSplitPlan narrow = planAttentionSplits(1, 8, 2, 128, 2, 32768, 132);
-  ASSERT_GT(narrow.splits, kMaxClusterSplits);
-  EXPECT_FALSE(planClusterCombine(narrow, 2, 90, 132));
-  EXPECT_GT(narrow.splits, kMaxClusterSplits);
-}
-
-TEST_F(AttentionEmitterTest, HopperCombinesInAClusterAmpereInAKernel) {
-  llvm::Expected<ModelConfig> config = getBuiltinModel("llama-3.1-8b");
-  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  mlir::OwningOpRef<mlir::ModuleOp> module = compile(*config);
-  ASSERT_TRUE(module);
-  FusionOp region = attentionRegions(*module).front();
-  ASSERT_EQ(infoOf(region).tokens, 1);
-  EmitOptions hopper = testOptions();
-  EmitOptions ampere = testOptions();
-  ampere.computeCapability = 86;
-  ampere.smCount = 82;
-  llvm::Expected<std::vector<EmittedStep>> h = emitAttentionRegion(region, hopper);
-  llvm::Expected<std::vector<EmittedStep>> a = emitAttentionRegion(region, ampere);
-  ASSERT_TRUE(bool(h)) << llvm::toString(h.takeError());
-  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
-  ASSERT_EQ(h->size(), 1u);
-  ASSERT_EQ(a->size(), 2u);
-  const EmittedKernel &split = *(*h)[0].kernel;
-  EXPECT_TRUE(contains(split.source, "WF_CLUSTER_Z(Config::kSplits) " + split.name + "("));
-  EXPECT_EQ(split.grid[2], 16); // 4096 positions: the cluster's cap
-  EXPECT_FALSE(contains((*a)[0].kernel->source, "WF_CLUSTER_Z"));
-  EXPECT_TRUE(contains((*a)[1].kernel->name, "combine"));
-  // The A/B switch gives Hopper the combine kernel too.
-  EmitOptions kernel = testOptions();
-  kernel.attentionClusters = false;
-  llvm::Expected<std::vector<EmittedStep>> k = emitAttentionRegion(region, kernel);
-  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
-  ASSERT_EQ(k->size(), 2u);
-  EXPECT_FALSE(contains((*k)[0].kernel->source, "WF_CLUSTER_Z"));
-  // The block's own result fits beside the warps' merge.
-  EXPECT_GE(split.sharedBytes, (4 + 1) * 4 * (128 + 2) * 4);
 }
 
 TEST(AttentionSplitPlanTest, BigGroupsUseTensorCores) {

@@ -102,10 +102,6 @@ cl::opt<int64_t> maxGemvTokens(
     "max-gemv-tokens", cl::Hidden, cl::init(1),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
-cl::opt<bool> attentionClusters(
-    "attention-clusters", cl::Hidden, cl::init(true),
-    cl::desc("On sm_90, decode attention combines its splits in a thread-block cluster "
-             "(false: in a combine kernel, as before sm_90; for A/B measurements)"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true; reports only: plans cannot "
@@ -310,7 +306,6 @@ int main(int argc, char **argv) {
   if (!archOverride.empty())
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
-  planOptions.lowering.attentionClusters = attentionClusters;
   planOptions.kernelCache = cache ? &*cache : nullptr;
   if (writePlan)
     planOptions.kernelWeightsPath =

@@ -43,11 +43,6 @@ cl::opt<int64_t> smCount("sm-count", cl::desc("Multiprocessors to size grids for
 cl::opt<int> computeCapability("compute-capability",
                                cl::desc("Architecture the code is for (e.g. 86, 90)"),
                                cl::init(90), cl::cat(category));
-cl::opt<bool> attentionClusters(
-    "attention-clusters",
-    cl::desc("On sm_90, decode attention combines its splits in a thread-block cluster "
-             "(false: in a combine kernel)"),
-    cl::init(true), cl::cat(category));
 cl::opt<bool> noSource("no-source", cl::desc("Print launches and bindings only"),
                        cl::init(false), cl::cat(category));
 cl::opt<bool> uniqueOnly("unique",
@@ -138,7 +133,6 @@ int main(int argc, char **argv) {
   options.maxBlocksPerSequence = maxBlocksPerSequence;
   options.smCount = smCount;
   options.computeCapability = computeCapability;
-  options.attentionClusters = attentionClusters;
   options.fourBitProjections = weft::cuda::hasFourBitProjections(*module);
 
   llvm::raw_ostream &os = llvm::outs();

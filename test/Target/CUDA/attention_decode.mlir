@@ -1,10 +1,10 @@
 // Decode attention: split flash-decoding over the paged KV cache. Grouped
 // heads (8 query heads on 2 KV heads) on the SIMT kernel, a sliding window
 // and a 16-head group on the tensor-core kernel, f32 with and without splits.
-// RUN: weft-emit-cuda --attention-clusters=false --block-tokens=16 --max-blocks-per-sequence=64 --max-sequences=8 %s | FileCheck %s
-// RUN: weft-emit-cuda --attention-clusters=false --block-tokens=16 --max-blocks-per-sequence=4 --function=decode_f32 %s | FileCheck %s --check-prefix=ONE
-// RUN: weft-emit-cuda --attention-clusters=false --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SM86
-// RUN: weft-emit-cuda --attention-clusters=false --no-source --compile=sm_90 %s | FileCheck %s --check-prefix=SM90
+// RUN: weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 --max-sequences=8 %s | FileCheck %s
+// RUN: weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=4 --function=decode_f32 %s | FileCheck %s --check-prefix=ONE
+// RUN: weft-emit-cuda --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SM86
+// RUN: weft-emit-cuda --no-source --compile=sm_90 %s | FileCheck %s --check-prefix=SM90
 
 // 1024 positions per sequence (16 x 64) over 2 KV heads: the 4-per-SM target
 // (132 SMs) would want 264 splits, a split is at least 64 positions: 16.

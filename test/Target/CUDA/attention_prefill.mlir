@@ -5,9 +5,9 @@
 // whose neighbour has the same slot, each run of equal slots with its own
 // block table; with and without a sliding window. f32 chunks run the split
 // kernels alone.
-// RUN: weft-emit-cuda --attention-clusters=false --block-tokens=32 --max-blocks-per-sequence=128 --max-sequences=2 %s | FileCheck %s
-// RUN: weft-emit-cuda --attention-clusters=false --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SM86
-// RUN: weft-emit-cuda --attention-clusters=false --no-source --compile=sm_90 %s | FileCheck %s --check-prefix=SM90
+// RUN: weft-emit-cuda --block-tokens=32 --max-blocks-per-sequence=128 --max-sequences=2 %s | FileCheck %s
+// RUN: weft-emit-cuda --no-source --compile=sm_86 %s | FileCheck %s --check-prefix=SM86
+// RUN: weft-emit-cuda --no-source --compile=sm_90 %s | FileCheck %s --check-prefix=SM90
 
 // 100 tokens: two 64-row query tiles per head. head_dim 128 takes 32-key
 // tiles, two stages of K and V (2 x 2 x 32 x 136 x 2 bytes), the rows'

@@ -3,8 +3,8 @@
 // KV write, decode attention: split and combine) release the next kernel
 // at once, like the 4-bit GEMVs. With more tokens, or without a 4-bit
 // weight, they wait and release it as their blocks exit.
-// RUN: weft-emit-cuda --attention-clusters=false --block-tokens=16 --max-blocks-per-sequence=64 %s | FileCheck %s
-// RUN: sed -e 's/bits = 4/bits = 8/' %s | weft-emit-cuda --attention-clusters=false --block-tokens=16 --max-blocks-per-sequence=64 - | FileCheck %s --check-prefix=EIGHT
+// RUN: weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 %s | FileCheck %s
+// RUN: sed -e 's/bits = 4/bits = 8/' %s | weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 - | FileCheck %s --check-prefix=EIGHT
 
 // CHECK-LABEL: // @rope region 0 "rope_kv_write": 1 step
 // CHECK: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t

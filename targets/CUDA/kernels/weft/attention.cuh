@@ -19,44 +19,6 @@
 
 namespace weft::kernels::attention {
 
-// Thread-block clusters (sm_90): the decode splits of one (token, KV head)
-// form a cluster and combine their partial results through distributed
-// shared memory. WF_CLUSTER_Z(n) declares a kernel's cluster of n blocks
-// along z; the emitter uses it only for sm_90 and newer, and the helpers
-// trap on older GPUs (never reached: such kernels are not launched there).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define WF_CLUSTER_Z(n) __cluster_dims__(1, 1, n)
-#else
-#define WF_CLUSTER_Z(n)
-#endif
-
-// Every thread of every block of the cluster arrives, then waits: writes to
-// shared memory before it are visible to the cluster's blocks after it.
-__device__ __forceinline__ void clusterSync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-  __trap();
-#endif
-}
-
-// A float at `local` (this block's shared memory) in the shared memory of
-// block `rank` of the cluster.
-__device__ __forceinline__ float clusterLoad(const float *local, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote)
-               : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-#else
-  __trap();
-  return 0.0f;
-#endif
-}
-
 // A scaled score in base 2, soft-capped where the model caps them (Gemma
 // 2): cap * tanh(s / cap) is, in base 2, capL * tanh(s2 / capL) with capL
 // = cap * log2(e). Applied to computed scores only, before any masking.

@@ -7,19 +7,13 @@
 // - decodeSplitTc (tensor cores, groups above 4 heads): the heads are the
 //   16 rows of mma.m16n8k16, Q Kᵀ and P V on tensor cores.
 //
-// With kClusterCombine (SIMT, sm_90) the kSplits blocks of a (token, head
-// group) are one thread-block cluster, and they weigh their partial
-// results together through distributed shared memory at the end of the
-// split pass: no combine kernel, no partials in global memory.
-//
 // Config (besides weft/attention.cuh's): kSplits, kGranule, kHeadBlocks,
 // kHeadsPerBlock, kHeadsExact, kWarps, kThreads, kStages, kStageElems,
-// kCopies, kCopiesPerThread, kPartialValues, kNoScore, kClusterCombine;
-// SIMT: kVec, kWords, kChunks, kLanesPerRow, kChunksPerLane, kChunksExact,
-// kRowsPerWarp, kUnroll, kTile; tensor cores: kKeys, kPad, kDimChunks.
+// kCopies, kCopiesPerThread, kPartialValues, kNoScore; SIMT: kVec, kWords,
+// kChunks, kLanesPerRow, kChunksPerLane, kChunksExact, kRowsPerWarp,
+// kUnroll, kTile; tensor cores: kKeys, kPad, kDimChunks.
 // Grid: (kTokens, kKvHeads * kHeadBlocks, kSplits); block: kThreads; dynamic
-// shared memory: the K/V stages or the warps' merge (and, with
-// kClusterCombine, the block's own result after it), whichever is larger.
+// shared memory: the K/V stages or the warps' merge, whichever is larger.
 // Combine grid: (kTokens, kHeads); block: head_dim rounded up to a warp.
 #pragma once
 
@@ -135,9 +129,6 @@ __device__ __forceinline__ void decodeSplit(
   float *sAcc = reinterpret_cast<float *>(smemVec);        // [kWarps][kHeadsPerBlock][kHeadDim]
   float *sMax = sAcc + kWarps * kHeadsPerBlock * kHeadDim; // [kWarps][kHeadsPerBlock]
   float *sSum = sMax + kWarps * kHeadsPerBlock;            // [kWarps][kHeadsPerBlock]
-  // kClusterCombine: this split's result, [kHeadsPerBlock][kHeadDim], then
-  // (max, sum) per head.
-  float *sOwn = sSum + kWarps * kHeadsPerBlock;
 
   const int t = blockIdx.x;
   const int kvh = blockIdx.y / kHeadBlocks;
@@ -150,11 +141,9 @@ __device__ __forceinline__ void decodeSplit(
   elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
   float *partials = reinterpret_cast<float *>(outOrPartials);
 
-  // The whole cluster (one token) leaves together here, or not at all.
   if (!tokenValid<C>(pos, slot)) {
-    // With splits the combine kernel (or the cluster's first block) writes
-    // the zeros.
-    if (kSplits == 1 || (C::kClusterCombine && split == 0))
+    // With splits the combine kernel writes the zeros.
+    if (kSplits == 1)
       for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
         out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = wf_to<elem_t>(0.0f);
     return;
@@ -165,11 +154,8 @@ __device__ __forceinline__ void decodeSplit(
   const int length = splitLength<C>(pos + 1 - lo);
   const int begin = lo + split * length;
   const int end = min(pos + 1, begin + length);
-  // A short context leaves the later splits empty; in a cluster they still
-  // take part in the combine, with no positions (no tiles below: a sum of
-  // 0 and a max of kNoScore, which weigh nothing).
-  if (!C::kClusterCombine && begin >= end)
-    return;
+  if (begin >= end)
+    return; // a short context leaves the later splits empty
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = lane / kLanesPerRow, sub = lane % kLanesPerRow;
@@ -214,7 +200,7 @@ __device__ __forceinline__ void decodeSplit(
   const int *table = block_tables + (size_t)slot * kMaxBlocks;
   const size_t headOffset = (size_t)kvh * kHeadDim;
   elem_t *stages = reinterpret_cast<elem_t *>(smemVec);
-  const int tiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
+  const int tiles = (end - begin + kTile - 1) / kTile;
   auto loadTile = [&](int i) {
     elem_t *sK = stages + (i % kStages) * kStageElems;
     elem_t *sV = sK + kTile * kHeadDim;
@@ -419,12 +405,6 @@ __device__ __forceinline__ void decodeSplit(
     const int h = headBase + g;
     if (kSplits == 1) {
       out[(size_t)t * kQueryWidth + h * kHeadDim + d] = wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
-    } else if constexpr (C::kClusterCombine) {
-      sOwn[g * kHeadDim + d] = a;
-      if (d == 0) {
-        sOwn[kHeadsPerBlock * kHeadDim + 2 * g] = mAll;
-        sOwn[kHeadsPerBlock * kHeadDim + 2 * g + 1] = sum;
-      }
     } else {
       const size_t part = ((size_t)t * kHeads + h) * kSplits + split;
       partials[part * kHeadDim + d] = a;
@@ -433,31 +413,6 @@ __device__ __forceinline__ void decodeSplit(
         partials[kPartialValues + 2 * part + 1] = sum;
       }
     }
-  }
-  if constexpr (C::kClusterCombine && kSplits > 1) {
-    // Every split's result is in its block's sOwn: block `split` of the
-    // cluster weighs the splits together for its share of the outputs,
-    // reading the others' shared memory, in split order (as the combine
-    // kernel does). The second barrier keeps every block's shared memory
-    // alive until the others are done reading it.
-    clusterSync();
-    const float *stats = sOwn + kHeadsPerBlock * kHeadDim;
-    for (int i = split * kThreads + threadIdx.x; i < headCount * kHeadDim;
-         i += kSplits * kThreads) {
-      const int g = i / kHeadDim, d = i % kHeadDim;
-      float mAll = kNoScore;
-      for (int s = 0; s < kSplits; ++s)
-        mAll = fmaxf(mAll, clusterLoad(stats + 2 * g, s));
-      float a = 0.0f, sum = 0.0f;
-      for (int s = 0; s < kSplits; ++s) {
-        const float w = exp2f(clusterLoad(stats + 2 * g, s) - mAll);
-        sum = fmaf(w, clusterLoad(stats + 2 * g + 1, s), sum);
-        a = fmaf(w, clusterLoad(sOwn + g * kHeadDim + d, s), a);
-      }
-      out[(size_t)t * kQueryWidth + (headBase + g) * kHeadDim + d] =
-          wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
-    }
-    clusterSync();
   }
 }
 
@@ -475,7 +430,6 @@ __device__ __forceinline__ void decodeSplitTc(
     const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
     const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
     void *__restrict__ outOrPartials) {
-  static_assert(!C::kClusterCombine, "cluster combine is the SIMT kernel's");
   using elem_t = typename C::elem_t;
   // The configuration, as the body names it.
   constexpr auto kBlockTokens = C::kBlockTokens;
