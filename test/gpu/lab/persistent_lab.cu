@@ -249,6 +249,29 @@ template <int N> __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// One tile step from shared memory: `codes` the step's 16 rows x 16 words,
+// `sz` its 16 rows' (scale, zero) pairs; adds rows g and g + 8 of the
+// token's sums to acc.
+__device__ __forceinline__ void tileStepShared(const unsigned *codes, const unsigned *sz,
+                                               const uint4 (&b)[4], float (&acc)[2]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const uint4 wl = *reinterpret_cast<const uint4 *>(codes + g * 16 + 4 * q);
+  const uint4 wh = *reinterpret_cast<const uint4 *>(codes + (g + 8) * 16 + 4 * q);
+  const unsigned zl = sz[g], zh = sz[g + 8];
+  const unsigned l4[4] = {wl.x, wl.y, wl.z, wl.w}, h4[4] = {wh.x, wh.y, wh.z, wh.w};
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    unsigned el[4], eh[4];
+    P::expandWord<false>(l4[h], zl, el);
+    P::expandWord<false>(h4[h], zh, eh);
+    wf_mma_m16n8k16<__half>(d, el[0], eh[0], el[1], eh[1], b[h].x, b[h].y);
+    wf_mma_m16n8k16<__half>(d, el[2], eh[2], el[3], eh[3], b[h].z, b[h].w);
+  }
+  acc[0] = fmaf(d[0], __low2float(wf_bits_as<__half2>(zl)), acc[0]);
+  acc[1] = fmaf(d[2], __low2float(wf_bits_as<__half2>(zh)), acc[1]);
+}
+
 // The same item with the codes and scales copied by cp.async into a ring
 // of ST steps per warp in shared memory (ST - 1 steps in flight ahead of
 // the one being multiplied), instead of loaded into registers.
@@ -295,21 +318,7 @@ __device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *x
 #pragma unroll
     for (int j = 0; j < RPC; ++j) {
       const unsigned *at = mine + (slot * RPC + j) * SLOT;
-      const uint4 wl = *reinterpret_cast<const uint4 *>(at + g * 16 + 4 * q);
-      const uint4 wh = *reinterpret_cast<const uint4 *>(at + (g + 8) * 16 + 4 * q);
-      const unsigned zl = at[256 + g], zh = at[256 + g + 8];
-      const unsigned l4[4] = {wl.x, wl.y, wl.z, wl.w}, h4[4] = {wh.x, wh.y, wh.z, wh.w};
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        unsigned el[4], eh[4];
-        P::expandWord<false>(l4[h], zl, el);
-        P::expandWord<false>(h4[h], zh, eh);
-        wf_mma_m16n8k16<__half>(d, el[0], eh[0], el[1], eh[1], b[h].x, b[h].y);
-        wf_mma_m16n8k16<__half>(d, el[2], eh[2], el[3], eh[3], b[h].z, b[h].w);
-      }
-      acc[j][0] = fmaf(d[0], __low2float(wf_bits_as<__half2>(zl)), acc[j][0]);
-      acc[j][1] = fmaf(d[2], __low2float(wf_bits_as<__half2>(zh)), acc[j][1]);
+      tileStepShared(at, at + 256, b, acc[j]);
     }
     __syncwarp(); // the slot is refilled by the next issue
   }
@@ -437,23 +446,9 @@ __global__ void __launch_bounds__(BTHREADS) bulkStream(BulkProj pr) {
       tokenFragments(xs, (step0 + s) * 128, b);
 #pragma unroll
       for (int j = 0; j < RPC; ++j) {
-        const unsigned *cw = reinterpret_cast<const unsigned *>(at + j * PART) + s * 256;
-        const unsigned *sw = reinterpret_cast<const unsigned *>(at + j * PART + Ch::CODE_BYTES) + s * 16;
-        const uint4 wl = *reinterpret_cast<const uint4 *>(cw + g * 16 + 4 * q);
-        const uint4 wh = *reinterpret_cast<const uint4 *>(cw + (g + 8) * 16 + 4 * q);
-        const unsigned zl = sw[g], zh = sw[g + 8];
-        const unsigned l4[4] = {wl.x, wl.y, wl.z, wl.w}, h4[4] = {wh.x, wh.y, wh.z, wh.w};
-        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          unsigned el[4], eh[4];
-          P::expandWord<false>(l4[h], zl, el);
-          P::expandWord<false>(h4[h], zh, eh);
-          wf_mma_m16n8k16<__half>(d, el[0], eh[0], el[1], eh[1], b[h].x, b[h].y);
-          wf_mma_m16n8k16<__half>(d, el[2], eh[2], el[3], eh[3], b[h].z, b[h].w);
-        }
-        acc[j][0] = fmaf(d[0], __low2float(wf_bits_as<__half2>(zl)), acc[j][0]);
-        acc[j][1] = fmaf(d[2], __low2float(wf_bits_as<__half2>(zh)), acc[j][1]);
+        tileStepShared(reinterpret_cast<const unsigned *>(at + j * PART) + s * 256,
+                       reinterpret_cast<const unsigned *>(at + j * PART + Ch::CODE_BYTES) + s * 16,
+                       b, acc[j]);
       }
     }
     __syncwarp(); // the slot is read; refill it
