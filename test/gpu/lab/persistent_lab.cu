@@ -141,20 +141,10 @@ __device__ __forceinline__ void finishItem(const Proj &pr, int cb, int split, in
   __syncthreads(); // xs is reused by the next item
 }
 
-// How runItem expands a word of 8 codes (k0..k7 at bits 0, 16, 4, 20, ...)
-// into the four f16 pairs mma multiplies:
-// - EX 0: as the library does, (code - zero) exactly: per word a shift,
-//   four LOP3 and four HFMA2;
-// - EX 1: no expansion at all (the words themselves; wrong sums, timing
-//   only: the ceiling of the data path and the MMAs).
-template <int EX> __device__ __forceinline__ void expandLab(unsigned word, unsigned szBits,
-                                                            unsigned (&h)[4]) {
-  if constexpr (EX == 0)
-    P::expandWord<false>(word, szBits, h);
-  else
-    h[0] = h[1] = h[2] = h[3] = word;
-}
-
+// EX: how runItem expands its codes. 0: as the library does ((code -
+// zero) exactly: per word of 8 codes a shift, four LOP3 and four HFMA2);
+// 1: not at all, the code words fed to mma as they are (wrong sums, timing
+// only: the ceiling of the data path and the MMAs).
 template <class S, bool WAIT, int EX = 0>
 __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
   constexpr int K = S::K, NC = S::NC, RPC = S::RPC;
@@ -210,11 +200,9 @@ __device__ __forceinline__ void runItem(int item, const Proj &pr, __half *xs) {
         } else {
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
-            unsigned a[4], c[4];
-            expandLab<EX>(lo[u][j].w[h], lo[u][j].sz, a);
-            expandLab<EX>(hi[u][j].w[h], hi[u][j].sz, c);
-            el[h] = make_uint4(a[0], a[1], a[2], a[3]);
-            eh[h] = make_uint4(c[0], c[1], c[2], c[3]);
+            const unsigned a = lo[u][j].w[h], c = hi[u][j].w[h];
+            el[h] = make_uint4(a, a, a, a);
+            eh[h] = make_uint4(c, c, c, c);
           }
         }
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -279,7 +267,7 @@ template <class S, int ST>
 __device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *xs, unsigned *ring) {
   constexpr int K = S::K, NC = S::NC, RPC = S::RPC;
   constexpr int SLOT = 256 + 16; // words: one tile step of codes (1 KiB), 16 rows' scales
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const Item it = itemOf<S>(item, warp);
   const int cb = it.cb, split = it.split, col0 = it.col0, stepBegin = it.stepBegin;
   const int steps = it.steps, kBegin = stepBegin * 128;
