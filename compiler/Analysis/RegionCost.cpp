@@ -148,7 +148,7 @@ void printFusionReport(ModuleOp module, const CostContext &ctx,
                       "(attention context {2})\n",
                       maxPerLayer, shown.getSymName(), ctx.contextLength);
 
-  const char *row = "{0,4}  {1,-5}  {2,-28}  {3,-44}  {4,10}  {5,10}  {6,12}\n";
+  const char *row = "{0,4}  {1,-5}  {2,-30}  {3,-42}  {4,10}  {5,10}  {6,12}\n";
   os << llvm::formatv(row, "#", "layer", "kind", "ops", "read", "write",
                       "FLOP/token");
   unsigned index = 0;

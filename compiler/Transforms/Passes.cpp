@@ -19,6 +19,7 @@ void buildFusionPipeline(OpPassManager &pm) {
   fn.addPass(createFuseSwigluPass());
   fn.addPass(createFuseResidualAddPass());
   fn.addPass(createFuseRopeKvWritePass());
+  fn.addPass(createFuseProjectionRopePass());
   fn.addPass(createFuseLmHeadPass());
   fn.addPass(createFormKernelRegionsPass());
   pm.addPass(createCanonicalizerPass());

@@ -155,6 +155,36 @@ def FuseRopeKvWritePass : Pass<"weft-fuse-rope-kv-write", "mlir::func::FuncOp"> 
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def FuseProjectionRopePass : Pass<"weft-fuse-projection-rope", "mlir::func::FuncOp"> {
+  let summary = "Makes RoPE and the KV-cache write the epilogue of the QKV projection.";
+  let description = [{
+    A `rope_kv_write` region whose rotated and cached tensors all come from
+    one projection region (`linear` or `rms_norm_linear`, Q, K and V as the
+    parts of its split), and which is that projection's only consumer,
+    merges with it: the projection's kernel rotates each (i, i + head_dim/2)
+    pair of Q and K as it writes it, stores K and V in the cache, and yields
+    only the rotated query. A decode step loses one kernel per layer.
+
+    Left alone: regions with head norms (Qwen3's q_norm and k_norm need a
+    whole head's sum first) and head widths that are not a multiple of 32
+    (the GEMV pairs rows i and i + head_dim/2 in tiles of 16).
+
+    Before:
+
+    ```mlir
+    %qkv:3 = weft.fusion "rms_norm_linear" (%x, %g, %wqkv) : (...) -> (tensor<?x4096xbf16>, tensor<?x1024xbf16>, tensor<?x1024xbf16>) {...}
+    %qr = weft.fusion "rope_kv_write" (%qkv#0, %pos, %qkv#1, %qkv#2, %slots, %cache) : (...) -> tensor<?x4096xbf16> {...}
+    ```
+
+    After:
+
+    ```mlir
+    %qr = weft.fusion "rms_norm_linear_rope_kv_write" (%x, %g, %wqkv, %pos, %slots, %cache) : (...) -> tensor<?x4096xbf16> {...}
+    ```
+  }];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def FuseLmHeadPass : Pass<"weft-fuse-lm-head", "mlir::func::FuncOp"> {
   let summary = "Fuses the final norm, the LM head and token selection.";
   let description = [{

@@ -202,12 +202,18 @@ EmittedStep kernelStep(EmittedKernel k) {
 // epilogue ops)
 //===----------------------------------------------------------------------===//
 
-enum class Epilogue { Plain, Split, Residual, Swiglu, Logits };
+enum class Epilogue { Plain, Split, Residual, Swiglu, Logits, Rope };
 
 struct Segment {
   int64_t offset = 0, size = 0;
   llvm::SmallVector<int64_t, 1> results; // fusion results it is yielded as
   ElementType type = ElementType::BF16;
+  // Rope epilogue: the rope table rotating this part (-1: none), the cache
+  // it is written to (0 none, 1 K, 2 V), and the type of what is yielded
+  // (the rope's result; `results` are the rope's).
+  int64_t table = -1;
+  int cache = 0;
+  ElementType resultType = ElementType::BF16;
 };
 
 struct Projection {
@@ -226,6 +232,14 @@ struct Projection {
   llvm::SmallVector<int64_t, 1> outResults; // Plain/Residual/Swiglu/Logits
   llvm::SmallVector<Segment, 3> segments;   // Split
   int64_t gateOffset = 0, upOffset = 0, width = 0; // Swiglu: columns = width
+  // Rope: the split's parts are Q, K and V heads of headDim; a column is
+  // the pair (i, i + headDim / 2) of a head, rotated by rope table
+  // `Segment::table` at the rope's positions, and/or written to the cache
+  // (KvWriteOp of `layer`) at the write's positions and slots.
+  int64_t headDim = 0, kvHeads = 0, layer = 0;
+  int64_t ropePositionsIn = -1, writePositionsIn = -1, slotsIn = -1;
+  ElementType cacheType = ElementType::BF16;
+  std::vector<std::vector<double>> ropeTables;
   // The weight's storage when quantized (#weft.quant): codes of quantBits
   // bits, a (scale, zero) pair per quantGroup inputs (integers) or an f32
   // scale per row (E4M3); 0: 16-bit weights.
@@ -237,8 +251,12 @@ struct Projection {
   llvm::SmallVector<int64_t, 1> idResults;
   int64_t temperatureIn = -1, topKIn = -1, topPIn = -1, uniformIn = -1;
 
-  int64_t columns() const { return epilogue == Epilogue::Swiglu ? width : nw; }
-  int64_t rowsPerColumn() const { return epilogue == Epilogue::Swiglu ? 2 : 1; }
+  int64_t columns() const {
+    return epilogue == Epilogue::Swiglu ? width : epilogue == Epilogue::Rope ? nw / 2 : nw;
+  }
+  int64_t rowsPerColumn() const {
+    return epilogue == Epilogue::Swiglu || epilogue == Epilogue::Rope ? 2 : 1;
+  }
 };
 
 // Yielded values -> the fusion results they become.
@@ -255,8 +273,11 @@ bool onlyYielded(Value v) {
   return llvm::all_of(v.getUsers(), [](Operation *u) { return llvm::isa<YieldOp>(u); });
 }
 
-// Recognizes [rms_norm] -> linear|logits -> [split [silu, mul] | add | argmax |
-// sample]; returns nothing if the body is something else.
+llvm::Error analyzeRopeEpilogue(FusionOp region, SplitOp split, Projection &p);
+
+// Recognizes [rms_norm] -> linear|logits -> [split [silu, mul] | split
+// [rope, kv_write] | add | argmax | sample]; returns nothing if the body is
+// something else.
 llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   mlir::Block &body = region.getBody().front();
   Operation *proj = nullptr;
@@ -266,7 +287,7 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
         return regionError(region, "more than one projection in one region");
       proj = &op;
     } else if (!llvm::isa<RmsNormOp, SplitOp, SiluOp, GeluTanhOp, MulOp, AddOp, ArgmaxOp,
-                         SampleOp>(op)) {
+                         SampleOp, RopeOp, KvWriteOp>(op)) {
       return std::optional<Projection>();
     }
   }
@@ -435,6 +456,14 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   }
   if (offset != p.nw)
     return regionError(region, "split sizes do not add up to the projection width");
+  if (llvm::any_of(split.getResults(), [](Value r) {
+        return llvm::any_of(r.getUsers(),
+                            [](Operation *u) { return llvm::isa<RopeOp, KvWriteOp>(u); });
+      })) {
+    if (llvm::Error e = analyzeRopeEpilogue(region, split, p))
+      return std::move(e);
+    return p;
+  }
 
   // SwiGLU: silu(split#a) * split#b, the only consumers of the split
   // (GeGLU: gelu_tanh in place of silu).
@@ -483,6 +512,104 @@ llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region) {
   return p;
 }
 
+// The parts of a QKV projection's split as RoPE and the KV-cache write
+// consume them (weft-fuse-projection-rope): each part is rotated by one
+// rope and yielded and/or written to the cache, or written unrotated.
+llvm::Error analyzeRopeEpilogue(FusionOp region, SplitOp split, Projection &p) {
+  KvWriteOp write;
+  for (Operation &op : region.getBody().front().without_terminator())
+    if (auto w = llvm::dyn_cast<KvWriteOp>(op)) {
+      if (write)
+        return regionError(region, "more than one kv_write");
+      write = w;
+    } else if (llvm::isa<SiluOp, GeluTanhOp, MulOp, AddOp, ArgmaxOp, SampleOp>(op)) {
+      return regionError(region, "'" + op.getName().getStringRef() +
+                                     "' beside a RoPE epilogue");
+    }
+  auto yielded = yieldedResults(region);
+  if (write) {
+    auto cache = write.getCache().getType();
+    auto ct = elementTypeOf(cache.getDtype());
+    if (!ct)
+      return regionError(region, "the KV cache must be f16, bf16 or f32");
+    p.cacheType = *ct;
+    p.kvHeads = cache.getKvHeads();
+    p.headDim = cache.getHeadDim();
+    p.layer = int64_t(write.getLayer());
+    p.writePositionsIn = inputIndex(region, write.getPositions());
+    p.slotsIn = inputIndex(region, write.getSlots());
+    if (p.writePositionsIn < 0 || p.slotsIn < 0)
+      return regionError(region, "kv_write positions and slots must be region inputs");
+  }
+  // Which cache `v` is written to (0: none), and whether anything else
+  // uses it.
+  auto cacheOf = [&](Value v, bool &other) {
+    int cache = 0;
+    for (mlir::OpOperand &use : v.getUses()) {
+      if (write && use.getOwner() == write.getOperation() &&
+          use.getOperandNumber() < 2) // key, value
+        cache = use.getOperandNumber() == 0 ? 1 : 2;
+      else if (!llvm::isa<YieldOp>(use.getOwner()))
+        other = true;
+    }
+    return cache;
+  };
+  for (auto [i, r] : llvm::enumerate(split.getResults())) {
+    Segment &s = p.segments[i];
+    if (!s.results.empty())
+      return regionError(region, "a projection with a RoPE epilogue yields only rotated or "
+                                 "cached parts, not split part " + llvm::Twine(i));
+    if (!r.hasOneUse())
+      return regionError(region, "split part " + llvm::Twine(i) +
+                                     " must feed one rope or the cache write alone");
+    Operation *user = *r.getUsers().begin();
+    Value out = r;
+    s.resultType = s.type;
+    if (auto rope = llvm::dyn_cast<RopeOp>(user)) {
+      if (p.headDim && rope.getHeadDim() != p.headDim)
+        return regionError(region, "rope head_dim differs from the cache's or another rope's");
+      p.headDim = rope.getHeadDim();
+      int64_t positions = inputIndex(region, rope.getPositions());
+      if (positions < 0 || (p.ropePositionsIn >= 0 && positions != p.ropePositionsIn))
+        return regionError(region, "the ropes must read one positions input of the region");
+      p.ropePositionsIn = positions;
+      llvm::Expected<std::vector<double>> inv = rope.inverseFrequencies();
+      if (!inv)
+        return regionError(region, llvm::toString(inv.takeError()));
+      s.table = llvm::find(p.ropeTables, *inv) - p.ropeTables.begin();
+      if (s.table == int64_t(p.ropeTables.size()))
+        p.ropeTables.push_back(*inv);
+      auto rt = elementTypeOf(rope.getResult().getType());
+      if (!rt)
+        return regionError(region, "rope results must be f16, bf16 or f32");
+      s.resultType = *rt;
+      out = rope.getResult();
+      auto y = yielded.find(out);
+      if (y != yielded.end())
+        s.results = y->second;
+    }
+    bool other = false;
+    s.cache = cacheOf(out, other);
+    if (other || (out == r && s.cache == 0))
+      return regionError(region, "split part " + llvm::Twine(i) +
+                                     " may only be rotated, yielded or written to the cache");
+    if (s.cache == 0 && s.results.empty())
+      return regionError(region, "split part " + llvm::Twine(i) + " is not used");
+  }
+  if (p.headDim < 2 || p.headDim % 32 != 0)
+    return regionError(region, "a RoPE epilogue needs a head_dim that is a multiple of 32 "
+                               "(16-row tiles of half heads), got " + llvm::Twine(p.headDim));
+  for (auto [i, s] : llvm::enumerate(p.segments)) {
+    if (s.size % p.headDim != 0)
+      return regionError(region, "split part " + llvm::Twine(i) + " is not whole heads");
+    if (s.cache && s.size != p.kvHeads * p.headDim)
+      return regionError(region, "cached split part " + llvm::Twine(i) +
+                                     " does not match the cache's kv_heads");
+  }
+  p.epilogue = Epilogue::Rope;
+  return llvm::Error::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Projection epilogue code, shared by the GEMV kernel, its split-K reduce
 // kernel and the prefill copy-out kernels
@@ -496,9 +623,10 @@ struct EpilogueCode {
   std::string body;
 };
 
-// `logitsDest`: where f32 logits go when they are not a region result.
+// `logitsScratch`: the scratch id of f32 logits that are not a region
+// result. `o`: the cache geometry, for a RoPE epilogue's cache writes.
 EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxCandidates,
-                                int64_t logitsScratch) {
+                                int64_t logitsScratch, const EmitOptions *o = nullptr) {
   EpilogueCode e;
   llvm::raw_string_ostream body(e.body), defs(e.typedefs);
   if (withBias && p.biasIn >= 0) {
@@ -570,6 +698,86 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
       }
       body << "    }\n";
       first = false;
+    }
+    break;
+  }
+  case Epilogue::Rope: {
+    // weft/rope_kv_write.cuh's helpers, with their Config.
+    bool cached = llvm::any_of(p.segments, [](const Segment &s) { return s.cache; });
+    defs << "#include \"weft/rope_kv_write.cuh\"\n"
+         << "struct RopeConfig {\n"
+         << "  static constexpr int D = " << p.headDim << ", HALF = D / 2;\n";
+    if (cached)
+      defs << "  static constexpr int KV_HEADS = " << p.kvHeads
+           << ", BLOCK_TOKENS = " << o->blockTokens << ", MAX_BLOCKS = "
+           << o->maxBlocksPerSequence << ", MAX_SEQUENCES = " << o->maxSequences << ";\n"
+           << "  using cache_t = " << cudaType(p.cacheType) << ";\n";
+    defs << "};\n";
+    for (auto [i, table] : llvm::enumerate(p.ropeTables)) {
+      defs << "__constant__ double wf_inv_freq" << i << "[RopeConfig::HALF] = {";
+      for (auto [j, f] : llvm::enumerate(table))
+        defs << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
+      defs << "};\n";
+    }
+    if (p.ropePositionsIn >= 0)
+      e.params.push_back({"const int *__restrict__ positions",
+                          binding(ParamBinding::Kind::RegionInput, p.ropePositionsIn,
+                                  "positions")});
+    std::string writePositions = "positions";
+    if (cached) {
+      if (p.writePositionsIn != p.ropePositionsIn) {
+        writePositions = "write_positions";
+        e.params.push_back({"const int *__restrict__ write_positions",
+                            binding(ParamBinding::Kind::RegionInput, p.writePositionsIn,
+                                    "write_positions")});
+      }
+      e.params.push_back({"const int *__restrict__ slots",
+                          binding(ParamBinding::Kind::RegionInput, p.slotsIn, "slots")});
+      e.params.push_back({"const int *__restrict__ block_tables",
+                          binding(ParamBinding::Kind::BlockTables, 0, "block_tables")});
+      e.params.push_back({"RopeConfig::cache_t *__restrict__ k_cache",
+                          binding(ParamBinding::Kind::KCache, p.layer, "k_cache")});
+      e.params.push_back({"RopeConfig::cache_t *__restrict__ v_cache",
+                          binding(ParamBinding::Kind::VCache, p.layer, "v_cache")});
+    }
+    // Column col is the pair (i, i + HALF) of head col / HALF of all parts'
+    // heads; the parts' values are rounded to their type first, as the
+    // unfused split would store them.
+    body << "    using namespace weft::kernels;\n"
+         << "    const int head = col / RopeConfig::HALF, i = col % RopeConfig::HALF;\n";
+    int64_t start = 0;
+    for (auto [i, s] : llvm::enumerate(p.segments)) {
+      std::string part = "part" + std::to_string(i) + "_t", res = "res" + std::to_string(i) + "_t";
+      int64_t heads = s.size / p.headDim;
+      defs << "typedef " << cudaType(s.type) << " " << part << ";\n"
+           << "typedef " << cudaType(s.resultType) << " " << res << ";\n";
+      bool last = i + 1 == p.segments.size();
+      body << "    " << (i ? "else " : "");
+      if (!last)
+        body << "if (head < " << start + heads << ") ";
+      body << "{\n      const int h = head" << (start ? " - " + std::to_string(start) : "") << ";\n"
+           << "      float a = wf_round<" << part << ">(v[0]), b = wf_round<" << part
+           << ">(v[1]);\n";
+      if (s.table >= 0)
+        body << "      rotatePair<" << res << ">(positions[t], wf_inv_freq" << s.table
+             << "[i], a, b);\n";
+      if (!s.results.empty()) {
+        std::vector<std::string> outs;
+        for (size_t c = 0; c < s.results.size(); ++c) {
+          std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
+          e.params.push_back({res + " *__restrict__ " + n,
+                              binding(ParamBinding::Kind::RegionResult, s.results[c], n)});
+          outs.push_back(n);
+        }
+        body << "      storePair<RopeConfig, " << heads << ", " << res << ">(t, h, i, a, b, "
+             << llvm::join(outs, ", ") << ");\n";
+      }
+      if (s.cache)
+        body << "      cachePair<RopeConfig>(" << (s.cache == 1 ? "k_cache" : "v_cache")
+             << ", cacheSlot<RopeConfig>(" << writePositions
+             << "[t], slots[t], block_tables), h, i, a, b);\n";
+      body << "    }\n";
+      start += heads;
     }
     break;
   }
@@ -701,7 +909,7 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   // blocks instead of 8. Measured on an H200, Llama 3.1 8B int4 at batch 1, three
   // runs each: 2.61-2.65 -> 2.47 ms/token; 8 warps for O and down 2.84-2.89,
   // 2 for every projection 2.65; batch 8 loses with them (3.23 -> 3.34).
-  if (g.mma && p.quantBits == 4 && p.tokens == 1 && g.rpc == 1)
+  if (g.mma && p.quantBits == 4 && p.tokens == 1 && p.epilogue != Epilogue::Swiglu)
     maxKw = p.normIn >= 0 ? kGemvWarps : 4;
   if (p.select != Projection::Select::Argmax)
     while (g.gx < 2 * sms && g.kw < maxKw && p.k >= 2 * g.kw * granule) {
@@ -728,6 +936,78 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   return g;
 }
 
+// The Config of weft/gemv.cuh for `p` as planned by `g`.
+std::string gemvConfigSource(const Projection &p, const GemvPlan &g, int64_t tiles, bool argmax) {
+  bool norm = p.normIn >= 0;
+  std::string config;
+  llvm::raw_string_ostream os(config);
+  os << "#include \"weft/gemv.cuh\"\n\n"
+     << "struct Config {\n"
+     << "  static constexpr int T = " << g.tileTokens << ", TILES = " << tiles << ", K = " << p.k
+     << ", NW = " << p.nw << ", NC = " << p.columns()
+     << ";  // tokens per tile, tiles, input features, weight rows, outputs\n"
+     << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
+     << ", WARPS = THREADS / 32;\n"
+     << "  static constexpr int KW = " << g.kw << ", CPW = " << g.cpw << ", RPC = " << g.rpc
+     << ", CPB = WARPS / KW * CPW;  // KW warps share CPW columns (splitting K)\n"
+     << "  static constexpr int SPLITS = " << g.splits << ", KS = " << g.ks << ", KC = "
+     << g.kc << ", XS = " << g.kc + (g.mma ? 16 : 0)
+     << ";  // K splits, K per split, K staged at a time, staged row stride\n"
+     << "  static constexpr bool NORM = " << (norm ? "true" : "false")
+     << ", PRENORM = " << (g.prenorm ? "true" : "false")
+     << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
+     << (argmax ? "true" : "false") << ";\n"
+     << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
+     << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"
+     << "  using x_t = " << cudaType(p.xType) << ";\n"
+     << "  using w_t = " << (p.quantBits ? "unsigned" : cudaType(p.weightType)) << ";\n"
+     << "  using s_t = " << cudaType(g.stageType) << ";\n"
+     << "  using m_t = " << cudaType(p.weightType) << ";\n";
+  if (p.quantBits && p.quantFormat == QuantFormat::E4M3)
+    os << "  // FP8 E4M3 codes, an f32 scale per row\n"
+       << "  using W = weft::kernels::PackedRows<8, " << p.quantGroup << ", " << g.mmaK
+       << ", m_t, weft::kernels::Codes::E4M3>;\n";
+  else if (p.quantBits)
+    os << "  // " << p.quantBits << "-bit codes" << (p.quantTiled ? " in 16-row tiles" : "")
+       << ", a (scale, zero) pair per " << p.quantGroup << " inputs of a row\n"
+       << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
+       << ", " << g.mmaK << ", m_t"
+       << (p.quantTiled ? ", weft::kernels::Codes::Int, true" : "") << ">;\n";
+  else
+    os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
+  os << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
+     << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up; RoPE:\n"
+     << "  // the pair (i, i + D/2) of a head).\n"
+     << "  static __device__ __forceinline__ int row(int col, int j) {\n";
+  if (p.epilogue == Epilogue::Swiglu)
+    os << "    return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
+  else if (p.epilogue == Epilogue::Rope)
+    os << "    return col / " << p.headDim / 2 << " * " << p.headDim << " + j * " << p.headDim / 2
+       << " + col % " << p.headDim / 2 << ";\n";
+  else
+    os << "    (void)j;\n    return col;\n";
+  os << "  }\n};\n";
+  os.flush();
+  return config;
+}
+
+// The epilogue callable (weft/gemv.cuh's E) around `epi`'s statements.
+std::string gemvEpilogueSource(const EpilogueCode &epi) {
+  std::string epilogue;
+  llvm::raw_string_ostream os(epilogue);
+  os << "\nconstexpr int NC = Config::NC;\n"
+     << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
+     << epi.typedefs << "\nstruct Epilogue {\n";
+  for (auto &[decl, b] : epi.params)
+    os << "  " << decl << ";\n";
+  os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
+        "                                             unsigned long long &key) const {\n"
+        "    (void)key;\n"
+     << epi.body << "  }\n};\n";
+  os.flush();
+  return epilogue;
+}
+
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
 // runs the epilogue).
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
@@ -741,75 +1021,17 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   int64_t tiles = p.tokens / g.tileTokens;
   uint64_t partialFloats =
       uint64_t(tiles * (g.splits * g.tileTokens * p.nw + (norm ? g.splits * g.tileTokens : 0)));
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2);
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2, &o);
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
   std::vector<EmittedStep> steps;
 
   // What the GEMV and its reduce kernel share: the Config of weft/gemv.cuh
-  // and the epilogue (bias, residual, SwiGLU, split outputs, logits) as a
-  // callable holding its output pointers.
-  std::string config;
-  {
-    llvm::raw_string_ostream os(config);
-    os << "#include \"weft/gemv.cuh\"\n\n"
-       << "struct Config {\n"
-       << "  static constexpr int T = " << g.tileTokens << ", TILES = " << tiles << ", K = " << p.k
-       << ", NW = " << p.nw << ", NC = " << p.columns()
-       << ";  // tokens per tile, tiles, input features, weight rows, outputs\n"
-       << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
-       << ", WARPS = THREADS / 32;\n"
-       << "  static constexpr int KW = " << g.kw << ", CPW = " << g.cpw << ", RPC = " << g.rpc
-       << ", CPB = WARPS / KW * CPW;  // KW warps share CPW columns (splitting K)\n"
-       << "  static constexpr int SPLITS = " << g.splits << ", KS = " << g.ks << ", KC = "
-       << g.kc << ", XS = " << g.kc + (g.mma ? 16 : 0)
-       << ";  // K splits, K per split, K staged at a time, staged row stride\n"
-       << "  static constexpr bool NORM = " << (norm ? "true" : "false")
-       << ", PRENORM = " << (g.prenorm ? "true" : "false")
-       << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
-       << (argmax ? "true" : "false") << ";\n"
-       << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
-       << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"
-       << "  using x_t = " << cudaType(p.xType) << ";\n"
-       << "  using w_t = " << (p.quantBits ? "unsigned" : cudaType(p.weightType)) << ";\n"
-       << "  using s_t = " << cudaType(g.stageType) << ";\n"
-       << "  using m_t = " << cudaType(p.weightType) << ";\n";
-    if (p.quantBits && p.quantFormat == QuantFormat::E4M3)
-      os << "  // FP8 E4M3 codes, an f32 scale per row\n"
-         << "  using W = weft::kernels::PackedRows<8, " << p.quantGroup << ", " << g.mmaK
-         << ", m_t, weft::kernels::Codes::E4M3>;\n";
-    else if (p.quantBits)
-      os << "  // " << p.quantBits << "-bit codes" << (p.quantTiled ? " in 16-row tiles" : "")
-         << ", a (scale, zero) pair per " << p.quantGroup << " inputs of a row\n"
-         << "  using W = weft::kernels::PackedRows<" << p.quantBits << ", " << p.quantGroup
-         << ", " << g.mmaK << ", m_t"
-         << (p.quantTiled ? ", weft::kernels::Codes::Int, true" : "") << ">;\n";
-    else
-      os << "  using W = weft::kernels::DenseRows<w_t, 16>;\n";
-    os
-       << "  using norm_t = " << cudaType(norm ? p.normType : p.xType) << ";\n"
-       << "  // Weight row of output column `col` (SwiGLU: j = 0 gate, j = 1 up).\n"
-       << "  static __device__ __forceinline__ int row(int col, int j) {\n";
-    if (p.epilogue == Epilogue::Swiglu)
-      os << "    return (j == 0 ? " << p.gateOffset << " : " << p.upOffset << ") + col;\n";
-    else
-      os << "    (void)j;\n    return col;\n";
-    os << "  }\n};\n";
-  }
-  std::string epilogue;
-  {
-    llvm::raw_string_ostream os(epilogue);
-    os << "\nconstexpr int NC = Config::NC;\n"
-       << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
-       << epi.typedefs << "\nstruct Epilogue {\n";
-    for (auto &[decl, b] : epi.params)
-      os << "  " << decl << ";\n";
-    os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
-          "                                             unsigned long long &key) const {\n"
-          "    (void)key;\n"
-       << epi.body << "  }\n};\n";
-  }
+  // and the epilogue (bias, residual, SwiGLU, split outputs, RoPE and the
+  // cache write, logits) as a callable holding its output pointers.
+  std::string config = gemvConfigSource(p, g, tiles, argmax);
+  std::string epilogue = gemvEpilogueSource(epi);
   std::vector<std::string> epilogueNames;
   for (auto &[decl, b] : epi.params)
     epilogueNames.push_back(b.name);
@@ -933,6 +1155,48 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
         std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1}, std::move(params))));
   }
   return steps;
+}
+
+// The epilogue of `p` over a GEMM's f32 output [T, NW] (`in`), for the
+// epilogues only the GEMV has (RoPE and the cache write): weft/gemv.cuh's
+// split-K reduce with one split, a tile per token. The bias is added here,
+// not by the GEMM, so each part is rounded to its type once, as the GEMV
+// rounds it.
+EmittedStep emitEpilogueRows(FusionOp region, const Projection &p, const EmitOptions &o,
+                             ParamBinding in) {
+  Projection rows = p;
+  rows.normIn = -1;    // normalized before the GEMM
+  rows.quantBits = 0;  // expanded before the GEMM
+  GemvPlan g;
+  g.rpc = rows.rowsPerColumn();
+  g.tileTokens = 1;
+  g.cpw = kGemvThreads / kGemvWarps;
+  g.cpb = kGemvThreads;
+  g.gx = ceilDiv(rows.columns(), g.cpb);
+  g.ks = g.kc = rows.k;
+  EpilogueCode epi = projectionEpilogue(rows, /*withBias=*/true, false, -1, &o);
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// " << region.getKind() << ": the epilogue over the " << p.tokens
+     << " rows of the projection's f32 output.\n"
+     << gemvConfigSource(rows, g, p.tokens, false) << gemvEpilogueSource(epi);
+  std::vector<std::string> decls = {"const float *__restrict__ y"}, names;
+  std::vector<ParamBinding> params = {in};
+  for (auto &[decl, b] : epi.params) {
+    decls.push_back(decl);
+    params.push_back(b);
+    names.push_back(b.name);
+  }
+  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
+     << "  weft::kernels::gemvReduce<Config>(y, Epilogue{" << llvm::join(names, ", ")
+     << "}, nullptr);\n}\n";
+  os.flush();
+  return kernelStep(finishKernel(region,
+                                 "weft_" + identifier(region.getKind()) + "_rows_t" +
+                                     std::to_string(p.tokens) + "_n" + std::to_string(p.nw),
+                                 std::move(src), {int(g.gx), 1, int(p.tokens)},
+                                 {kGemvThreads, 1, 1}, std::move(params)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1280,7 +1544,7 @@ llvm::Expected<std::vector<EmittedStep>> emitNormResidual(FusionOp region, RmsNo
 // the B operand when it is not the region's weight input (a quantized
 // projection's codes expanded to f16 in a scratch buffer).
 llvm::Expected<std::vector<EmittedStep>>
-emitPrefillProjection(FusionOp region, const Projection &p,
+emitPrefillProjection(FusionOp region, const Projection &p, const EmitOptions &o,
                       std::optional<ParamBinding> weights = std::nullopt) {
   std::vector<EmittedStep> steps;
   // Scratch ids: 0 normalized input, 1 GEMM output, 2 logits not yielded.
@@ -1329,6 +1593,14 @@ emitPrefillProjection(FusionOp region, const Projection &p,
     gemm.c = gemmOut;
     after.push_back(emitSwigluRows(region, p, gemmOut));
     break;
+  case Epilogue::Rope:
+    // f32 out, bias added by the epilogue: it rounds each part to its type
+    // as the GEMV does.
+    gemm.c = gemmOut = scratchBinding(1, uint64_t(p.tokens * p.nw * 4), "projection");
+    gemm.cType = ElementType::F32;
+    gemm.bias.reset();
+    after.push_back(emitEpilogueRows(region, p, o, gemmOut));
+    break;
   case Epilogue::Logits:
     gemm.c = logitsBinding(p);
     if (p.outResults.size() > 1)
@@ -1374,7 +1646,7 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
       // tokens (scratch 4; the GEMM path uses 0-2).
       ParamBinding expanded = scratchBinding(4, uint64_t(p.nw * p.k * 2), "expanded");
       std::vector<EmittedStep> steps = {emitExpandCodes(region, p, expanded)};
-      llvm::Expected<std::vector<EmittedStep>> gemm = emitPrefillProjection(region, p, expanded);
+      llvm::Expected<std::vector<EmittedStep>> gemm = emitPrefillProjection(region, p, o, expanded);
       if (!gemm)
         return gemm.takeError();
       for (EmittedStep &s : *gemm)
@@ -1396,7 +1668,7 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
     return emitGemv(region, p, o);
   }
   if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))
-    return emitPrefillProjection(region, p);
+    return emitPrefillProjection(region, p, o);
   std::vector<EmittedStep> steps = emitGemv(region, p, o);
   if (p.select == Projection::Select::Sample)
     steps.push_back(emitSample(region, p));
@@ -1947,7 +2219,10 @@ const RegionEmitter kRegionEmitters[] = {
        return emitEmbedding(region, llvm::cast<EmbeddingOp>(body.front()));
      }},
     // RoPE and the KV-cache write (Qwen3's head norms before them)
-    {holds<RopeOp, KvWriteOp>, emitRopeKvWrite},
+    {[](mlir::Block &body) {
+       return holds<RopeOp, KvWriteOp>(body) && !holds<LinearOp, LogitsOp>(body);
+     },
+     emitRopeKvWrite},
     // RMSNorm, then an add of its result (Gemma 2's post-norms)
     {[](mlir::Block &body) {
        auto ops = body.without_terminator();

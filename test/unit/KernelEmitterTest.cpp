@@ -168,7 +168,8 @@ TEST_F(KernelEmitterTest, EveryBuiltinModelEmitsAndCompiles) {
     ASSERT_TRUE(module);
     emitAll(*module, "qwen2.5-1.5b (sampling)", all);
   }
-  for (const char *kind : {"embedding", "rms_norm_linear", "rope_kv_write", "linear_residual",
+  for (const char *kind : {"embedding", "rms_norm_linear", "rope_kv_write",
+                           "rms_norm_linear_rope_kv_write", "linear_residual",
                            "rms_norm_linear_swiglu", "rms_norm_logits_argmax",
                            "rms_norm_logits_sample"})
     EXPECT_TRUE(all.kinds.count(kind)) << kind;
@@ -191,51 +192,67 @@ TEST_F(KernelEmitterTest, EmissionIsDeterministic) {
 }
 
 // Every dimension is a constant of the source, and the launch matches it.
+// Qwen2's QKV projection carries RoPE and the cache write as its epilogue:
+// a column is the pair (i, i + 64) of a head.
 TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
   mlir::OwningOpRef<mlir::ModuleOp> module = compile("qwen2.5-7b", false);
   ASSERT_TRUE(module);
   bool sawQkv = false, sawPrefill = false;
+  auto paramNames = [](const EmittedKernel &k) {
+    std::vector<std::string> names;
+    for (const ParamBinding &p : k.params)
+      names.push_back(p.name);
+    return names;
+  };
   module->walk([&](FusionOp region) {
-    if (region.getKind() != "rms_norm_linear" || (sawQkv && sawPrefill))
+    if (region.getKind() != "rms_norm_linear_rope_kv_write" || (sawQkv && sawPrefill))
       return;
     auto fn = region->getParentOfType<mlir::func::FuncOp>();
     llvm::Expected<std::vector<EmittedStep>> steps = emitRegion(region, EmitOptions{});
     ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
     if (fn.getName() == "decode_b1" && !sawQkv) {
       sawQkv = true;
+      ASSERT_EQ(steps->size(), 1u); // one kernel: no RoPE kernel after it
       const EmittedKernel &k = *steps->front().kernel;
-      EXPECT_NE(k.source.find("static constexpr int T = 1, TILES = 1, K = 3584, NW = 4608, NC = 4608;"),
+      EXPECT_NE(k.source.find("static constexpr int T = 1, TILES = 1, K = 3584, NW = 4608, NC = 2304;"),
                 std::string::npos)
           << k.source;
+      EXPECT_NE(k.source.find("RPC = 2"), std::string::npos);
+      EXPECT_NE(k.source.find("return col / 64 * 128 + j * 64 + col % 64;"), std::string::npos);
       EXPECT_NE(k.source.find("__nv_bfloat16"), std::string::npos);
-      // Qwen2's Q/K/V bias and the three split results.
-      std::vector<std::string> names;
-      for (const EmittedStep &s : *steps)
-        for (const ParamBinding &p : s.kernel->params)
-          names.push_back(p.name);
-      EXPECT_TRUE(llvm::is_contained(names, "bias"));
-      EXPECT_TRUE(llvm::is_contained(names, "out0"));
-      EXPECT_TRUE(llvm::is_contained(names, "out2"));
+      // 28 query heads rotated and yielded, 4 key heads rotated and cached,
+      // 4 value heads cached.
+      EXPECT_NE(k.source.find("if (head < 28)"), std::string::npos) << k.source;
+      EXPECT_NE(k.source.find("else if (head < 32)"), std::string::npos);
+      EXPECT_NE(k.source.find("storePair<RopeConfig, 28, res0_t>(t, h, i, a, b, out0);"),
+                std::string::npos);
+      EXPECT_NE(k.source.find("cachePair<RopeConfig>(k_cache"), std::string::npos);
+      EXPECT_NE(k.source.find("cachePair<RopeConfig>(v_cache"), std::string::npos);
+      // Qwen2's Q/K/V bias, the positions and slots, the cache, the query.
+      std::vector<std::string> names = paramNames(k);
+      for (const char *n : {"bias", "positions", "slots", "block_tables", "k_cache", "v_cache",
+                            "out0"})
+        EXPECT_TRUE(llvm::is_contained(names, n)) << n;
+      EXPECT_FALSE(llvm::is_contained(names, "out1"));
     }
     if (fn.getName() == "prefill_c128" && !sawPrefill) {
       sawPrefill = true;
-      ASSERT_EQ(steps->size(), 3u); // RMSNorm, GEMM (+bias), split copy
+      ASSERT_EQ(steps->size(), 3u); // RMSNorm, GEMM, RoPE + cache write over its rows
       ASSERT_TRUE(steps->at(1).gemm);
       const GemmStep &g = *steps->at(1).gemm;
       EXPECT_EQ(g.m, 128);
       EXPECT_EQ(g.n, 4608);
       EXPECT_EQ(g.k, 3584);
-      ASSERT_TRUE(g.bias.has_value());
+      EXPECT_EQ(g.cType, ElementType::F32);
+      EXPECT_FALSE(g.bias.has_value()) << "the epilogue adds the bias, then rounds";
       EXPECT_EQ(g.a.kind, ParamBinding::Kind::Scratch);
       EXPECT_EQ(g.c.kind, ParamBinding::Kind::Scratch);
-      // The split copy instantiates weft/split.cuh; its token count is the
-      // grid's, so every prefill bucket shares the binary.
-      const EmittedKernel &copy = *steps->at(2).kernel;
-      EXPECT_NE(copy.source.find("weft::kernels::splitRows<Config>(y, Store{out0, out1, out2});"),
+      const EmittedKernel &rows = *steps->at(2).kernel;
+      EXPECT_NE(rows.source.find("weft::kernels::gemvReduce<Config>(y, Epilogue{"),
                 std::string::npos)
-          << copy.source;
-      EXPECT_EQ(copy.source.find("128"), std::string::npos) << copy.source;
-      EXPECT_EQ(copy.grid[1], 128);
+          << rows.source;
+      EXPECT_EQ(rows.grid[2], 128);
+      EXPECT_TRUE(llvm::is_contained(paramNames(rows), "bias"));
     }
   });
   EXPECT_TRUE(sawQkv);

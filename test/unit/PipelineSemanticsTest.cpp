@@ -54,6 +54,11 @@ const PassCase kPassCases[] = {
      "\"linear_swiglu\"|\"linear_geglu\""},
     {"func.func(weft-fuse-residual-add)", "\"linear_residual\"|\"rms_norm_residual\""},
     {"func.func(weft-fuse-rope-kv-write)", "\"rope_kv_write\""},
+    // Merges where heads are a multiple of 32 wide and have no head norms
+    // (llama_tied_bf16); the others keep the two regions.
+    {"func.func(weft-fuse-sibling-linears,weft-fuse-rms-norm-linear,weft-fuse-rope-kv-write,"
+     "weft-fuse-projection-rope)",
+     "\"rms_norm_linear_rope_kv_write\"|\"rope_kv_write\""},
     {"func.func(weft-fuse-lm-head)", "\"rms_norm_logits_argmax\""},
     {"func.func(weft-form-kernel-regions)", "\"attention\""},
 };
