@@ -194,7 +194,7 @@ llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
   // Fusion, then (over a topology) quantization and partitioning, then
   // specialization into buckets.
   mlir::PassManager fusion(c->context.get());
-  buildFusionPipeline(fusion);
+  buildFusionPipeline(fusion, c->options.fuseProjectionRope);
   if (llvm::Error e = runPasses(*c, fusion, "the fusion pipeline"))
     return std::move(e);
   if (partitioned)

@@ -62,6 +62,11 @@ struct Options {
   // Whole layers in host RAM when nothing else fits: for reports only, a
   // plan cannot hold them. hostOffloadGiven: the user asked for it.
   bool hostOffload = true, hostOffloadGiven = false;
+
+  // RoPE and the KV-cache write as the QKV projection's epilogue
+  // (weft-fuse-projection-rope); false keeps them a kernel of their own,
+  // for A/B measurements.
+  bool fuseProjectionRope = true;
 };
 
 struct Compilation;

@@ -10,7 +10,7 @@ using namespace mlir;
 
 namespace weft {
 
-void buildFusionPipeline(OpPassManager &pm) {
+void buildFusionPipeline(OpPassManager &pm, bool fuseProjectionRope) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   OpPassManager &fn = pm.nest<func::FuncOp>();
@@ -19,7 +19,8 @@ void buildFusionPipeline(OpPassManager &pm) {
   fn.addPass(createFuseSwigluPass());
   fn.addPass(createFuseResidualAddPass());
   fn.addPass(createFuseRopeKvWritePass());
-  fn.addPass(createFuseProjectionRopePass());
+  if (fuseProjectionRope)
+    fn.addPass(createFuseProjectionRopePass());
   fn.addPass(createFuseLmHeadPass());
   fn.addPass(createFormKernelRegionsPass());
   pm.addPass(createCanonicalizerPass());

@@ -28,7 +28,9 @@ struct CompileOptions {
 };
 
 // Clean up and fuse into kernel regions (the graph keeps @forward).
-void buildFusionPipeline(mlir::OpPassManager &pm);
+// fuseProjectionRope: run weft-fuse-projection-rope (off only for A/B
+// measurements).
+void buildFusionPipeline(mlir::OpPassManager &pm, bool fuseProjectionRope = true);
 
 // The pipeline weft-opt exposes as --weft-default-pipeline: fusion, then
 // specialization. (weft-compile runs the fusion part, partitions, then

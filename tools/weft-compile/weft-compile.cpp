@@ -102,6 +102,10 @@ cl::opt<int64_t> maxGemvTokens(
     "max-gemv-tokens", cl::Hidden, cl::init(1),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
+cl::opt<bool> fuseProjectionRope(
+    "fuse-projection-rope", cl::Hidden, cl::init(true),
+    cl::desc("RoPE and the KV-cache write as the QKV projection's epilogue (default true; "
+             "false keeps their own kernel, for A/B measurements)"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true; reports only: plans cannot "
@@ -295,6 +299,7 @@ int main(int argc, char **argv) {
   options.weightDType = weightDType;
   options.stages = stageSpec;
   options.hostOffload = hostOffload;
+  options.fuseProjectionRope = fuseProjectionRope;
   options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
 
   // The plan back end and what it needs from the command line.
