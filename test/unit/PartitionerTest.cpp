@@ -151,7 +151,7 @@ TEST_F(PartitionerTest, ProfileCoversEveryLayerAndWeight) {
   ModelProfile p = profileOf("llama-3.1-8b");
   ASSERT_EQ(p.layers.size(), 32u);
   for (const auto &layer : p.layers)
-    EXPECT_EQ(layer.size(), 6u);
+    EXPECT_EQ(layer.size(), 5u); // QKV with RoPE + cache write, attention, O, gate/up, down
   // Per-step weight traffic: every layer matrix once, the embedding's row
   // and the LM head; matches the parameter count minus the unread table.
   WeightFormat bf16;

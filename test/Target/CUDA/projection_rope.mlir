@@ -51,7 +51,20 @@
 // CHECK-NEXT: //   grid (1, 1, 40) block (256, 1, 1) shared 0
 // CHECK: weft::kernels::gemvReduce<Config>(y, Epilogue{bias, positions, slots, block_tables, k_cache, v_cache, out0}, nullptr);
 
-// COMPILED-COUNT-4: compiled for sm_{{86|90}}: cubin ok, ptx ok
+// 4-bit codes: the GEMV keeps one row per column (its tiles and blocks as
+// without RoPE) and writes f32 rows; the epilogue is a second kernel.
+// CHECK-LABEL: // @four_bit region 0 "rms_norm_linear_rope_kv_write": 2 steps
+// CHECK-NEXT: // step 0: kernel weft_rms_norm_linear_rope_kv_write_t1_k128_n128_gemv_{{[0-9a-f]+}}
+// CHECK: //   param 4 rows: Scratch 5 (512 bytes)
+// CHECK: static constexpr int T = 1, TILES = 1, K = 128, NW = 128, NC = 128;
+// CHECK: rows[(size_t)t * NC + col] = v[0];
+// CHECK: // step 1: kernel weft_rms_norm_linear_rope_kv_write_rows_t1_n128_{{[0-9a-f]+}}
+// CHECK-NEXT: //   grid (1, 1, 1) block (256, 1, 1) shared 0
+// CHECK-NEXT: //   param 0 rows: Scratch 5 (512 bytes)
+// CHECK-NOT: bias
+// CHECK: weft::kernels::gemvReduce<Config>(y, Epilogue{positions, slots, block_tables, k_cache, v_cache, out0}, nullptr);
+
+// COMPILED-COUNT-6: compiled for sm_{{86|90}}: cubin ok, ptx ok
 
 // NARROW: error: {{.+}}a RoPE epilogue needs a head_dim that is a multiple of 32 (16-row tiles of half heads), got 16
 
@@ -101,4 +114,21 @@ func.func @forty_tokens(%x: tensor<40x64xf16>, %g: tensor<64xf16>, %w: tensor<12
     weft.yield %rq : tensor<40x64xf16>
   }
   return %r : tensor<40x64xf16>
+}
+
+func.func @four_bit(%x: tensor<1x128xf16>, %g: tensor<128xf16>, %pos: tensor<1xi32>, %slots: tensor<1xi32>,
+    %cache: !weft.kv_cache<layers = 4, kv_heads = 1, head_dim = 32, dtype = f16>) -> tensor<1x64xf16> {
+  %w = weft.weight "attn.qkv" {quant = #weft.quant<bits = 4, group = 128>} : tensor<128x128xf16>
+  %r = weft.fusion "rms_norm_linear_rope_kv_write" (%x, %g, %w, %pos, %slots, %cache) {dims = {tokens = 1 : i64}}
+      : (tensor<1x128xf16>, tensor<128xf16>, tensor<128x128xf16>, tensor<1xi32>, tensor<1xi32>, !weft.kv_cache<layers = 4, kv_heads = 1, head_dim = 32, dtype = f16>) -> tensor<1x64xf16> {
+  ^bb0(%a: tensor<1x128xf16>, %ga: tensor<128xf16>, %c: tensor<128x128xf16>, %p: tensor<1xi32>, %sl: tensor<1xi32>, %ca: !weft.kv_cache<layers = 4, kv_heads = 1, head_dim = 32, dtype = f16>):
+    %n = weft.rms_norm %a, %ga {epsilon = 1.0e-5 : f64} : (tensor<1x128xf16>, tensor<128xf16>) -> tensor<1x128xf16>
+    %y = weft.linear %n, %c : (tensor<1x128xf16>, tensor<128x128xf16>) -> tensor<1x128xf16>
+    %s:3 = weft.split %y {sizes = array<i64: 64, 32, 32>} : tensor<1x128xf16> -> (tensor<1x64xf16>, tensor<1x32xf16>, tensor<1x32xf16>)
+    %rq = weft.rope %s#0, %p {head_dim = 32 : i64, theta = 1.0e4 : f64} : (tensor<1x64xf16>, tensor<1xi32>) -> tensor<1x64xf16>
+    %rk = weft.rope %s#1, %p {head_dim = 32 : i64, theta = 1.0e4 : f64} : (tensor<1x32xf16>, tensor<1xi32>) -> tensor<1x32xf16>
+    weft.kv_write %rk, %s#2, %p, %sl, %ca {layer = 2 : i64} : tensor<1x32xf16>, tensor<1x32xf16>, tensor<1xi32>, tensor<1xi32>, !weft.kv_cache<layers = 4, kv_heads = 1, head_dim = 32, dtype = f16>
+    weft.yield %rq : tensor<1x64xf16>
+  }
+  return %r : tensor<1x64xf16>
 }
