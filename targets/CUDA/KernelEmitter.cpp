@@ -919,7 +919,7 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   // blocks instead of 8. Measured on an H200, Llama 3.1 8B int4 at batch 1, three
   // runs each: 2.61-2.65 -> 2.47 ms/token; 8 warps for O and down 2.84-2.89,
   // 2 for every projection 2.65; batch 8 loses with them (3.23 -> 3.34).
-  if (g.mma && p.quantBits == 4 && p.tokens == 1 && p.epilogue != Epilogue::Swiglu)
+  if (g.mma && p.quantBits == 4 && p.tokens == 1 && g.rpc == 1)
     maxKw = p.normIn >= 0 ? kGemvWarps : 4;
   if (p.select != Projection::Select::Argmax)
     while (g.gx < 2 * sms && g.kw < maxKw && p.k >= 2 * g.kw * granule) {
