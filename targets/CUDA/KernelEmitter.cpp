@@ -629,7 +629,7 @@ struct EpilogueCode {
 // `logitsScratch`: the scratch id of f32 logits that are not a region
 // result. `o`: the cache geometry, for a RoPE epilogue's cache writes.
 EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxCandidates,
-                                int64_t logitsScratch, const EmitOptions *o = nullptr) {
+                                int64_t logitsScratch, const EmitOptions &o) {
   EpilogueCode e;
   llvm::raw_string_ostream body(e.body), defs(e.typedefs);
   if (withBias && p.biasIn >= 0) {
@@ -719,8 +719,8 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
          << "  static constexpr int D = " << p.headDim << ", HALF = D / 2;\n";
     if (cached)
       defs << "  static constexpr int KV_HEADS = " << p.kvHeads
-           << ", BLOCK_TOKENS = " << o->blockTokens << ", MAX_BLOCKS = "
-           << o->maxBlocksPerSequence << ", MAX_SEQUENCES = " << o->maxSequences << ";\n"
+           << ", BLOCK_TOKENS = " << o.blockTokens << ", MAX_BLOCKS = "
+           << o.maxBlocksPerSequence << ", MAX_SEQUENCES = " << o.maxSequences << ";\n"
            << "  using cache_t = " << cudaType(p.cacheType) << ";\n";
     defs << "};\n";
     for (auto [i, table] : llvm::enumerate(p.ropeTables)) {
@@ -1031,7 +1031,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
   int64_t tiles = p.tokens / g.tileTokens;
   uint64_t partialFloats =
       uint64_t(tiles * (g.splits * g.tileTokens * p.nw + (norm ? g.splits * g.tileTokens : 0)));
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2, &o);
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2, o);
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
@@ -1184,7 +1184,7 @@ EmittedStep emitEpilogueRows(FusionOp region, const Projection &p, const EmitOpt
   g.cpb = kGemvThreads;
   g.gx = ceilDiv(rows.columns(), g.cpb);
   g.ks = g.kc = rows.k;
-  EpilogueCode epi = projectionEpilogue(rows, addBias, false, -1, &o);
+  EpilogueCode epi = projectionEpilogue(rows, addBias, false, -1, o);
   std::string src;
   llvm::raw_string_ostream os(src);
   os << "// " << region.getKind() << ": the epilogue over the " << p.tokens
@@ -1365,7 +1365,8 @@ EmittedStep emitSplitCopy(FusionOp region, const Projection &p, ParamBinding in)
   int64_t vec = vectorWidth(widest, extents);
   int64_t perRow = p.nw / vec;
   int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/false, false, -1);
+  // A split's stores need no cache geometry.
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/false, false, -1, EmitOptions{});
   std::string src;
   llvm::raw_string_ostream os(src);
   os << "// Copies a projection's columns into its " << p.segments.size()
