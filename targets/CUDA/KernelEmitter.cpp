@@ -824,7 +824,6 @@ constexpr int64_t kStageBytes = 32 * 1024; // activations staged in shared memor
 
 struct GemvPlan {
   bool mma = false; // tensor-core engine (else one FMA per weight and token)
-  bool dot = false; // MMA's reads of one token's 4-bit codes, CUDA-core products
   int64_t vec = 8, cpw = 4, rpc = 1, kw = 1, cpb = 32, splits = 1, ks = 0, kc = 0, gx = 1;
   ElementType stageType = ElementType::BF16;
   bool prenorm = false;     // the rms of every token first, normalized staging
@@ -922,18 +921,6 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   // 2 for every projection 2.65; batch 8 loses with them (3.23 -> 3.34).
   if (g.mma && p.quantBits == 4 && p.tokens == 1 && g.rpc == 1)
     maxKw = p.normIn >= 0 ? kGemvWarps : 4;
-  // One token of 4-bit f16 codes with a scale per step of the quad
-  // (PackedRows::F16_DOT): the CUDA-core engine, in groups of up to 8
-  // warps where K is at most 8192 and 4 beyond, so that gate/up (4) and O
-  // (8) need no K split or reduce kernel. Measured alone on an H200, Llama
-  // 3.1 8B layer, us (test/gpu/lab/gemv_lab.cu): QKV 9.57 -> 9.12, O
-  // 8.11 -> 6.62, gate/up 27.89 -> 25.84, down 15.72 -> 15.19 (groups of 4
-  // and 3 splits; groups of 8 unsplit took 16.40).
-  g.dot = o.gemvCudaCores && g.mma && p.quantBits == 4 &&
-          p.quantFormat != QuantFormat::E4M3 && p.tokens == 1 &&
-          p.weightType == ElementType::F16 && p.quantGroup % (4 * g.mmaK) == 0;
-  if (g.dot)
-    maxKw = p.k <= 8192 ? kGemvWarps : 4;
   if (p.select != Projection::Select::Argmax)
     while (g.gx < 2 * sms && g.kw < maxKw && p.k >= 2 * g.kw * granule) {
       g.kw *= 2;
@@ -978,8 +965,7 @@ std::string gemvConfigSource(const Projection &p, const GemvPlan &g, int64_t til
      << ";  // K splits, K per split, K staged at a time, staged row stride\n"
      << "  static constexpr bool NORM = " << (norm ? "true" : "false")
      << ", PRENORM = " << (g.prenorm ? "true" : "false")
-     << ", MMA = " << (g.mma ? "true" : "false") << ", DOT = " << (g.dot ? "true" : "false")
-     << ", ARGMAX = "
+     << ", MMA = " << (g.mma ? "true" : "false") << ", ARGMAX = "
      << (argmax ? "true" : "false") << ";\n"
      << "  static constexpr float EPS = " << floatLiteral(norm ? p.eps : 0.0)
      << ", NORM_OFFSET = " << floatLiteral(norm ? p.normOffset : 0.0) << ";\n"

@@ -103,9 +103,6 @@ struct EmitOptions {
   // between its QKV and O projections (RoPE + KV write, decode attention)
   // release the next kernel early too (see addGridDependencyControl).
   bool fourBitProjections = false;
-  // One token of 4-bit f16 codes multiplied on the CUDA cores (weft/gemv.cuh
-  // DOT) rather than by mma; false only for A/B measurements.
-  bool gemvCudaCores = true;
 };
 
 // Whether some weight of `module` holds 4-bit codes (what sets

@@ -697,7 +697,6 @@ public:
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
     eo.fourBitProjections = fourBitProjections;
-    eo.gemvCudaCores = options.gemvCudaCores;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);

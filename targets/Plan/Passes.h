@@ -33,8 +33,6 @@ struct LowerToPlanOptions {
   // takes 4.72 and 4.83 ms through cuBLASLt against 4.85 and 5.50 ms
   // through the generated GEMV (docs/benchmarks.md).
   int64_t maxGemvTokens = 1;
-  // cuda::EmitOptions::gemvCudaCores (false only for A/B measurements).
-  bool gemvCudaCores = true;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
 };

@@ -106,10 +106,6 @@ cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
     cl::desc("RoPE and the KV-cache write as the QKV projection's epilogue (default true; "
              "false keeps their own kernel, for A/B measurements)"));
-cl::opt<bool> gemvCudaCores(
-    "gemv-cuda-cores", cl::Hidden, cl::init(true),
-    cl::desc("One token of 4-bit f16 codes multiplied on the CUDA cores (default true; "
-             "false uses mma, for A/B measurements)"));
 cl::opt<bool> hostOffload("host-offload",
                           cl::desc("Allow whole layers in host RAM when nothing else "
                                    "fits (default true; reports only: plans cannot "
@@ -315,7 +311,6 @@ int main(int argc, char **argv) {
   if (!archOverride.empty())
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
-  planOptions.lowering.gemvCudaCores = gemvCudaCores;
   planOptions.kernelCache = cache ? &*cache : nullptr;
   if (writePlan)
     planOptions.kernelWeightsPath =

@@ -43,10 +43,6 @@ cl::opt<int64_t> smCount("sm-count", cl::desc("Multiprocessors to size grids for
 cl::opt<int> computeCapability("compute-capability",
                                cl::desc("Architecture the code is for (e.g. 86, 90)"),
                                cl::init(90), cl::cat(category));
-cl::opt<bool> gemvCudaCores("gemv-cuda-cores",
-                            cl::desc("One token of 4-bit f16 codes multiplied on the CUDA "
-                                     "cores (default true; false: by mma)"),
-                            cl::init(true), cl::cat(category));
 cl::opt<bool> noSource("no-source", cl::desc("Print launches and bindings only"),
                        cl::init(false), cl::cat(category));
 cl::opt<bool> uniqueOnly("unique",
@@ -138,7 +134,6 @@ int main(int argc, char **argv) {
   options.smCount = smCount;
   options.computeCapability = computeCapability;
   options.fourBitProjections = weft::cuda::hasFourBitProjections(*module);
-  options.gemvCudaCores = gemvCudaCores;
 
   llvm::raw_ostream &os = llvm::outs();
   bool failed = false;

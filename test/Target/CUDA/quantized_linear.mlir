@@ -5,19 +5,13 @@
 // then tiles of tokens; more than 32 expand the codes for cuBLASLt.
 // RUN: weft-emit-cuda %s | FileCheck %s
 // RUN: weft-emit-cuda --no-source %s | FileCheck %s --check-prefix=PREFILL
-// One token of 4-bit f16 codes is multiplied on the CUDA cores (DOT);
-// --gemv-cuda-cores=false keeps mma, with the split K and groups of warps
-// of before (A/B measurements).
-// RUN: weft-emit-cuda --gemv-cuda-cores=false %s | FileCheck %s --check-prefix=MMA
 
 // CHECK-LABEL: // @decode region 0 "rms_norm_linear_swiglu": 1 step
 // CHECK-NEXT: // step 0: kernel [[NAME:weft_rms_norm_linear_swiglu_t1_k256_n1024_gemv_[0-9a-f]+]]
 // CHECK: //   param 2 w: RegionInput 2
 // CHECK-NEXT: //   param 3 w_scales: RegionInput 2 (its scales)
 // CHECK: static constexpr int T = 1, TILES = 1, K = 256, NW = 1024, NC = 512;
-// CHECK: static constexpr bool NORM = true, PRENORM = true, MMA = true, DOT = true, ARGMAX = false;
-// MMA: static constexpr int T = 1, TILES = 1, K = 256, NW = 1024, NC = 512;
-// MMA: static constexpr bool NORM = true, PRENORM = true, MMA = true, DOT = false, ARGMAX = false;
+// CHECK: static constexpr bool NORM = true, PRENORM = true, MMA = true, ARGMAX = false;
 // CHECK: using w_t = unsigned;
 // CHECK: using m_t = __half;
 // CHECK: // 4-bit codes, a (scale, zero) pair per 128 inputs of a row
@@ -167,25 +161,16 @@ func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
   return %r : tensor<96x512xf16>
 }
 
-// 4-bit codes for one token on the CUDA cores (an O projection, K 4096)
-// split K inside the block, 8 warps per group, and need no K split across
-// blocks; with mma, groups of 4 warps and 3 splits. Two tokens split K
-// across blocks only.
+// 4-bit codes for one token with one weight row per column (here an O
+// projection) also split K inside the block, 4 warps per group, so fewer
+// blocks split it (3, not 8); two tokens split K across blocks only.
 // RUN: weft-emit-cuda --function=o_proj_t1 %s | FileCheck %s --check-prefix=OT1
-// RUN: weft-emit-cuda --function=o_proj_t1 --gemv-cuda-cores=false %s | FileCheck %s --check-prefix=OT1MMA
 // RUN: weft-emit-cuda --function=o_proj_t2 %s | FileCheck %s --check-prefix=OT2
-// OT1-LABEL: // @o_proj_t1 region 0 "linear_residual": 1 step
-// OT1-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_gemv_
-// OT1-NEXT: //   grid (256, 1, 1) block (256, 1, 1) shared 0
-// OT1: static constexpr int KW = 8, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
-// OT1-NEXT: static constexpr int SPLITS = 1, KS = 4096, KC = 4096, XS = 4112;
-// OT1: MMA = true, DOT = true
-// OT1MMA-LABEL: // @o_proj_t1 region 0 "linear_residual": 2 steps
-// OT1MMA-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_splitk_
-// OT1MMA-NEXT: //   grid (128, 3, 1) block (256, 1, 1) shared 0
-// OT1MMA: static constexpr int KW = 4, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
-// OT1MMA-NEXT: static constexpr int SPLITS = 3, KS = 1536, KC = 1536, XS = 1552;
-// OT1MMA: MMA = true, DOT = false
+// OT1-LABEL: // @o_proj_t1 region 0 "linear_residual": 2 steps
+// OT1-NEXT: // step 0: kernel weft_linear_residual_t1_k4096_n4096_splitk_
+// OT1-NEXT: //   grid (128, 3, 1) block (256, 1, 1) shared 0
+// OT1: static constexpr int KW = 4, CPW = 16, RPC = 1, CPB = WARPS / KW * CPW;
+// OT1-NEXT: static constexpr int SPLITS = 3, KS = 1536, KC = 1536, XS = 1552;
 // OT2-LABEL: // @o_proj_t2 region 0 "linear_residual": 2 steps
 // OT2-NEXT: // step 0: kernel weft_linear_residual_t2_k4096_n4096_splitk_
 // OT2-NEXT: //   grid (32, 8, 1) block (256, 1, 1) shared 0

@@ -18,7 +18,7 @@
 // CHECK-NEXT: static constexpr int VEC = 8, THREADS = 256, WARPS = THREADS / 32;
 // CHECK-NEXT: static constexpr int KW = 1, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
 // CHECK-NEXT: static constexpr int SPLITS = 1,
-// CHECK-NEXT: static constexpr bool NORM = true, PRENORM = false, MMA = false, DOT = false, ARGMAX = false;
+// CHECK-NEXT: static constexpr bool NORM = true, PRENORM = false, MMA = false, ARGMAX = false;
 // CHECK-NEXT: static constexpr float EPS = 1e-06f, NORM_OFFSET = 0.0f;
 // CHECK-NEXT: using x_t = __nv_bfloat16;
 // CHECK-NEXT: using w_t = __nv_bfloat16;

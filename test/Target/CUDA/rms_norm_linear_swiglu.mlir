@@ -41,13 +41,13 @@ func.func @decode(%x: tensor<1x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x
 // MMA: tensor-core GEMV over all 8 tokens
 // MMA: static constexpr int KW = 1, CPW = 16, RPC = 2,
 // MMA: XS = 144;
-// MMA: static constexpr bool NORM = true, PRENORM = false, MMA = true, DOT = false, ARGMAX = false;
+// MMA: static constexpr bool NORM = true, PRENORM = false, MMA = true, ARGMAX = false;
 // MMA: using w_t = __nv_bfloat16;
 // SIMT-LABEL: // @decode8 region 0 "rms_norm_linear_swiglu": 1 step
 // SIMT-NEXT: // step 0: kernel weft_rms_norm_linear_swiglu_t8_k128_n512_gemv_{{[0-9a-f]+}}
 // SIMT-NEXT: //   grid (16, 1, 1) block (256, 1, 1) shared 0
 // SIMT: static constexpr int KW = 1, CPW = 2, RPC = 2,
-// SIMT: static constexpr bool NORM = true, PRENORM = false, MMA = false, DOT = false, ARGMAX = false;
+// SIMT: static constexpr bool NORM = true, PRENORM = false, MMA = false, ARGMAX = false;
 func.func @decode8(%x: tensor<8x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x128xbf16>) -> tensor<8x256xbf16> {
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 128 : i64, k = 128 : i64, n = 512 : i64, tokens = 8 : i64, width = 256 : i64}}
       : (tensor<8x128xbf16>, tensor<128xbf16>, tensor<512x128xbf16>) -> tensor<8x256xbf16> {

@@ -12,7 +12,7 @@
 // CHECK-NEXT: //   param 2 w: RegionInput 2
 // CHECK-NEXT: //   param 3 logits: RegionResult 0
 // CHECK-NEXT: //   param 4 candidates: Scratch 1 (16000 bytes)
-// CHECK: static constexpr bool NORM = true, PRENORM = false, MMA = false, DOT = false, ARGMAX = true;
+// CHECK: static constexpr bool NORM = true, PRENORM = false, MMA = false, ARGMAX = true;
 // CHECK: logits[(size_t)t * NC + col] = v[0];
 // CHECK-NEXT: key = wf_key(v[0], col);
 // CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, float *__restrict__ logits, unsigned long long *__restrict__ candidates)

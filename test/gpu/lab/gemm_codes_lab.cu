@@ -86,7 +86,7 @@ template <int T_, int K_, int NW_, int RPC_> struct GemvCfg {
   static constexpr int KS = KS0 > K ? K : KS0, SPLITS = (K + KS - 1) / KS;
   static constexpr int FIT = 32 * 1024 / (T * 2) / 256 * 256 < 256 ? 256 : 32 * 1024 / (T * 2) / 256 * 256;
   static constexpr int KC = FIT < roundUpTo(KS, 256) ? FIT : roundUpTo(KS, 256), XS = KC + 16;
-  static constexpr bool NORM = false, PRENORM = false, MMA = true, DOT = false, ARGMAX = false;
+  static constexpr bool NORM = false, PRENORM = false, MMA = true, ARGMAX = false;
   static constexpr float EPS = 0.0f, NORM_OFFSET = 0.0f;
   using x_t = __half;
   using w_t = unsigned;

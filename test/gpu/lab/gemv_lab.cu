@@ -25,8 +25,7 @@ using namespace weft::kernels;
 
 
 // One projection shape and launch configuration, as the emitter writes it.
-template <int K_, int NW_, int RPC_, int WARPS_, int KW_, int SPLITS_, bool NORM_, bool TILED_,
-          bool DOT_ = false>
+template <int K_, int NW_, int RPC_, int WARPS_, int KW_, int SPLITS_, bool NORM_, bool TILED_>
 struct Cfg {
   static constexpr int T = 1, TILES = 1, K = K_, NW = NW_, NC = NW_ / RPC_;
   static constexpr int VEC = 8, THREADS = WARPS_ * 32, WARPS = WARPS_;
@@ -35,7 +34,7 @@ struct Cfg {
   static constexpr int KS = (KS0 + 255) / 256 * 256 > K ? K : (KS0 + 255) / 256 * 256;
   static constexpr int SPLITS = (K + KS - 1) / KS;
   static constexpr int KC = KS, XS = KC + 16;
-  static constexpr bool NORM = NORM_, PRENORM = NORM_, MMA = true, ARGMAX = false, DOT = DOT_;
+  static constexpr bool NORM = NORM_, PRENORM = NORM_, MMA = true, ARGMAX = false;
   static constexpr float EPS = 1e-5f, NORM_OFFSET = 0.0f;
   static constexpr bool TILED = TILED_;
   using x_t = __half;
@@ -424,18 +423,6 @@ template <int K, int NW, int RPC, bool NORM, int KW0, int S0> void shape(const c
   stream(name, d);
   run<Cfg<K, NW, RPC, 8, KW0, S0, NORM, false>>(name, "emitter (rows)", d);
   run<Cfg<K, NW, RPC, 8, KW0, S0, NORM, true>>(name, "emitter, tiled codes", d);
-  // The CUDA-core engine (Config::DOT) in the emitter's and other splits.
-  run<Cfg<K, NW, RPC, 8, KW0, S0, NORM, true, true>>(name, "CUDA cores, emitter's splits", d);
-  run<Cfg<K, NW, RPC, 8, KW0, 2 * S0, NORM, true, true>>(name, "CUDA cores, twice the splits", d);
-  run<Cfg<K, NW, RPC, 8, (KW0 > 1 ? KW0 / 2 : 1), S0, NORM, true, true>>(name, "CUDA cores, half the warps a group", d);
-  run<Cfg<K, NW, RPC, 8, (KW0 < 8 ? KW0 * 2 : 8), S0, NORM, true, true>>(name, "CUDA cores, twice the warps a group", d);
-  run<Cfg<K, NW, RPC, 4, (KW0 > 4 ? 4 : KW0), S0, NORM, true, true>>(name, "CUDA cores, 4 warps a block", d);
-  // No K split across blocks (no reduce kernel): groups of 8 or 4 warps.
-  run<Cfg<K, NW, RPC, 8, 8, 1, NORM, true>>(name, "groups of 8 warps, no split", d);
-  run<Cfg<K, NW, RPC, 8, 4, 1, NORM, true>>(name, "groups of 4 warps, no split", d);
-  run<Cfg<K, NW, RPC, 8, 8, 1, NORM, true, true>>(name, "CUDA cores, groups of 8 warps, no split", d);
-  run<Cfg<K, NW, RPC, 8, 4, 1, NORM, true, true>>(name, "CUDA cores, groups of 4 warps, no split", d);
-  run<Cfg<K, NW, RPC, 4, 4, 1, NORM, true, true>>(name, "CUDA cores, 4 warps a block, one group, no split", d);
   lean<K, NW, RPC, 4, 8, 2, NORM, true>(name, "tiled", d);
   lean<K, NW, RPC, 4, 8, 2, NORM, true, 1, true>(name, "tiled", d);
   lean<K, NW, RPC, 4, 4, 2, NORM, true, 1, true>(name, "tiled", d);

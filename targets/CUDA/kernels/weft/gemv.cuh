@@ -16,10 +16,7 @@
 // - MMA: mma.m16n8k16 with the weights as A and the staged tokens as B
 //   (several tokens: the FMA engine would be compute-bound; and every
 //   quantized projection, whose codes are expanded to f16 pairs on the way,
-//   weft/mma_weights.cuh);
-// - DOT: one token of 4-bit f16 codes (PackedRows::F16_DOT) read and
-//   expanded as by MMA, but multiplied on the CUDA cores (HFMA2), every
-//   lane on the one token, without mma's seven idle token columns.
+//   weft/mma_weights.cuh).
 // Without split K the warps' sums go through the epilogue here; with it,
 // partial sums go to `partials` and gemvReduce sums them and runs the
 // epilogue.
@@ -30,7 +27,7 @@
 //
 // Config: T (tokens per tile), TILES, K, NW (weight rows), NC (output
 // columns), VEC, THREADS, WARPS, KW, CPW, RPC, CPB, SPLITS, KS, KC, XS
-// (staged row stride), EPS; NORM, PRENORM, MMA, DOT, ARGMAX (bool); x_t, w_t,
+// (staged row stride), EPS; NORM, PRENORM, MMA, ARGMAX (bool); x_t, w_t,
 // s_t (staging), norm_t; MMA: W (the weight-format policy of
 // weft/mma_weights.cuh, whose scales come in `scales`), m_t (the 16-bit
 // type it expands to); static
@@ -128,8 +125,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   static_assert(WARPS % KW == 0 && CPB == WARPS / KW * CPW, "warp groups must tile the block");
   static_assert(C::TILES == 1 || !C::ARGMAX, "argmax candidates are per launch, not per tile");
   static_assert(!C::PRENORM || C::NORM, "PRENORM is a way of doing NORM");
-  static_assert(!C::DOT || (C::MMA && C::T == 1 && C::W::F16_DOT),
-                "the CUDA-core engine takes one token of 4-bit f16 codes with group scales");
 
   // This block's tile of tokens.
   const int t0 = blockIdx.z * T;
@@ -293,70 +288,36 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
         uint4 lo[MT][CH], hi[MT][CH];
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-          mmaRow(m, 0).template expand<C::DOT>(rawLo[m], k0 + k, lo[m]);
-          mmaRow(m, 1).template expand<C::DOT>(rawHi[m], k0 + k, hi[m]);
+          mmaRow(m, 0).expand(rawLo[m], k0 + k, lo[m]);
+          mmaRow(m, 1).expand(rawHi[m], k0 + k, hi[m]);
         }
-        if constexpr (C::DOT) {
-          // One token on the CUDA cores: every lane reads the inputs of
-          // its own k (the B permutation, all lanes on token 0), multiplies
-          // its (code - zero) / 16 pairs with them in f16, a chunk's four
-          // pairs summed in f16 (at most 4 |x| in magnitude, so any f16
-          // input short of 16384 stays finite), then in f32, and scales the
-          // step's sums by 16 times the group's scale. The quad's lanes
-          // hold disjoint k; they are summed below.
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          const int token = n * 8 + g;
           uint4 b[CH];
 #pragma unroll
           for (int h = 0; h < CH; ++h)
-            b[h] = *reinterpret_cast<const uint4 *>(xs + k + ME * q + 8 * h);
+            b[h] = token < T ? *reinterpret_cast<const uint4 *>(xs + token * XS + k + ME * q + 8 * h)
+                             : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
           for (int m = 0; m < MT; ++m) {
-            float sum[2] = {0.0f, 0.0f};
+            // SUM_SCALE: the step's sums apart, then times the group's
+            // scale of rows g (e = 0, 1) and g + 8 (e = 2, 3).
+            float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float (&d)[4] = W::SUM_SCALE ? step : accMma[m][n];
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint4(&a)[CH] = half == 0 ? lo[m] : hi[m];
-#pragma unroll
-              for (int h = 0; h < CH; ++h) {
-                __half2 d = __hmul2(wf_bits_as<__half2>(a[h].x), wf_bits_as<__half2>(b[h].x));
-                d = __hfma2(wf_bits_as<__half2>(a[h].y), wf_bits_as<__half2>(b[h].y), d);
-                d = __hfma2(wf_bits_as<__half2>(a[h].z), wf_bits_as<__half2>(b[h].z), d);
-                d = __hfma2(wf_bits_as<__half2>(a[h].w), wf_bits_as<__half2>(b[h].w), d);
-                const float2 f = __half22float2(d);
-                sum[half] += f.x + f.y;
-              }
+            for (int h = 0; h < CH; ++h) {
+              wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].x, hi[m][h].x, lo[m][h].y,
+                                               hi[m][h].y, b[h].x, b[h].y);
+              wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].z, hi[m][h].z, lo[m][h].w,
+                                               hi[m][h].w, b[h].z, b[h].w);
             }
-            accMma[m][0][0] = fmaf(sum[0], 16.0f * W::stepScale(rawLo[m]), accMma[m][0][0]);
-            accMma[m][0][2] = fmaf(sum[1], 16.0f * W::stepScale(rawHi[m]), accMma[m][0][2]);
-          }
-        } else {
-#pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            const int token = n * 8 + g;
-            uint4 b[CH];
-#pragma unroll
-            for (int h = 0; h < CH; ++h)
-              b[h] = token < T
-                         ? *reinterpret_cast<const uint4 *>(xs + token * XS + k + ME * q + 8 * h)
-                         : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-            for (int m = 0; m < MT; ++m) {
-              // SUM_SCALE: the step's sums apart, then times the group's
-              // scale of rows g (e = 0, 1) and g + 8 (e = 2, 3).
-              float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-              float (&d)[4] = W::SUM_SCALE ? step : accMma[m][n];
-#pragma unroll
-              for (int h = 0; h < CH; ++h) {
-                wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].x, hi[m][h].x, lo[m][h].y,
-                                                 hi[m][h].y, b[h].x, b[h].y);
-                wf_mma_m16n8k16<typename C::m_t>(d, lo[m][h].z, hi[m][h].z, lo[m][h].w,
-                                                 hi[m][h].w, b[h].z, b[h].w);
-              }
-              if constexpr (W::SUM_SCALE) {
-                const float sLo = W::stepScale(rawLo[m]), sHi = W::stepScale(rawHi[m]);
-                accMma[m][n][0] = fmaf(step[0], sLo, accMma[m][n][0]);
-                accMma[m][n][1] = fmaf(step[1], sLo, accMma[m][n][1]);
-                accMma[m][n][2] = fmaf(step[2], sHi, accMma[m][n][2]);
-                accMma[m][n][3] = fmaf(step[3], sHi, accMma[m][n][3]);
-              }
+            if constexpr (W::SUM_SCALE) {
+              const float sLo = W::stepScale(rawLo[m]), sHi = W::stepScale(rawHi[m]);
+              accMma[m][n][0] = fmaf(step[0], sLo, accMma[m][n][0]);
+              accMma[m][n][1] = fmaf(step[1], sLo, accMma[m][n][1]);
+              accMma[m][n][2] = fmaf(step[2], sHi, accMma[m][n][2]);
+              accMma[m][n][3] = fmaf(step[3], sHi, accMma[m][n][3]);
             }
           }
         }
@@ -375,19 +336,6 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
           res[(warp * CPW * RPC + r) * T + t] = v;
       }
   } else {
-    if constexpr (C::DOT) {
-      // The quad's k slices summed: lane q = 0 then holds rows g and g + 8
-      // of token 0, where the fragment mapping below expects them.
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          float v = accMma[m][0][e];
-          v += __shfl_xor_sync(0xffffffffu, v, 1);
-          v += __shfl_xor_sync(0xffffffffu, v, 2);
-          accMma[m][0][e] = v;
-        }
-    }
     // Fragment (m, n, e) holds row g (+8 for e >= 2) of tile m and token
     // n * 8 + 2q + (e & 1). Formats with a scale per row (E4M3) apply it
     // to the sums here.

@@ -38,7 +38,6 @@ template <class E, int ME> struct DenseRows {
   static constexpr int CHUNKS = ME / 8;
   static constexpr bool ROW_SCALE = false;
   static constexpr bool SUM_SCALE = false;
-  static constexpr bool F16_DOT = false;
   struct Raw {
     uint4 c[CHUNKS];
   };
@@ -53,9 +52,7 @@ template <class E, int ME> struct DenseRows {
       raw.c[c] = __ldcs(reinterpret_cast<const uint4 *>(row + k + 8 * c));
     return raw;
   }
-  template <bool DOT = false>
   __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
-    static_assert(!DOT, "16-bit weights take the SIMT engine for one token");
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
       out[c] = raw.c[c];
@@ -124,10 +121,6 @@ struct PackedRows {
   // tolerance; f16 keeps 11 bits, below what the sums' order changes.
   static constexpr bool SUM_SCALE =
       FORMAT == Codes::Int && GROUP % (4 * ME) == 0 && wf_same<M, __half>::value;
-  // The GEMV's CUDA-core engine (one token, gemv.cuh) multiplies the
-  // expanded (code - zero) with the inputs in f16: 4-bit codes keep four
-  // such products (|code - zero| <= 15) far from f16's range.
-  static constexpr bool F16_DOT = SUM_SCALE && BITS == 4;
   static_assert(WORDS == 1 || WORDS == 2 || WORDS == 4, "one 4-, 8- or 16-byte load");
   // TILED: the words of 16-row tiles, step by step of 128 inputs
   // ([NW / 16][K / 128][16 rows][128 / PER_WORD words]), so that a warp's
@@ -186,12 +179,10 @@ struct PackedRows {
   }
   // The PER_WORD weights of one word as pairs of M, given the word's
   // (scale, zero) pair (integer codes); SCALED = false leaves the scale
-  // out: (code - zero), exact; SIXTEENTHS (4-bit f16 codes, unscaled)
-  // gives (code - zero) / 16, as exact, for the CUDA-core engine.
-  template <bool SCALED = true, bool SIXTEENTHS = false>
+  // out: (code - zero), exact.
+  template <bool SCALED = true>
   static __device__ __forceinline__ void expandWord(unsigned word, unsigned szBits,
                                                     unsigned (&h)[PER_WORD / 2]) {
-    static_assert(!SIXTEENTHS || (!SCALED && F16_DOT), "sixteenths of unscaled 4-bit f16 codes");
     if constexpr (FORMAT == Codes::E4M3) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -201,15 +192,12 @@ struct PackedRows {
     } else if constexpr (!SCALED && wf_same<M, __half>::value && BITS == 4) {
       // (1024 + code) from one LOP3 for the low nibbles of each half word,
       // (1024 + 16 code) for the next ones (exact: ulp 1 below 2048), so
-      // one shift serves four pairs; then one FMA to (code - zero), or to
-      // its sixteenth (the zero is an integer: 64 + zero / 16 and
-      // 4 + zero / 16 are exact in f16).
-      constexpr float D = SIXTEENTHS ? 16.0f : 1.0f;
+      // one shift serves four pairs; then one FMA to (code - zero).
       const float zero = __high2float(wf_bits_as<__half2>(szBits));
-      const __half2 low = __float2half2_rn((-1024.0f - zero) / D);
-      const __half2 high = __float2half2_rn((-64.0f - zero) / D);
-      const __half2 sixteenth = __float2half2_rn(0.0625f / D);
-      const __half2 one = __float2half2_rn(1.0f / D);
+      const __half2 low = __float2half2_rn(-1024.0f - zero);
+      const __half2 high = __float2half2_rn(-64.0f - zero);
+      const __half2 sixteenth = __float2half2_rn(0.0625f);
+      const __half2 one = __float2half2_rn(1.0f);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const unsigned v = word >> (8 * half);
@@ -246,15 +234,12 @@ struct PackedRows {
       }
     }
   }
-  // The lane's weights of a step as the engine's A fragments; DOT: for
-  // the CUDA-core engine, (code - zero) / 16 (F16_DOT).
-  template <bool DOT = false>
   __device__ __forceinline__ void expand(const Raw &raw, int, uint4 (&out)[CHUNKS]) const {
     unsigned h[ME / 2];
 #pragma unroll
     for (int w = 0; w < WORDS; ++w) {
       unsigned part[PER_WORD / 2];
-      expandWord<!SUM_SCALE, DOT>(raw.w[w], raw.sz, part);
+      expandWord<!SUM_SCALE>(raw.w[w], raw.sz, part);
 #pragma unroll
       for (int j = 0; j < PER_WORD / 2; ++j)
         h[w * (PER_WORD / 2) + j] = part[j];
