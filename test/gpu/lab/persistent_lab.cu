@@ -37,6 +37,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <algorithm>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -488,6 +490,124 @@ __global__ void __launch_bounds__(BTHREADS) bulkStream(BulkProj pr) {
   }
 }
 
+
+// ---- CUDA cores instead of mma: a 16-row tile per block ----
+//
+// No tensor cores: a lane (g, q) keeps rows g and g + 8 of a tile and the
+// 32 inputs 32q.. of each step, expands its codes to (code - zero) pairs in
+// f16 as the library does, multiplies them with the staged token by HFMA2
+// (a word's four pairs summed in f16, then in f32) and scales each step's
+// sums by the group's scale. The block's WARPS warps split a tile's K; the
+// block walks tiles blockIdx.x, + gridDim.x, ... and every warp loads its
+// next round of R steps (crossing into the next tile) before computing the
+// current one, so codes stream without a gap at tile ends. Sums are
+// reduced in the quad by shuffles, over the warps in shared memory in warp
+// order, then the epilogue runs, as separate's.
+template <int K_, int NC_, int RPC_, int WARPS_, int R_> struct CoreShape {
+  static constexpr int K = K_, NC = NC_, RPC = RPC_, WARPS = WARPS_, R = R_;
+  static constexpr int STEPS = K / 128, S = STEPS / WARPS, ROUNDS = S / R, TILES = NC / 16;
+  static constexpr int SMEM = K * 2 + 2 * WARPS * RPC * 16 * 4;
+  static_assert(STEPS % WARPS == 0 && S % R == 0, "an even split of K");
+};
+
+template <class C> __global__ void __launch_bounds__(C::WARPS * 32) coreGemv(Proj pr) {
+  constexpr int K = C::K, NC = C::NC, RPC = C::RPC, R = C::R, ROUNDS = C::ROUNDS, W = C::WARPS;
+  extern __shared__ __align__(16) unsigned char coreSmem[];
+  __half *xs = reinterpret_cast<__half *>(coreSmem);
+  float *red = reinterpret_cast<float *>(coreSmem + K * 2); // [2][W][RPC][16]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int step0 = warp * C::S;
+  const int myTiles = ((int)C::TILES - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int units = myTiles * ROUNDS;
+  struct Unit {
+    uint4 c[R][RPC][2];
+    unsigned sz[R][RPC][2];
+  };
+  auto load = [&](int u, Unit &d) {
+    const int tile = blockIdx.x + (u / ROUNDS) * gridDim.x, s0 = step0 + (u % ROUNDS) * R;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < RPC; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = j * NC + tile * 16 + g + 8 * h;
+          d.c[r][j][h] = __ldcs(reinterpret_cast<const uint4 *>(
+              pr.codes + (size_t)(row / 16) * (K / 8) * 16 + (s0 + r) * 256 + (row % 16) * 16 + 4 * q));
+          d.sz[r][j][h] = __ldg(pr.sz + (size_t)row * (K / 128) + s0 + r);
+        }
+  };
+  Unit cur, nxt;
+  if (units > 0)
+    load(0, cur);
+  for (int i = threadIdx.x * 8; i < K; i += W * 32 * 8)
+    *reinterpret_cast<uint4 *>(xs + i) = __ldg(reinterpret_cast<const uint4 *>(pr.x + i));
+  __syncthreads();
+  float acc[RPC][2] = {};
+  for (int u = 0; u < units; ++u) {
+    if (u + 1 < units)
+      load(u + 1, nxt);
+    const int s0 = step0 + (u % ROUNDS) * R;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      uint4 xw[4];
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        xw[w] = *reinterpret_cast<const uint4 *>(xs + (s0 + r) * 128 + 32 * q + 8 * w);
+#pragma unroll
+      for (int j = 0; j < RPC; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned words[4] = {cur.c[r][j][h].x, cur.c[r][j][h].y, cur.c[r][j][h].z,
+                                     cur.c[r][j][h].w};
+          float2 sum = make_float2(0.0f, 0.0f);
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            unsigned e[4];
+            P::expandWord<false>(words[w], cur.sz[r][j][h], e);
+            const unsigned xp[4] = {xw[w].x, xw[w].y, xw[w].z, xw[w].w};
+            __half2 d = __hmul2(wf_bits_as<__half2>(e[0]), wf_bits_as<__half2>(xp[0]));
+#pragma unroll
+            for (int p = 1; p < 4; ++p)
+              d = __hfma2(wf_bits_as<__half2>(e[p]), wf_bits_as<__half2>(xp[p]), d);
+            const float2 f = __half22float2(d);
+            sum.x += f.x, sum.y += f.y;
+          }
+          acc[j][h] = fmaf(sum.x + sum.y, __low2float(wf_bits_as<__half2>(cur.sz[r][j][h])), acc[j][h]);
+        }
+    }
+    if (u % ROUNDS == ROUNDS - 1) { // this tile's K range is done
+      const int t = u / ROUNDS, tile = blockIdx.x + t * gridDim.x;
+      float *mine = red + (t & 1) * W * RPC * 16;
+#pragma unroll
+      for (int j = 0; j < RPC; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float v = acc[j][h];
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          if (q == 0)
+            mine[(warp * RPC + j) * 16 + g + 8 * h] = v;
+          acc[j][h] = 0.0f;
+        }
+      __syncthreads();
+      if (threadIdx.x < 16) {
+        float v[RPC];
+#pragma unroll
+        for (int j = 0; j < RPC; ++j) {
+          float s = 0.0f;
+          for (int w = 0; w < W; ++w)
+            s += mine[(w * RPC + j) * 16 + threadIdx.x];
+          v[j] = s;
+        }
+        pr.y[tile * 16 + threadIdx.x] = __float2half(RPC == 2 ? wf_silu(v[0]) * v[RPC - 1] : v[0]);
+      }
+    }
+    if (u + 1 < units)
+      cur = nxt;
+  }
+}
+
 template <int SQ, int SO, int SG, int SD, int UX = 1> struct Layer {
   using Qkv = Shape<HIDDEN, QKV, 1, SQ, 2 * UX>;
   using O = Shape<HIDDEN, HIDDEN, 1, SO, 2 * UX>;
@@ -770,6 +890,60 @@ int main() {
     std::tie(usB4, yB4) = runBulk(I2{}, I2{}, I2{}, I2{}, I2{}, I2{}, I2{}, I2{});
   }
 
+
+  // CUDA cores, a grid of as many blocks as fit at once (or one per tile).
+  struct CoreLaunch {
+    const void *fn;
+    int grid, threads, smem, perSm, regs;
+  };
+  auto coreLaunch = [&](auto shape) {
+    using C = decltype(shape);
+    const void *fn = (const void *)coreGemv<C>;
+    CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+    int perSm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, coreGemv<C>, C::WARPS * 32, C::SMEM));
+    cudaFuncAttributes attr;
+    CHECK(cudaFuncGetAttributes(&attr, fn));
+    const int grid = std::min(C::TILES, perSm * prop.multiProcessorCount);
+    return CoreLaunch{fn, grid, C::WARPS * 32, C::SMEM, perSm, attr.numRegs};
+  };
+  auto runCore = [&](auto qkv, auto o, auto gu, auto dn, const char *what) {
+    std::vector<__half *> a;
+    acts(a);
+    std::vector<Proj> p = projs(a);
+    const CoreLaunch ls[4] = {coreLaunch(qkv), coreLaunch(o), coreLaunch(gu), coreLaunch(dn)};
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < LAYERS; ++l)
+      for (int s = 0; s < 4; ++s) {
+        void *args[] = {&p[l * 4 + s]};
+        CHECK(cudaLaunchKernel(ls[s].fn, ls[s].grid, ls[s].threads, args, ls[s].smem, st));
+      }
+    CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const float us = timeUs([&] { CHECK(cudaGraphLaunch(exec, st)); }, 50);
+    CHECK(cudaStreamSynchronize(st));
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s; grids %d/%d/%d/%d, blocks/SM %d/%d/%d/%d, registers %d/%d/%d/%d",
+                  what, ls[0].grid, ls[1].grid, ls[2].grid, ls[3].grid, ls[0].perSm, ls[1].perSm,
+                  ls[2].perSm, ls[3].perSm, ls[0].regs, ls[1].regs, ls[2].regs, ls[3].regs);
+    return std::make_tuple(us, output(a), std::string(buf));
+  };
+  std::vector<std::tuple<float, std::vector<__half>, std::string>> cores;
+  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 8, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 2>{},
+                          CoreShape<HIDDEN, FFN, 2, 8, 1>{}, CoreShape<FFN, HIDDEN, 1, 14, 2>{},
+                          "CUDA cores, 8/8/8/14 warps a tile, 2/2/1/2 steps a round"));
+  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 16, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 16, 2>{},
+                          CoreShape<HIDDEN, FFN, 2, 16, 1>{}, CoreShape<FFN, HIDDEN, 1, 28, 2>{},
+                          "CUDA cores, 16/16/16/28 warps a tile, 2/2/1/2 steps a round"));
+  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 8, 1>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 1>{},
+                          CoreShape<HIDDEN, FFN, 2, 4, 1>{}, CoreShape<FFN, HIDDEN, 1, 8, 1>{},
+                          "CUDA cores, 8/8/4/8 warps a tile, 1 step a round"));
+  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 4, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 4>{},
+                          CoreShape<HIDDEN, FFN, 2, 8, 2>{}, CoreShape<FFN, HIDDEN, 1, 16, 1>{},
+                          "CUDA cores, 4/8/8/16 warps a tile, 2/4/2/1 steps a round"));
+
   // Persistent, two choices of K splits.
   auto runPersistent = [&](auto kernel, const char *what) {
     std::vector<__half *> a;
@@ -868,6 +1042,11 @@ int main() {
     auto [dE1, eE1] = compare(yEx1);
     std::printf("| separate, no expansion (timing only: wrong sums) | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n",
                 usEx1 / LAYERS, bytes / usEx1 / 1e3, dE1, HIDDEN, eE1);
+  }
+  for (auto &c : cores) {
+    auto [dC, eC] = compare(std::get<1>(c));
+    std::printf("| %s | | | %.2f | %.0f | %d of %d (rel. %.1e) |\n", std::get<2>(c).c_str(),
+                std::get<0>(c) / LAYERS, bytes / std::get<0>(c) / 1e3, dC, HIDDEN, eC);
   }
   std::printf("| stream read of the codes, a kernel per projection | | | %.2f | | |\n",
               usStream / LAYERS);
