@@ -23,7 +23,9 @@
 // codes brought by TMA bulk copies into a per-warp ring and the work cut
 // evenly over warps (bulkStream), and with no expansion of the codes at
 // all (timing only), to see what holds the projections below the
-// streaming read (test/gpu/results/bulk-lab-2026-12-03.txt).
+// streaming read (test/gpu/results/bulk-lab-2026-12-03.txt), and with the
+// products on the CUDA cores instead of mma, blocks walking 16-row tiles
+// (coreGemv, test/gpu/results/cuda-core-gemv-2026-12-03.txt).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
 //        test/gpu/lab/persistent_lab.cu -o persistent_lab && ./persistent_lab
@@ -510,6 +512,11 @@ template <int K_, int NC_, int RPC_, int WARPS_, int R_> struct CoreShape {
   static_assert(STEPS % WARPS == 0 && S % R == 0, "an even split of K");
 };
 
+// The four projections' warps a tile and steps a round.
+template <int WQ, int RQ, int WO, int RO, int WG, int RG, int WD, int RD> struct CoreLayer {
+  static constexpr int W[4] = {WQ, WO, WG, WD}, R[4] = {RQ, RO, RG, RD};
+};
+
 template <class C> __global__ void __launch_bounds__(C::WARPS * 32) coreGemv(Proj pr) {
   constexpr int K = C::K, NC = C::NC, RPC = C::RPC, R = C::R, ROUNDS = C::ROUNDS, W = C::WARPS;
   extern __shared__ __align__(16) unsigned char coreSmem[];
@@ -930,19 +937,23 @@ int main() {
                   ls[2].perSm, ls[3].perSm, ls[0].regs, ls[1].regs, ls[2].regs, ls[3].regs);
     return std::make_tuple(us, output(a), std::string(buf));
   };
+  // Warps a tile and steps a round of QKV, O, gate/up and down.
+  auto runCoreLayer = [&](auto layer, const char *what) {
+    using CL = decltype(layer);
+    return runCore(CoreShape<HIDDEN, QKV, 1, CL::W[0], CL::R[0]>{},
+                   CoreShape<HIDDEN, HIDDEN, 1, CL::W[1], CL::R[1]>{},
+                   CoreShape<HIDDEN, FFN, 2, CL::W[2], CL::R[2]>{},
+                   CoreShape<FFN, HIDDEN, 1, CL::W[3], CL::R[3]>{}, what);
+  };
   std::vector<std::tuple<float, std::vector<__half>, std::string>> cores;
-  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 8, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 2>{},
-                          CoreShape<HIDDEN, FFN, 2, 8, 1>{}, CoreShape<FFN, HIDDEN, 1, 14, 2>{},
-                          "CUDA cores, 8/8/8/14 warps a tile, 2/2/1/2 steps a round"));
-  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 16, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 16, 2>{},
-                          CoreShape<HIDDEN, FFN, 2, 16, 1>{}, CoreShape<FFN, HIDDEN, 1, 28, 2>{},
-                          "CUDA cores, 16/16/16/28 warps a tile, 2/2/1/2 steps a round"));
-  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 8, 1>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 1>{},
-                          CoreShape<HIDDEN, FFN, 2, 4, 1>{}, CoreShape<FFN, HIDDEN, 1, 8, 1>{},
-                          "CUDA cores, 8/8/4/8 warps a tile, 1 step a round"));
-  cores.push_back(runCore(CoreShape<HIDDEN, QKV, 1, 4, 2>{}, CoreShape<HIDDEN, HIDDEN, 1, 8, 4>{},
-                          CoreShape<HIDDEN, FFN, 2, 8, 2>{}, CoreShape<FFN, HIDDEN, 1, 16, 1>{},
-                          "CUDA cores, 4/8/8/16 warps a tile, 2/4/2/1 steps a round"));
+  cores.push_back(runCoreLayer(CoreLayer<8, 2, 8, 2, 8, 1, 14, 2>{},
+                               "CUDA cores, 8/8/8/14 warps a tile, 2/2/1/2 steps a round"));
+  cores.push_back(runCoreLayer(CoreLayer<16, 2, 16, 2, 16, 1, 28, 2>{},
+                               "CUDA cores, 16/16/16/28 warps a tile, 2/2/1/2 steps a round"));
+  cores.push_back(runCoreLayer(CoreLayer<8, 1, 8, 1, 4, 1, 8, 1>{},
+                               "CUDA cores, 8/8/4/8 warps a tile, 1 step a round"));
+  cores.push_back(runCoreLayer(CoreLayer<4, 2, 8, 4, 8, 2, 16, 1>{},
+                               "CUDA cores, 4/8/8/16 warps a tile, 2/4/2/1 steps a round"));
 
   // Persistent, two choices of K splits.
   auto runPersistent = [&](auto kernel, const char *what) {
