@@ -63,6 +63,26 @@ double WeightFormat::codeStreamingRate() const {
   }
 }
 
+// Fitted on one H200 (mma.sync at 381 TFLOP/s: half the builtin profile's
+// 762) with Llama 3.1 8B at batches 1, 16 and 32, context 512
+// (docs/benchmarks.md, "Quantized projections"): past the streaming term,
+// each token added 0.099 ms a step with AWQ int4 codes (0.095 at 16, 0.103
+// at 32), 0.173 ms with FP8 (both counts) and 0.17-0.25 ms with GPTQ int8
+// (0.22 taken), over 6.98e9 quantized weights: 2 flops each at these
+// fractions of mma.sync's rate. Ampere's are assumed the same, not measured.
+double WeightFormat::codeTokenFraction() const {
+  switch (dtype) {
+  case WeightDType::Int4: return 0.37;
+  case WeightDType::Int8: return 0.166;
+  case WeightDType::FP8: return 0.21;
+  default: return 0.0;
+  }
+}
+
+double mmaSyncFlops(const hardware::DeviceProfile &device, double peak) {
+  return device.computeCapability >= 90 ? peak / 2 : peak;
+}
+
 uint64_t WeightFormat::matrixBytes(uint64_t elements, uint64_t rows) const {
   switch (dtype) {
   case WeightDType::F32: return elements * 4;
@@ -202,18 +222,23 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
     const WeightFormat &f = r.inLayer ? format : outside;
     double matrix = double(f.matrixBytes(r.matrixElements, r.matrixRows));
     double rate = 1.0;
+    double perToken = 0; // the code GEMV's products of each token past the first
     if (f.quantized() && r.matrixElements) {
-      if (tokens > kExpandedCodesAbove)
+      if (tokens > kExpandedCodesAbove) {
         matrix += 4.0 * double(r.matrixElements); // f16 written, then read by cuBLASLt
-      else
+      } else {
         rate = f.codeStreamingRate();
+        perToken = 2.0 * double(r.matrixElements) / tp /
+                   (mmaSyncFlops(device, peak) * f.codeTokenFraction());
+      }
     }
     double bytes = (matrix + double(r.vectorBytes)) / tp + T * double(r.actBytesPerToken) +
                    T * ctx * double(r.kvBytesPerTokenPosition) / tp;
     double flops = T * (r.flopsPerToken + ctx * r.attnFlopsPerTokenPosition) / tp;
     double memory = bytes / (bandwidth * eff.bandwidth * rate);
     double compute = flops / (peak * eff.compute);
-    double t = (std::max(memory, compute) + launch) * (attention ? scale.attention : scale.weights);
+    double t = (std::max(memory, compute) + std::max(0.0, T - 1) * perToken + launch) *
+               (attention ? scale.attention : scale.weights);
     seconds += t;
     if (split)
       (attention ? split->attention : split->other) += t;

@@ -47,7 +47,18 @@ struct WeightFormat {
   // fraction of the rate of 16-bit weights (it expands the codes on the
   // way); 1 for float formats.
   double codeStreamingRate() const;
+  // What each token past the first adds to a quantized projection in the
+  // decode GEMV (up to kExpandedCodesAbove tokens): its products of the
+  // expanded codes (mma.sync, a tile of tokens per weight row), at this
+  // fraction of the device's mma.sync peak (mmaSyncFlops); 0 for float
+  // formats.
+  double codeTokenFraction() const;
 };
+
+// The 16-bit tensor rate of mma.sync, which the generated GEMV uses: the
+// device's peak, but half of it from sm_90 on, whose peak needs wgmma
+// (Hopper runs mma.sync at its Ampere-like rate per SM and clock).
+double mmaSyncFlops(const hardware::DeviceProfile &device, double peak);
 
 // Fraction of peak that a kind of region reaches, and its fixed cost per
 // launch. One table (CostModel.cpp) for every kind; measurements on real

@@ -95,6 +95,39 @@ TEST(CostModelTest, StepScalesInterpolateInLogTokens) {
   EXPECT_DOUBLE_EQ(stepScaleAt(d, 128, /*prefill=*/true).weights, 0.6);
 }
 
+// Up to kExpandedCodesAbove tokens, each token past the first adds its
+// products of the expanded codes at a fraction of mma.sync's rate: half the
+// profile's peak on Hopper, all of it on Ampere; float weights add nothing
+// while the step stays bound by its bytes, and longer steps go through the
+// expanded matrix instead.
+TEST_F(PartitionerTest, QuantizedTokensAddTheirProductsAtMmaSyncRate) {
+  const double elements = 4096.0 * 4096.0;
+  RegionTerms r;
+  r.kind = "linear";
+  r.matrixElements = uint64_t(elements);
+  r.matrixRows = 4096;
+  r.flopsPerToken = 2 * elements;
+  WeightFormat int4, f16;
+  int4.dtype = WeightDType::Int4;
+  f16.dtype = WeightDType::F16;
+  for (const char *spec : {"h200", "rtx3090"}) {
+    const hardware::DeviceProfile &d = topology(spec).devices[0];
+    auto at = [&](const WeightFormat &f, int64_t tokens) {
+      return regionsSeconds({r}, d, f, tokens, /*context=*/0);
+    };
+    const double mma = d.computeCapability >= 90 ? d.fp16TensorFlops / 2 : d.fp16TensorFlops;
+    EXPECT_DOUBLE_EQ(mmaSyncFlops(d, d.fp16TensorFlops), mma) << spec;
+    const double perToken = 2 * elements / (mma * int4.codeTokenFraction());
+    EXPECT_NEAR(at(int4, 17) - at(int4, 1), 16 * perToken, 1e-12) << spec;
+    EXPECT_GT(at(int4, 32), at(int4, 1) + 30 * perToken) << spec;
+    EXPECT_DOUBLE_EQ(at(f16, 17), at(f16, 1)) << spec;
+    // Past 32 tokens: codes read, the f16 matrix written and read again (4
+    // more bytes a weight), and no per-token products: bound by bytes.
+    EXPECT_DOUBLE_EQ(at(int4, 34), at(int4, 33)) << spec;
+    EXPECT_GT(at(int4, 33), at(int4, 1)) << spec;
+  }
+}
+
 TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   ModelProfile p = profileOf("llama-3.1-8b");
   hardware::Topology t = topology("h200");
