@@ -37,10 +37,11 @@ class Chart:
         stroke = f' stroke-width="{width}"' if width else ""
         self.out.append(f'<polyline points="{points}" fill="none" stroke="{color}"{stroke}{dash}/>')
 
-    def legend(self, row, color, label, indent=12):
+    def legend(self, row, color, label, indent=12, dashed=False, width=2):
         ly = TOP + 20 + 22 * row
+        dash = ' stroke-dasharray="5,4"' if dashed else ""
         self.out.append(f'<line x1="{W - RIGHT + indent}" x2="{W - RIGHT + indent + 25}" '
-                        f'y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"/><text '
+                        f'y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="{width}"{dash}/><text '
                         f'x="{W - RIGHT + indent + 31}" y="{ly + 4}">{label}</text>')
 
     def write(self, path):
