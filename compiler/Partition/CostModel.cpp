@@ -237,8 +237,12 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
     double flops = T * (r.flopsPerToken + ctx * r.attnFlopsPerTokenPosition) / tp;
     double memory = bytes / (bandwidth * eff.bandwidth * rate);
     double compute = flops / (peak * eff.compute);
-    double t = (std::max(memory, compute) + std::max(0.0, T - 1) * perToken + launch) *
-               (attention ? scale.attention : scale.weights);
+    // The code GEMV: its products for the first token hide under the
+    // stream, each further token's add to it at the engine's own rate (the
+    // fit's form), which already counts its FLOPs.
+    double body = perToken > 0 ? memory + std::max(0.0, T - 1) * perToken
+                               : std::max(memory, compute);
+    double t = (body + launch) * (attention ? scale.attention : scale.weights);
     seconds += t;
     if (split)
       (attention ? split->attention : split->other) += t;
