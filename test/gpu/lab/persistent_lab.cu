@@ -335,35 +335,6 @@ __device__ __forceinline__ void runItemAsync(int item, const Proj &pr, __half *x
 // epilogue, so results do not depend on timing.
 constexpr int BWARPS = 4, BTHREADS = BWARPS * 32, MAX_PIECES = 64;
 
-__device__ __forceinline__ unsigned smemAddr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-// Hopper's bulk copies and transaction barriers; elsewhere (the lab skips
-// these rows before sm_90) a trap.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define LAB_SM90(...) asm volatile(__VA_ARGS__)
-#else
-#define LAB_SM90(...) __trap()
-#endif
-__device__ __forceinline__ void mbarInit(unsigned long long *bar) {
-  LAB_SM90("mbarrier.init.shared::cta.b64 [%0], 1;\n"
-           "fence.mbarrier_init.release.cluster;" ::"r"(smemAddr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
-  LAB_SM90("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
-           "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned parity) {
-  LAB_SM90("{\n .reg .pred p;\n WAIT:\n"
-           " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-           " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
-                                         unsigned long long *bar) {
-  LAB_SM90("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-           ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)) : "memory");
-}
-
 struct BulkProj {
   const unsigned *codes;
   const unsigned *sz; // tiled

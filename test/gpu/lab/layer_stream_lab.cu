@@ -1,0 +1,841 @@
+// Can fp16 batch-1 decode stream a layer's weights at the copy rate if the
+// stream never stops at a projection boundary? The four fp16 projections of
+// Llama 3.1 8B layers at one token (QKV 6144 x 4096, O 4096 x 4096 reading
+// the first 4096 of QKV's outputs in place of attention, gate/up 2 x 14336
+// x 4096 with SwiGLU, down 4096 x 14336; norms and residuals left out),
+// LAYERS layers with weights of their own (3.5 GB, far past L2), run as:
+//
+// - separate: a GEMV kernel per projection (a warp per output row, 16-byte
+//   loads, the input staged in shared memory), the layers' launches in one
+//   CUDA graph with programmatic dependent launch, as plans run them;
+// - stream: one persistent kernel, a block per SM. One producer lane per
+//   block streams the block's rows of every projection of every layer, in
+//   order, into a ring of STAGES shared-memory stages by bulk copies
+//   (cp.async.bulk + mbarrier), never waiting for a projection's input: the
+//   rows a block owns are fixed, so what it reads next is known from the
+//   start. The consumer warps wait for a projection's input (a counter of
+//   the previous projection's finished blocks), keep their slice of it in
+//   registers, take the stages as they land and free them;
+// - stream, producer waiting: the same, but the producer too waits for each
+//   projection's input before copying its rows (no streaming across the
+//   boundary), to see what crossing it is worth;
+// - a plain streaming read of the same bytes, a kernel per projection and
+//   one kernel for everything: the ceilings.
+//
+// Printed: us per layer for each, TB/s, and how the stream kernel's last
+// outputs compare with the separate kernels'.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
+//        test/gpu/lab/layer_stream_lab.cu -o layer_stream_lab && ./layer_stream_lab
+#include "lab.cuh"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+constexpr int HIDDEN = 4096, QKV = 6144, FFN = 14336, LAYERS = 8, PROJS = 4;
+
+// ---- Projections ----
+
+// One projection: K inputs, NOUT outputs (each a row, or a gate and an up
+// row for SwiGLU), weights row-major f16.
+struct Proj {
+  int K, nout, glu;
+  const __half *w, *wu; // rows; SwiGLU's up rows
+  const __half *x;      // input, K values
+  __half *y;            // output, nout values
+  const __half *resid;  // full layer: added to the outputs (O, down)
+  int norm;             // full layer: RMSNorm of the input (QKV, gate/up)
+};
+// The full layer's attention over a cache of `context` positions, one
+// query head per block (blocks [0, HEADS)): the query is the first
+// HIDDEN outputs of QKV, the result O's input.
+constexpr int HEADS = 32, KV_HEADS = 8, HEAD_DIM = 128;
+struct Attn {
+  const __half *q, *k, *v; // k, v: [context][KV_HEADS][HEAD_DIM]
+  __half *out;
+};
+struct Params {
+  Proj proj[LAYERS * PROJS];
+  Attn attn[LAYERS];
+  int full;       // norms, attention and residuals between the projections
+  int context;
+  int splits; // attention splits per KV head (at most gridDim.x / KV_HEADS)
+  unsigned *done;     // [LAYERS * PHASES] finished blocks, zero at launch
+  unsigned *arrivals; // [LAYERS * KV_HEADS] finished attention splits, zero at launch
+  float *scratch;     // attention splits' partials
+  unsigned long long *stamps; // timeline of layer STAMP_LAYER: [EVENTS][blocks]
+  int ahead;      // the producer streams across projection boundaries
+};
+// Phases of a layer: QKV, attention, O, gate/up, down. Without `full` the
+// attention phase is skipped and O reads QKV's first outputs.
+constexpr int PHASES = 5;
+// The timeline of one layer (global timer, ns), per block: each phase's
+// start (input ready) and end (outputs written); attention's end is its
+// partial's, then the combine's end for the last item of a KV head.
+constexpr int STAMP_LAYER = 4, EVENTS = 2 * PHASES + 1;
+__device__ __forceinline__ unsigned long long globalTimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void stamp(const Params &P, int layer, int event) {
+  if (P.stamps && layer == STAMP_LAYER && threadIdx.x == 0)
+    P.stamps[event * gridDim.x + blockIdx.x] = globalTimer();
+}
+__host__ __device__ constexpr int phaseOf(int proj) { return proj == 0 ? 0 : proj + 1; }
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// 8 f16 weights times 8 f32 inputs, into acc.
+__device__ __forceinline__ void dot8(uint4 w, const float *x, float &acc) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[i]));
+    acc = fmaf(f.x, x[2 * i], acc);
+    acc = fmaf(f.y, x[2 * i + 1], acc);
+  }
+}
+
+// ---- Separate kernels ----
+
+// A warp per output (its gate and up rows for SwiGLU), 8 warps a block;
+// the input staged in shared memory as f16; loads U vectors deep.
+template <int K, bool GLU>
+__global__ void __launch_bounds__(256) gemvSeparate(Proj p) {
+  constexpr int V = K / 8, U = 8;
+  __shared__ __align__(16) __half xs[K];
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (int i = threadIdx.x; i < V; i += 256)
+    reinterpret_cast<uint4 *>(xs)[i] = reinterpret_cast<const uint4 *>(p.x)[i];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, o = blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (o >= p.nout)
+    return;
+  const uint4 *wr = reinterpret_cast<const uint4 *>(p.w + (size_t)o * K);
+  const uint4 *ur = GLU ? reinterpret_cast<const uint4 *>(p.wu + (size_t)o * K) : nullptr;
+  float a = 0.f, b = 0.f;
+  for (int v0 = lane; v0 < V; v0 += 32 * U) {
+    uint4 wv[U], uv[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int v = v0 + 32 * j;
+      if (v < V) {
+        wv[j] = __ldcs(wr + v);
+        if constexpr (GLU)
+          uv[j] = __ldcs(ur + v);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int v = v0 + 32 * j;
+      if (v < V) {
+        float xf[8];
+        const uint4 xv = reinterpret_cast<const uint4 *>(xs)[v];
+        const unsigned xu[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&xu[i]));
+          xf[2 * i] = f.x;
+          xf[2 * i + 1] = f.y;
+        }
+        dot8(wv[j], xf, a);
+        if constexpr (GLU)
+          dot8(uv[j], xf, b);
+      }
+    }
+  }
+  a = warpSum(a);
+  if constexpr (GLU)
+    b = warpSum(b);
+  if (lane == 0)
+    p.y[o] = __float2half(GLU ? silu(a) * b : a);
+}
+
+// ---- One persistent kernel streaming every layer's rows ----
+
+constexpr int CW = 8;                       // consumer warps
+constexpr int STHREADS = (CW + 1) * 32;     // and one producer warp
+constexpr int STAGE_BYTES = 32 * 1024;      // 4 rows of 4096 f16, or one of 14336
+constexpr int MAX_ROWS = 2 * 120;           // a block's rows of one projection
+constexpr int ATTN_FLOATS = CW * 4 * (128 + 2); // CW x GROUP x (HEAD_DIM + m, l)
+// Outputs per stage: 4 rows of K 4096, 2 SwiGLU outputs (4 rows), 1 row of
+// K 14336.
+__host__ __device__ constexpr int outsPerStage(int K, bool glu) {
+  return K > 4096 ? 1 : glu ? 2 : 4;
+}
+
+__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void consumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+}
+__device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
+  while (loadAcquire(c) < n)
+    __nanosleep(32);
+}
+
+struct Ring {
+  unsigned char *stage;           // STAGES * STAGE_BYTES
+  unsigned long long *full, *empty;
+};
+
+// The consumer warps' part of one projection with K inputs: wait for the
+// input, keep this warp's K / CW slice of it in registers (lane l holds
+// inputs w * K / CW + l * 8 + 256 j), then per stage each warp's partial
+// sums of its rows, and at the end the block's outputs.
+// The counter a phase waits for (the phase before it) and its target.
+__device__ __forceinline__ bool dependency(const Params &P, int phase, const unsigned *&c,
+                                           unsigned &n) {
+  if (phase == 0)
+    return false;
+  int prev = phase - 1;
+  if (!P.full && prev % PHASES == 1)
+    prev -= 1; // no attention phase: O waits for QKV
+  c = &P.done[prev];
+  n = prev % PHASES == 1 ? KV_HEADS : gridDim.x;
+  return true;
+}
+
+template <int K, bool GLU, int STAGES>
+__device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, int &it,
+                                        const Ring &r, float (*part)[CW], float *red) {
+  constexpr int VPL = K / (CW * 256), OPS = outsPerStage(K, GLU);
+  static_assert(K % (CW * 256) == 0, "whole vectors per lane");
+  const Proj &p = P.proj[q];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int phase = (q / PROJS) * PHASES + phaseOf(q % PROJS);
+  const unsigned *dc;
+  unsigned dn;
+  if (dependency(P, phase, dc, dn)) {
+    if (threadIdx.x == 0)
+      waitCount(dc, dn);
+    consumerBarrier();
+  }
+  stamp(P, q / PROJS, 2 * phaseOf(q % PROJS));
+  float xf[VPL * 8];
+  const int base = w * (K / CW) + lane * 8;
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + base + 256 * j));
+    const unsigned u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[i]));
+      xf[8 * j + 2 * i] = f.x;
+      xf[8 * j + 2 * i + 1] = f.y;
+    }
+  }
+  if (P.full && p.norm) { // every block holds the whole input: its own RMS
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPL * 8; ++i)
+      ss = fmaf(xf[i], xf[i], ss);
+    ss = warpSum(ss);
+    if (lane == 0)
+      red[w] = ss;
+    consumerBarrier();
+    ss = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v)
+      ss += red[v];
+    const float scale = rsqrtf(ss / K + 1e-5f);
+#pragma unroll
+    for (int i = 0; i < VPL * 8; ++i)
+      xf[i] *= scale;
+  }
+  for (int o = lo; o < hi; o += OPS, ++it) {
+    const int s = it % STAGES, n = min(OPS, hi - o);
+    mbarWait(&r.full[s], (it / STAGES) & 1);
+    const __half *st = reinterpret_cast<const __half *>(r.stage + (size_t)s * STAGE_BYTES);
+#pragma unroll
+    for (int i = 0; i < OPS; ++i) {
+      if (i < n) {
+#pragma unroll
+        for (int g = 0; g < (GLU ? 2 : 1); ++g) {
+          const __half *row = st + (size_t)(g * OPS + i) * K + base;
+          float a = 0.f;
+#pragma unroll
+          for (int j = 0; j < VPL; ++j)
+            dot8(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+          a = warpSum(a);
+          if (lane == 0)
+            part[(o - lo + i) * (GLU ? 2 : 1) + g][w] = a;
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&r.empty[s]);
+  }
+  consumerBarrier();
+  for (int t = threadIdx.x; t < hi - lo; t += CW * 32) {
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v) {
+      a += part[t * (GLU ? 2 : 1)][v];
+      if constexpr (GLU)
+        b += part[t * 2 + 1][v];
+    }
+    if (P.full && p.resid)
+      a += __half2float(p.resid[lo + t]);
+    p.y[lo + t] = __float2half(GLU ? silu(a) * b : a);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&P.done[phase], 1u);
+  }
+  stamp(P, q / PROJS, 2 * phaseOf(q % PROJS) + 1);
+}
+
+// Attention, flash-decoding over the whole grid: item (KV head, split)
+// for blocks [0, KV_HEADS * splits), the group's GROUP query heads at once,
+// positions of split s. Each consumer warp keeps an online softmax per head
+// over the positions it takes (U at a time, their K and V rows loaded
+// together, 4 dims a lane); the warps merge in shared memory into the
+// item's partial (m, l, acc) in `scratch`; the last item of a KV head to
+// arrive weighs its splits together into the attention output.
+constexpr int GROUP = HEADS / KV_HEADS;
+__device__ void attend(const Params &P, int layer, float *smemA, float *red) {
+  const Attn &a = P.attn[layer];
+  const int phase = layer * PHASES + 1;
+  const int splits = P.splits;
+  if ((int)blockIdx.x >= KV_HEADS * splits)
+    return;
+  if (threadIdx.x == 0)
+    waitCount(&P.done[phase - 1], gridDim.x);
+  consumerBarrier();
+  stamp(P, layer, 2);
+  const int kv = blockIdx.x / splits, split = blockIdx.x % splits, lane = threadIdx.x & 31,
+            w = threadIdx.x >> 5, C = P.context;
+  const int lo = (int)((long long)C * split / splits), hi = (int)((long long)C * (split + 1) / splits);
+  const float scale = 1.4426950408889634f / sqrtf((float)HEAD_DIM);
+  auto load4 = [&](const __half *p, float (&f)[4]) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p));
+    const float2 f0 = __half22float2(*reinterpret_cast<const __half2 *>(&v.x));
+    const float2 f1 = __half22float2(*reinterpret_cast<const __half2 *>(&v.y));
+    f[0] = f0.x; f[1] = f0.y; f[2] = f1.x; f[3] = f1.y;
+  };
+  float q[GROUP][4], acc[GROUP][4], m[GROUP], l[GROUP];
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) {
+    load4(a.q + (kv * GROUP + g) * HEAD_DIM + lane * 4, q[g]);
+#pragma unroll
+    for (int d = 0; d < 4; ++d)
+      q[g][d] *= scale, acc[g][d] = 0.f;
+    m[g] = -1e30f;
+    l[g] = 0.f;
+  }
+  constexpr int U = 8;
+  for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
+    float kf[U][4], vf[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pos = p0 + u * CW;
+      if (pos < hi) {
+        const size_t off = ((size_t)pos * KV_HEADS + kv) * HEAD_DIM + lane * 4;
+        load4(a.k + off, kf[u]);
+        load4(a.v + off, vf[u]);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      float sc[U], mb = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sc[u] = warpSum(q[g][0] * kf[u][0] + q[g][1] * kf[u][1] + q[g][2] * kf[u][2] +
+                        q[g][3] * kf[u][3]);
+        if (p0 + u * CW >= hi)
+          sc[u] = -1e30f;
+        mb = fmaxf(mb, sc[u]);
+      }
+      const float corr = exp2f(m[g] - mb);
+      l[g] *= corr;
+#pragma unroll
+      for (int d = 0; d < 4; ++d)
+        acc[g][d] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (p0 + u * CW < hi) {
+          const float pr = exp2f(sc[u] - mb);
+          l[g] += pr;
+#pragma unroll
+          for (int d = 0; d < 4; ++d)
+            acc[g][d] = fmaf(pr, vf[u][d], acc[g][d]);
+        }
+      m[g] = mb;
+    }
+  }
+  // Merge the warps: smemA holds [CW][GROUP][HEAD_DIM] accumulators, then
+  // [CW][GROUP] maxima and sums.
+  float *wm = smemA + CW * GROUP * HEAD_DIM, *wl = wm + CW * GROUP;
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) {
+#pragma unroll
+    for (int d = 0; d < 4; ++d)
+      smemA[(w * GROUP + g) * HEAD_DIM + lane * 4 + d] = acc[g][d];
+    if (lane == 0)
+      wm[w * GROUP + g] = m[g], wl[w * GROUP + g] = l[g];
+  }
+  consumerBarrier();
+  float *pm = P.scratch, *pl = pm + HEADS * splits, *pacc = pl + HEADS * splits;
+  for (int t = threadIdx.x; t < GROUP * HEAD_DIM; t += CW * 32) {
+    const int g = t / HEAD_DIM, d = t % HEAD_DIM, h = kv * GROUP + g;
+    float M = -1e30f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v)
+      M = fmaxf(M, wm[v * GROUP + g]);
+    float L = 0.f, A = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v) {
+      const float c = exp2f(wm[v * GROUP + g] - M);
+      L += wl[v * GROUP + g] * c;
+      A += smemA[(v * GROUP + g) * HEAD_DIM + d] * c;
+    }
+    pacc[((size_t)h * splits + split) * HEAD_DIM + d] = A;
+    if (d == 0)
+      pm[h * splits + split] = M, pl[h * splits + split] = L;
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned arrived = atomicAdd(&P.arrivals[layer * KV_HEADS + kv], 1u);
+    red[0] = arrived == (unsigned)splits - 1 ? 1.f : 0.f;
+    __threadfence();
+  }
+  stamp(P, layer, 3);
+  consumerBarrier();
+  if (red[0] == 0.f)
+    return;
+  for (int t = threadIdx.x; t < GROUP * HEAD_DIM; t += CW * 32) {
+    const int g = t / HEAD_DIM, d = t % HEAD_DIM, h = kv * GROUP + g;
+    float M = -1e30f;
+    for (int s2 = 0; s2 < splits; ++s2)
+      M = fmaxf(M, __ldcg(pm + h * splits + s2));
+    float L = 0.f, A = 0.f;
+    for (int s2 = 0; s2 < splits; ++s2) {
+      const float c = exp2f(__ldcg(pm + h * splits + s2) - M);
+      L += __ldcg(pl + h * splits + s2) * c;
+      A += __ldcg(pacc + ((size_t)h * splits + s2) * HEAD_DIM + d) * c;
+    }
+    a.out[h * HEAD_DIM + d] = __float2half(A / L);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&P.done[phase], 1u);
+  }
+  stamp(P, layer, 2 * PHASES);
+}
+
+__device__ __forceinline__ void blockOutputs(int nout, int &lo, int &hi) {
+  lo = (int)((long long)nout * blockIdx.x / gridDim.x);
+  hi = (int)((long long)nout * (blockIdx.x + 1) / gridDim.x);
+}
+
+template <int STAGES>
+__global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant__ Params P) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Ring r;
+  r.stage = smem;
+  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES);
+  r.empty = r.full + STAGES;
+  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.empty + STAGES);
+  float *red = &part[MAX_ROWS][0]; // CW floats
+  float *smemA = red + CW;         // attention's merge: ATTN_FLOATS
+  if (threadIdx.x == 0)
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(&r.full[s], 1);
+      mbarInit(&r.empty[s], CW);
+    }
+  __syncthreads();
+  int it = 0;
+  if (threadIdx.x >= CW * 32) { // the producer warp: its lane 0 copies
+    if (threadIdx.x != CW * 32)
+      return;
+    for (int q = 0; q < LAYERS * PROJS; ++q) {
+      const Proj &p = P.proj[q];
+      const unsigned *dc;
+      unsigned dn;
+      if (!P.ahead && dependency(P, (q / PROJS) * PHASES + phaseOf(q % PROJS), dc, dn))
+        waitCount(dc, dn);
+      int lo, hi;
+      blockOutputs(p.nout, lo, hi);
+      const int ops = outsPerStage(p.K, p.glu);
+      for (int o = lo; o < hi; o += ops, ++it) {
+        const int s = it % STAGES, n = min(ops, hi - o);
+        mbarWait(&r.empty[s], ((it / STAGES) & 1) ^ 1);
+        const unsigned bytes = (unsigned)n * p.K * 2;
+        mbarExpectTx(&r.full[s], p.glu ? 2 * bytes : bytes);
+        unsigned char *dst = r.stage + (size_t)s * STAGE_BYTES;
+        bulkCopy(dst, p.w + (size_t)o * p.K, bytes, &r.full[s]);
+        if (p.glu)
+          bulkCopy(dst + (size_t)ops * p.K * 2, p.wu + (size_t)o * p.K, bytes, &r.full[s]);
+      }
+    }
+    return;
+  }
+  for (int q = 0; q < LAYERS * PROJS; ++q) {
+    int lo, hi;
+    blockOutputs(P.proj[q].nout, lo, hi);
+    switch (q % PROJS) {
+    case 0: consume<HIDDEN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
+    case 1: consume<HIDDEN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
+    case 2: consume<HIDDEN, true, STAGES>(P, q, lo, hi, it, r, part, red); break;
+    default: consume<FFN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
+    }
+    if (P.full && q % PROJS == 0)
+      attend(P, q / PROJS, smemA, red);
+  }
+}
+
+// ---- Host ----
+
+__global__ void fillRandom(__half *p, size_t n, unsigned seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    p[i] = __float2half(scale * ((h & 0xffffff) / 8388608.0f - 1.0f));
+  }
+}
+
+template <class F> float timeMs(cudaStream_t st, int reps, F run) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  run();
+  CHECK(cudaStreamSynchronize(st));
+  CHECK(cudaEventRecord(a, st));
+  for (int i = 0; i < reps; ++i)
+    run();
+  CHECK(cudaEventRecord(b, st));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return ms / reps;
+}
+
+template <int K, bool GLU> void launchSeparate(cudaStream_t st, const Proj &p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((p.nout + 7) / 8);
+  cfg.blockDim = dim3(256);
+  cfg.stream = st;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, gemvSeparate<K, GLU>, p));
+}
+
+int main() {
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+
+  // Weights, and activations per layer for each way.
+  const size_t sizes[PROJS] = {(size_t)QKV * HIDDEN, (size_t)HIDDEN * HIDDEN,
+                               (size_t)2 * FFN * HIDDEN, (size_t)HIDDEN * FFN};
+  size_t perLayer = 0;
+  for (size_t s : sizes)
+    perLayer += s;
+  __half *weights;
+  CHECK(cudaMalloc(&weights, perLayer * LAYERS * sizeof(__half)));
+  fillRandom<<<4 * sms, 256, 0, st>>>(weights, perLayer * LAYERS, 7u, 1.7f / 64.0f);
+  const double layerBytes = perLayer * 2.0;
+  std::printf("one H200: %d SMs; %d layers of %.1f MB of fp16 projections\n", sms, LAYERS,
+              layerBytes / 1e6);
+
+  // Activations per layer: QKV's outputs, attention's, h after attention,
+  // SwiGLU's, h after the MLP (the next layer's input); KV caches.
+  const size_t actPerLayer = QKV + 3 * HIDDEN + FFN;
+  __half *act[3];
+  for (auto &a : act) {
+    CHECK(cudaMalloc(&a, (HIDDEN + actPerLayer * LAYERS) * sizeof(__half)));
+    fillRandom<<<16, 256, 0, st>>>(a, HIDDEN, 11u, 1.0f); // the first input
+  }
+  constexpr int MAX_CONTEXT = 4096;
+  const size_t cachePerLayer = (size_t)MAX_CONTEXT * KV_HEADS * HEAD_DIM;
+  __half *kcache, *vcache;
+  CHECK(cudaMalloc(&kcache, cachePerLayer * LAYERS * sizeof(__half)));
+  CHECK(cudaMalloc(&vcache, cachePerLayer * LAYERS * sizeof(__half)));
+  fillRandom<<<4 * sms, 256, 0, st>>>(kcache, cachePerLayer * LAYERS, 13u, 1.0f);
+  fillRandom<<<4 * sms, 256, 0, st>>>(vcache, cachePerLayer * LAYERS, 17u, 1.0f);
+  constexpr int COUNTERS = LAYERS * (PHASES + KV_HEADS);
+  unsigned *done;
+  CHECK(cudaMalloc(&done, COUNTERS * sizeof(unsigned)));
+  float *scratch;
+  CHECK(cudaMalloc(&scratch, (size_t)HEADS * sms * (HEAD_DIM + 2) * sizeof(float)));
+  auto params = [&](__half *a, int ahead, unsigned *done, int full, int context) {
+    Params P{};
+    const __half *w = weights;
+    const __half *x = a;
+    __half *y = a + HIDDEN;
+    for (int l = 0; l < LAYERS; ++l) {
+      __half *qkv = y, *att = y + QKV, *hA = att + HIDDEN, *g = hA + HIDDEN, *hB = g + FFN;
+      Proj *p = &P.proj[l * PROJS];
+      p[0] = {HIDDEN, QKV, 0, w, nullptr, x, qkv, nullptr, 1};
+      w += sizes[0];
+      p[1] = {HIDDEN, HIDDEN, 0, w, nullptr, full ? att : qkv, hA, x, 0}; // else O reads Q
+      w += sizes[1];
+      p[2] = {HIDDEN, FFN, 1, w, w + (size_t)FFN * HIDDEN, hA, g, nullptr, 1};
+      w += sizes[2];
+      p[3] = {FFN, HIDDEN, 0, w, nullptr, g, hB, hA, 0};
+      w += sizes[3];
+      P.attn[l] = {qkv, kcache + cachePerLayer * l, vcache + cachePerLayer * l, att};
+      x = hB;
+      y += actPerLayer;
+    }
+    P.full = full;
+    P.context = context;
+    P.done = done;
+    P.stamps = nullptr;
+    P.arrivals = done + LAYERS * PHASES;
+    P.scratch = scratch;
+    P.ahead = ahead;
+    return P;
+  };
+  const int reps = 20;
+  auto report = [&](const char *what, float ms) {
+    const double us = ms * 1e3 / LAYERS;
+    std::printf("| %-66s | %7.1f | %5.2f |\n", what, us, layerBytes / (us * 1e-6) / 1e12);
+  };
+  std::printf("\n| one layer at one token, fp16 (TB/s: projection bytes only) | us | TB/s |\n"
+              "|---|---|---|\n");
+
+  // Separate kernels in one graph, programmatic dependent launch.
+  const Params S = params(act[0], 0, done, 0, 0);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < LAYERS; ++l) {
+    launchSeparate<HIDDEN, false>(st, S.proj[l * PROJS + 0]);
+    launchSeparate<HIDDEN, false>(st, S.proj[l * PROJS + 1]);
+    launchSeparate<HIDDEN, true>(st, S.proj[l * PROJS + 2]);
+    launchSeparate<FFN, false>(st, S.proj[l * PROJS + 3]);
+  }
+  CHECK(cudaStreamEndCapture(st, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  report("projections only: separate kernels, one graph, programmatic launch",
+         timeMs(st, reps, [&] { CHECK(cudaGraphLaunch(exec, st)); }));
+
+  // The persistent stream kernel.
+  unsigned long long *stamps;
+  CHECK(cudaMalloc(&stamps, EVENTS * sms * sizeof(unsigned long long)));
+  auto stream = [&](auto stagesTag, __half *a, int ahead, int full, int context,
+                    const char *what, bool timeline = false, int splits = 0) {
+    constexpr int STAGES = decltype(stagesTag)::value;
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + MAX_ROWS * CW * 4 +
+                        CW * 4 + ATTN_FLOATS * 4;
+    CHECK(cudaFuncSetAttribute(layerStream<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem));
+    int perSm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, layerStream<STAGES>, STHREADS,
+                                                        smem));
+    if (perSm < 1) {
+      std::printf("| %-66s | does not fit |\n", what);
+      return;
+    }
+    Params P = params(a, ahead, done, full, context);
+    P.splits = splits ? splits : sms / KV_HEADS;
+    if (timeline) {
+      P.stamps = stamps;
+      CHECK(cudaMemsetAsync(stamps, 0, EVENTS * sms * sizeof(unsigned long long), st));
+    }
+    void *args[] = {(void *)&P};
+    report(what, timeMs(st, reps, [&] {
+             CHECK(cudaMemsetAsync(done, 0, COUNTERS * sizeof(unsigned), st));
+             CHECK(cudaLaunchCooperativeKernel((void *)layerStream<STAGES>, sms, STHREADS, args,
+                                               smem, st));
+           }));
+  };
+  using S6 = std::integral_constant<int, 6>;
+  using S4 = std::integral_constant<int, 4>;
+  stream(S4{}, act[1], 0, 0, 0, "projections only: stream kernel, producer waits for inputs");
+  stream(S4{}, act[1], 1, 0, 0, "projections only: stream kernel, 4 stages of 32 KiB");
+  stream(S6{}, act[1], 1, 0, 0, "projections only: stream kernel, 6 stages of 32 KiB");
+  stream(S6{}, act[2], 1, 1, 4096, "whole layer, context 4096: stream kernel, 6 stages");
+  stream(S6{}, act[2], 1, 1, 1024, "whole layer, context 1024: stream kernel, 6 stages");
+  stream(S6{}, act[2], 0, 1, 512, "whole layer, context 512: producer waits for inputs");
+  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: 4 attention splits per KV head",
+         false, 4);
+  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: 8 attention splits per KV head",
+         false, 8);
+  stream(S4{}, act[2], 1, 1, 512, "whole layer, context 512: stream kernel, 4 stages");
+  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: stream kernel, 6 stages", true);
+  {
+    // Layer STAMP_LAYER's timeline in the last launch: per event, the
+    // earliest and latest block, us after the earliest QKV start.
+    std::vector<unsigned long long> t(EVENTS * sms);
+    CHECK(cudaMemcpy(t.data(), stamps, t.size() * 8, cudaMemcpyDeviceToHost));
+    const char *names[EVENTS] = {"QKV input ready", "QKV written", "attention start",
+                                 "attention partial written", "O input ready", "O written",
+                                 "gate/up input ready", "gate/up written", "down input ready",
+                                 "down written", "attention combined (last split)"};
+    unsigned long long t0 = ~0ull;
+    for (int b = 0; b < sms; ++b)
+      if (t[b])
+        t0 = std::min(t0, t[b]);
+    std::printf("\n| layer %d, context 512, event | first block, us | last block, us | blocks |\n"
+                "|---|---|---|---|\n", STAMP_LAYER);
+    for (int e = 0; e < EVENTS; ++e) {
+      unsigned long long lo = ~0ull, hi = 0;
+      int n = 0;
+      for (int b = 0; b < sms; ++b)
+        if (unsigned long long v = t[e * sms + b]) {
+          lo = std::min(lo, v), hi = std::max(hi, v), ++n;
+        }
+      if (n)
+        std::printf("| %s | %.2f | %.2f | %d |\n", names[e], (lo - t0) * 1e-3, (hi - t0) * 1e-3, n);
+    }
+  }
+
+  // Ceilings: plain reads of the same bytes.
+  unsigned *sink;
+  CHECK(cudaMalloc(&sink, 4));
+  report("plain read, a kernel per projection", timeMs(st, reps, [&] {
+           const __half *w = weights;
+           for (int l = 0; l < LAYERS; ++l)
+             for (size_t s : sizes) {
+               streamKernel<<<4 * sms, 512, 0, st>>>(reinterpret_cast<const uint4 *>(w), s / 8,
+                                                      sink);
+               w += s;
+             }
+         }));
+  report("plain read, one kernel for all layers", timeMs(st, reps, [&] {
+           streamKernel<<<4 * sms, 512, 0, st>>>(reinterpret_cast<const uint4 *>(weights),
+                                                  perLayer * LAYERS / 8, sink);
+         }));
+
+  // The stream kernel's outputs against the separate kernels' (same math,
+  // other summation order), projections only; act[1] holds the last
+  // projections-only run's.
+  CHECK(cudaStreamSynchronize(st));
+  auto fetch = [&](const __half *d, size_t n) {
+    std::vector<__half> h(n);
+    CHECK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; ++i)
+      f[i] = __half2float(h[i]);
+    return f;
+  };
+  auto compare = [](const char *what, const std::vector<float> &ref, const float *got) {
+    double maxDiff = 0, maxAbs = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      maxAbs = std::max(maxAbs, (double)std::fabs(ref[i]));
+      maxDiff = std::max(maxDiff, (double)std::fabs(ref[i] - got[i]));
+    }
+    std::printf("%s: max |difference| %.3g, max |value| %.3g (%s)\n", what, maxDiff, maxAbs,
+                maxDiff <= 1e-2 * std::max(1.0, maxAbs) ? "ok" : "DIFFER");
+  };
+  {
+    std::vector<float> a = fetch(act[0] + HIDDEN, actPerLayer * LAYERS);
+    std::vector<float> b = fetch(act[1] + HIDDEN, actPerLayer * LAYERS);
+    for (int l = 0; l < LAYERS; ++l) { // attention's room is unused there
+      std::fill_n(a.begin() + l * actPerLayer + QKV, HIDDEN, 0.f);
+      std::fill_n(b.begin() + l * actPerLayer + QKV, HIDDEN, 0.f);
+    }
+    std::printf("\n");
+    compare("projections only, stream vs separate kernels, every layer", a, b.data());
+  }
+  // The whole layer against a CPU reference of layer 0 (context 512, the
+  // last run): QKV, attention, h after attention, SwiGLU, h after the MLP.
+  {
+    const int C = 512;
+    const std::vector<float> h0 = fetch(act[2], HIDDEN);
+    const std::vector<float> got = fetch(act[2] + HIDDEN, actPerLayer);
+    const std::vector<float> W = fetch(weights, perLayer);
+    const std::vector<float> Kc = fetch(kcache, (size_t)C * KV_HEADS * HEAD_DIM);
+    const std::vector<float> Vc = fetch(vcache, (size_t)C * KV_HEADS * HEAD_DIM);
+    auto rmsnorm = [](std::vector<float> x) {
+      double ss = 0;
+      for (float v : x)
+        ss += (double)v * v;
+      const float s = 1.0f / std::sqrt((float)(ss / x.size()) + 1e-5f);
+      for (float &v : x)
+        v *= s;
+      return x;
+    };
+    auto gemv = [](const float *w, const std::vector<float> &x, int n) {
+      std::vector<float> y(n);
+      for (int o = 0; o < n; ++o) {
+        double acc = 0;
+        for (size_t k = 0; k < x.size(); ++k)
+          acc += (double)w[(size_t)o * x.size() + k] * x[k];
+        y[o] = (float)acc;
+      }
+      return y;
+    };
+    auto half = [](std::vector<float> v) { // outputs are stored as f16
+      for (float &x : v)
+        x = __half2float(__float2half(x));
+      return v;
+    };
+    const float *w = W.data();
+    const std::vector<float> qkv = half(gemv(w, rmsnorm(h0), QKV));
+    w += sizes[0];
+    std::vector<float> att(HIDDEN);
+    for (int h = 0; h < HEADS; ++h) {
+      const int kv = h / (HEADS / KV_HEADS);
+      std::vector<double> sc(C);
+      double m = -1e300, l = 0;
+      for (int p = 0; p < C; ++p) {
+        double d = 0;
+        for (int i = 0; i < HEAD_DIM; ++i)
+          d += (double)qkv[h * HEAD_DIM + i] * Kc[((size_t)p * KV_HEADS + kv) * HEAD_DIM + i];
+        sc[p] = d / std::sqrt((double)HEAD_DIM);
+        m = std::max(m, sc[p]);
+      }
+      for (int p = 0; p < C; ++p)
+        l += sc[p] = std::exp(sc[p] - m);
+      for (int i = 0; i < HEAD_DIM; ++i) {
+        double acc = 0;
+        for (int p = 0; p < C; ++p)
+          acc += sc[p] * Vc[((size_t)p * KV_HEADS + kv) * HEAD_DIM + i];
+        att[h * HEAD_DIM + i] = (float)(acc / l);
+      }
+    }
+    att = half(att);
+    std::vector<float> hA = gemv(w, att, HIDDEN);
+    w += sizes[1];
+    for (int i = 0; i < HIDDEN; ++i)
+      hA[i] += h0[i];
+    hA = half(hA);
+    const std::vector<float> xn = rmsnorm(hA);
+    const std::vector<float> gate = gemv(w, xn, FFN), up = gemv(w + (size_t)FFN * HIDDEN, xn, FFN);
+    w += sizes[2];
+    std::vector<float> g(FFN);
+    for (int i = 0; i < FFN; ++i)
+      g[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    g = half(g);
+    std::vector<float> hB = gemv(w, g, HIDDEN);
+    for (int i = 0; i < HIDDEN; ++i)
+      hB[i] += hA[i];
+    compare("whole layer 0, stream kernel vs CPU: QKV", qkv, got.data());
+    compare("  attention", att, got.data() + QKV);
+    compare("  h after attention", hA, got.data() + QKV + HIDDEN);
+    compare("  SwiGLU", g, got.data() + QKV + 2 * HIDDEN);
+    compare("  h after the MLP", hB, got.data() + QKV + 2 * HIDDEN + FFN);
+  }
+  CHECK(cudaGetLastError());
+  return 0;
+}
