@@ -56,6 +56,7 @@ struct Proj {
 // query head per block (blocks [0, HEADS)): the query is the first
 // HIDDEN outputs of QKV, the result O's input.
 constexpr int HEADS = 32, KV_HEADS = 8, HEAD_DIM = 128;
+constexpr int GROUP = HEADS / KV_HEADS, MAX_SPLITS = 16;
 struct Attn {
   const __half *q, *k, *v; // k, v: [context][KV_HEADS][HEAD_DIM]
   __half *out;
@@ -71,6 +72,11 @@ struct Params {
   float *scratch;     // attention splits' partials
   unsigned long long *stamps; // timeline of layer STAMP_LAYER: [EVENTS][blocks]
   int ahead;      // the producer streams across projection boundaries
+  int fence;      // counters by a full fence and an atomic, not a release atomic
+  int evictFirst; // weights' bulk copies marked to leave L2 first
+  int rowReduce;  // a stage's rows summed over the warp by one butterfly
+  int pad;        // counters this many apart (32: a 128-byte line each)
+  int sleepNs;    // polling: 0 acquire loads every 32 ns, else relaxed loads this often
 };
 // Phases of a layer: QKV, attention, O, gate/up, down. Without `full` the
 // attention phase is skipped and O reads QKV's first outputs.
@@ -78,7 +84,7 @@ constexpr int PHASES = 5;
 // The timeline of one layer (global timer, ns), per block: each phase's
 // start (input ready) and end (outputs written); attention's end is its
 // partial's, then the combine's end for the last item of a KV head.
-constexpr int STAMP_LAYER = 4, EVENTS = 2 * PHASES + 1;
+constexpr int STAMP_LAYER = 4, EVENTS = 2 * PHASES + 6;
 __device__ __forceinline__ unsigned long long globalTimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -87,6 +93,15 @@ __device__ __forceinline__ unsigned long long globalTimer() {
 __device__ __forceinline__ void stamp(const Params &P, int layer, int event) {
   if (P.stamps && layer == STAMP_LAYER && threadIdx.x == 0)
     P.stamps[event * gridDim.x + blockIdx.x] = globalTimer();
+}
+// The same, once `dep` (a loaded value) has arrived.
+__device__ __forceinline__ void stampAfter(const Params &P, int layer, int event, float dep) {
+  if (P.stamps && layer == STAMP_LAYER && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("add.f32 %1, %1, 0f00000000;\n\tmov.u64 %0, %%globaltimer;"
+                 : "=l"(t), "+f"(dep));
+    P.stamps[event * gridDim.x + blockIdx.x] = t;
+  }
 }
 __host__ __device__ constexpr int phaseOf(int proj) { return proj == 0 ? 0 : proj + 1; }
 
@@ -106,6 +121,38 @@ __device__ __forceinline__ void dot8(uint4 w, const float *x, float &acc) {
     acc = fmaf(f.x, x[2 * i], acc);
     acc = fmaf(f.y, x[2 * i + 1], acc);
   }
+}
+
+// R row sums spread over a warp's lanes, reduced by one butterfly: after
+// it, lanes 32 / R * j hold row j's sum (R - 1 + log2(32 / R) shuffles
+// instead of 5 R). Returns this lane's sum; `row` is its row.
+template <int R> __device__ __forceinline__ float rowsReduce(float (&v)[R], int lane, int &row) {
+  static_assert(R == 1 || R == 2 || R == 4, "1, 2 or 4 rows");
+  float keep = v[0];
+  row = 0;
+  if constexpr (R == 4) {
+    const bool h16 = lane & 16, h8 = lane & 8;
+    float k0 = h16 ? v[2] : v[0], k1 = h16 ? v[3] : v[1];
+    k0 += __shfl_xor_sync(0xffffffffu, h16 ? v[0] : v[2], 16);
+    k1 += __shfl_xor_sync(0xffffffffu, h16 ? v[1] : v[3], 16);
+    keep = h8 ? k1 : k0;
+    keep += __shfl_xor_sync(0xffffffffu, h8 ? k0 : k1, 8);
+    row = (h16 ? 2 : 0) + (h8 ? 1 : 0);
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1)
+      keep += __shfl_xor_sync(0xffffffffu, keep, o);
+  } else if constexpr (R == 2) {
+    const bool h16 = lane & 16;
+    keep = h16 ? v[1] : v[0];
+    keep += __shfl_xor_sync(0xffffffffu, h16 ? v[0] : v[1], 16);
+    row = h16 ? 1 : 0;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1)
+      keep += __shfl_xor_sync(0xffffffffu, keep, o);
+  } else {
+    keep = warpSum(keep);
+  }
+  return keep;
 }
 
 // ---- Separate kernels ----
@@ -181,12 +228,32 @@ __device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Adds one to a counter, releasing this thread's writes and (through the
+// barrier before it) the block's, without a full fence.
+__device__ __forceinline__ unsigned addRelease(unsigned *c) {
+  unsigned old;
+  asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+  return old;
+}
 __device__ __forceinline__ void consumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
 }
-__device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
-  while (loadAcquire(c) < n)
-    __nanosleep(32);
+__device__ __forceinline__ unsigned loadRelaxed(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// Waits until *c reaches n: polling by acquire loads every 32 ns (the
+// first runs), or by relaxed loads every `sleepNs` and one acquire fence.
+__device__ __forceinline__ void waitCount(const unsigned *c, unsigned n, int sleepNs = 0) {
+  if (sleepNs == 0) {
+    while (loadAcquire(c) < n)
+      __nanosleep(32);
+    return;
+  }
+  while (loadRelaxed(c) < n)
+    __nanosleep(sleepNs);
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 
 struct Ring {
@@ -206,7 +273,7 @@ __device__ __forceinline__ bool dependency(const Params &P, int phase, const uns
   int prev = phase - 1;
   if (!P.full && prev % PHASES == 1)
     prev -= 1; // no attention phase: O waits for QKV
-  c = &P.done[prev];
+  c = &P.done[prev * P.pad];
   n = prev % PHASES == 1 ? KV_HEADS : gridDim.x;
   return true;
 }
@@ -223,7 +290,7 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
   unsigned dn;
   if (dependency(P, phase, dc, dn)) {
     if (threadIdx.x == 0)
-      waitCount(dc, dn);
+      waitCount(dc, dn, P.sleepNs);
     consumerBarrier();
   }
   stamp(P, q / PROJS, 2 * phaseOf(q % PROJS));
@@ -262,19 +329,41 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
     const int s = it % STAGES, n = min(OPS, hi - o);
     mbarWait(&r.full[s], (it / STAGES) & 1);
     const __half *st = reinterpret_cast<const __half *>(r.stage + (size_t)s * STAGE_BYTES);
+    if (P.rowReduce) {
+      constexpr int R = OPS * (GLU ? 2 : 1);
+      float v[R];
 #pragma unroll
-    for (int i = 0; i < OPS; ++i) {
-      if (i < n) {
+      for (int i = 0; i < OPS; ++i)
 #pragma unroll
         for (int g = 0; g < (GLU ? 2 : 1); ++g) {
           const __half *row = st + (size_t)(g * OPS + i) * K + base;
           float a = 0.f;
+          if (i < n) {
 #pragma unroll
-          for (int j = 0; j < VPL; ++j)
-            dot8(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
-          a = warpSum(a);
-          if (lane == 0)
-            part[(o - lo + i) * (GLU ? 2 : 1) + g][w] = a;
+            for (int j = 0; j < VPL; ++j)
+              dot8(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+          }
+          v[i * (GLU ? 2 : 1) + g] = a;
+        }
+      int rr;
+      const float sum = rowsReduce<R>(v, lane, rr);
+      if ((lane & (32 / R - 1)) == 0 && rr / (GLU ? 2 : 1) < n)
+        part[(o - lo) * (GLU ? 2 : 1) + rr][w] = sum;
+    } else {
+#pragma unroll
+      for (int i = 0; i < OPS; ++i) {
+        if (i < n) {
+#pragma unroll
+          for (int g = 0; g < (GLU ? 2 : 1); ++g) {
+            const __half *row = st + (size_t)(g * OPS + i) * K + base;
+            float a = 0.f;
+#pragma unroll
+            for (int j = 0; j < VPL; ++j)
+              dot8(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+            a = warpSum(a);
+            if (lane == 0)
+              part[(o - lo + i) * (GLU ? 2 : 1) + g][w] = a;
+          }
         }
       }
     }
@@ -297,8 +386,10 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
   }
   consumerBarrier();
   if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&P.done[phase], 1u);
+    if (P.fence)
+      __threadfence(), atomicAdd(&P.done[phase * P.pad], 1u);
+    else
+      addRelease(&P.done[phase * P.pad]);
   }
   stamp(P, q / PROJS, 2 * phaseOf(q % PROJS) + 1);
 }
@@ -310,15 +401,15 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
 // together, 4 dims a lane); the warps merge in shared memory into the
 // item's partial (m, l, acc) in `scratch`; the last item of a KV head to
 // arrive weighs its splits together into the attention output.
-constexpr int GROUP = HEADS / KV_HEADS;
-__device__ void attend(const Params &P, int layer, float *smemA, float *red) {
+
+__device__ __noinline__ void attend(const Params &P, int layer, float *smemA, float *red) {
   const Attn &a = P.attn[layer];
   const int phase = layer * PHASES + 1;
   const int splits = P.splits;
   if ((int)blockIdx.x >= KV_HEADS * splits)
     return;
   if (threadIdx.x == 0)
-    waitCount(&P.done[phase - 1], gridDim.x);
+    waitCount(&P.done[(phase - 1) * P.pad], gridDim.x, P.sleepNs);
   consumerBarrier();
   stamp(P, layer, 2);
   const int kv = blockIdx.x / splits, split = blockIdx.x % splits, lane = threadIdx.x & 31,
@@ -341,6 +432,8 @@ __device__ void attend(const Params &P, int layer, float *smemA, float *red) {
     m[g] = -1e30f;
     l[g] = 0.f;
   }
+  stampAfter(P, layer, 2 * PHASES + 2, q[0][0]);
+  bool first = true;
   constexpr int U = 8;
   for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
     float kf[U][4], vf[U][4];
@@ -353,6 +446,9 @@ __device__ void attend(const Params &P, int layer, float *smemA, float *red) {
         load4(a.v + off, vf[u]);
       }
     }
+    if (first)
+      stampAfter(P, layer, 2 * PHASES + 3, kf[0][0] + vf[0][0]);
+    first = false;
 #pragma unroll
     for (int g = 0; g < GROUP; ++g) {
       float sc[U], mb = m[g];
@@ -381,6 +477,7 @@ __device__ void attend(const Params &P, int layer, float *smemA, float *red) {
       m[g] = mb;
     }
   }
+  stamp(P, layer, 2 * PHASES + 1);
   // Merge the warps: smemA holds [CW][GROUP][HEAD_DIM] accumulators, then
   // [CW][GROUP] maxima and sums.
   float *wm = smemA + CW * GROUP * HEAD_DIM, *wl = wm + CW * GROUP;
@@ -413,32 +510,71 @@ __device__ void attend(const Params &P, int layer, float *smemA, float *red) {
   }
   consumerBarrier();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned arrived = atomicAdd(&P.arrivals[layer * KV_HEADS + kv], 1u);
+    unsigned arrived;
+    if (P.fence) {
+      __threadfence();
+      arrived = atomicAdd(&P.arrivals[(layer * KV_HEADS + kv) * P.pad], 1u);
+      __threadfence();
+    } else {
+      asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;"
+                   : "=r"(arrived) : "l"(&P.arrivals[(layer * KV_HEADS + kv) * P.pad]) : "memory");
+    }
     red[0] = arrived == (unsigned)splits - 1 ? 1.f : 0.f;
-    __threadfence();
   }
   stamp(P, layer, 3);
   consumerBarrier();
   if (red[0] == 0.f)
     return;
-  for (int t = threadIdx.x; t < GROUP * HEAD_DIM; t += CW * 32) {
-    const int g = t / HEAD_DIM, d = t % HEAD_DIM, h = kv * GROUP + g;
-    float M = -1e30f;
-    for (int s2 = 0; s2 < splits; ++s2)
-      M = fmaxf(M, __ldcg(pm + h * splits + s2));
-    float L = 0.f, A = 0.f;
-    for (int s2 = 0; s2 < splits; ++s2) {
-      const float c = exp2f(__ldcg(pm + h * splits + s2) - M);
-      L += __ldcg(pl + h * splits + s2) * c;
-      A += __ldcg(pacc + ((size_t)h * splits + s2) * HEAD_DIM + d) * c;
+  stamp(P, layer, 2 * PHASES + 4);
+  {
+    // A thread per (head, 4 dims).
+    const int t = threadIdx.x;
+    if (t < GROUP * HEAD_DIM / 4) {
+      const int g = t / (HEAD_DIM / 4), d = 4 * (t % (HEAD_DIM / 4)), h = kv * GROUP + g;
+      // The maxima first (16 registers), then the sums and values four
+      // splits at a time: few registers live, so no load waits on a spill.
+      float mv[MAX_SPLITS], M = -1e30f;
+#pragma unroll
+      for (int s2 = 0; s2 < MAX_SPLITS; ++s2)
+        mv[s2] = s2 < splits ? __ldcg(pm + h * splits + s2) : -1e30f;
+#pragma unroll
+      for (int s2 = 0; s2 < MAX_SPLITS; ++s2)
+        M = fmaxf(M, mv[s2]);
+      float L = 0.f;
+      float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int b0 = 0; b0 < MAX_SPLITS; b0 += 4) {
+        float lv[4];
+        float4 av[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (b0 + i < splits) {
+            lv[i] = __ldcg(pl + h * splits + b0 + i);
+            av[i] = __ldcg(reinterpret_cast<const float4 *>(
+                pacc + ((size_t)h * splits + b0 + i) * HEAD_DIM + d));
+          }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (b0 + i < splits) {
+            const float c = exp2f(mv[b0 + i] - M);
+            L += lv[i] * c;
+            A.x += av[i].x * c, A.y += av[i].y * c, A.z += av[i].z * c, A.w += av[i].w * c;
+          }
+      }
+      if (t == 0)
+        stampAfter(P, layer, 2 * PHASES + 5, L);
+      const float r = 1.f / L;
+      __half2 *out = reinterpret_cast<__half2 *>(a.out + h * HEAD_DIM + d);
+      out[0] = __floats2half2_rn(A.x * r, A.y * r);
+      out[1] = __floats2half2_rn(A.z * r, A.w * r);
     }
-    a.out[h * HEAD_DIM + d] = __float2half(A / L);
   }
   consumerBarrier();
   if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&P.done[phase], 1u);
+    if (P.fence)
+      __threadfence(), atomicAdd(&P.done[phase * P.pad], 1u);
+    else
+      addRelease(&P.done[phase * P.pad]);
   }
   stamp(P, layer, 2 * PHASES);
 }
@@ -446,6 +582,18 @@ __device__ void attend(const Params &P, int layer, float *smemA, float *red) {
 __device__ __forceinline__ void blockOutputs(int nout, int &lo, int &hi) {
   lo = (int)((long long)nout * blockIdx.x / gridDim.x);
   hi = (int)((long long)nout * (blockIdx.x + 1) / gridDim.x);
+}
+
+__device__ __forceinline__ unsigned long long evictFirstPolicy() {
+  unsigned long long pol = 0;
+  LAB_SM90("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void bulkCopyFirst(void *dst, const void *src, unsigned bytes,
+                                              unsigned long long *bar, unsigned long long pol) {
+  LAB_SM90("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+           " [%0], [%1], %2, [%3], %4;"
+           ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)), "l"(pol) : "memory");
 }
 
 template <int STAGES>
@@ -468,12 +616,13 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
   if (threadIdx.x >= CW * 32) { // the producer warp: its lane 0 copies
     if (threadIdx.x != CW * 32)
       return;
+    const unsigned long long pol = evictFirstPolicy();
     for (int q = 0; q < LAYERS * PROJS; ++q) {
       const Proj &p = P.proj[q];
       const unsigned *dc;
       unsigned dn;
       if (!P.ahead && dependency(P, (q / PROJS) * PHASES + phaseOf(q % PROJS), dc, dn))
-        waitCount(dc, dn);
+        waitCount(dc, dn, P.sleepNs);
       int lo, hi;
       blockOutputs(p.nout, lo, hi);
       const int ops = outsPerStage(p.K, p.glu);
@@ -483,9 +632,16 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
         const unsigned bytes = (unsigned)n * p.K * 2;
         mbarExpectTx(&r.full[s], p.glu ? 2 * bytes : bytes);
         unsigned char *dst = r.stage + (size_t)s * STAGE_BYTES;
-        bulkCopy(dst, p.w + (size_t)o * p.K, bytes, &r.full[s]);
-        if (p.glu)
-          bulkCopy(dst + (size_t)ops * p.K * 2, p.wu + (size_t)o * p.K, bytes, &r.full[s]);
+        if (P.evictFirst) {
+          bulkCopyFirst(dst, p.w + (size_t)o * p.K, bytes, &r.full[s], pol);
+          if (p.glu)
+            bulkCopyFirst(dst + (size_t)ops * p.K * 2, p.wu + (size_t)o * p.K, bytes, &r.full[s],
+                          pol);
+        } else {
+          bulkCopy(dst, p.w + (size_t)o * p.K, bytes, &r.full[s]);
+          if (p.glu)
+            bulkCopy(dst + (size_t)ops * p.K * 2, p.wu + (size_t)o * p.K, bytes, &r.full[s]);
+        }
       }
     }
     return;
@@ -580,7 +736,7 @@ int main() {
   CHECK(cudaMalloc(&vcache, cachePerLayer * LAYERS * sizeof(__half)));
   fillRandom<<<4 * sms, 256, 0, st>>>(kcache, cachePerLayer * LAYERS, 13u, 1.0f);
   fillRandom<<<4 * sms, 256, 0, st>>>(vcache, cachePerLayer * LAYERS, 17u, 1.0f);
-  constexpr int COUNTERS = LAYERS * (PHASES + KV_HEADS);
+  constexpr int COUNTERS = LAYERS * (PHASES + KV_HEADS) * 32; // room for padding
   unsigned *done;
   CHECK(cudaMalloc(&done, COUNTERS * sizeof(unsigned)));
   float *scratch;
@@ -609,7 +765,7 @@ int main() {
     P.context = context;
     P.done = done;
     P.stamps = nullptr;
-    P.arrivals = done + LAYERS * PHASES;
+    P.arrivals = done + LAYERS * PHASES * 32;
     P.scratch = scratch;
     P.ahead = ahead;
     return P;
@@ -641,8 +797,43 @@ int main() {
   // The persistent stream kernel.
   unsigned long long *stamps;
   CHECK(cudaMalloc(&stamps, EVENTS * sms * sizeof(unsigned long long)));
-  auto stream = [&](auto stagesTag, __half *a, int ahead, int full, int context,
-                    const char *what, bool timeline = false, int splits = 0) {
+  auto printTimeline = [&](const char *what) {
+    // Layer STAMP_LAYER's timeline in the last launch: per event, the
+    // earliest and latest block, us after the earliest QKV start.
+    std::vector<unsigned long long> t(EVENTS * sms);
+    CHECK(cudaMemcpy(t.data(), stamps, t.size() * 8, cudaMemcpyDeviceToHost));
+    const char *names[EVENTS] = {"QKV input ready", "QKV written", "attention start",
+                                 "attention partial written", "O input ready", "O written",
+                                 "gate/up input ready", "gate/up written", "down input ready",
+                                 "down written", "attention combined (last split)",
+                                 "attention: warps' sums done, before the merge",
+                                 "attention: query loaded", "attention: first K/V rows loaded",
+                                 "combine: last split known", "combine: partials loaded"};
+    unsigned long long t0 = ~0ull;
+    for (int b = 0; b < sms; ++b)
+      if (t[b])
+        t0 = std::min(t0, t[b]);
+    std::printf("\n| layer %d, %s: event | first block, us | last block, us | blocks |\n"
+                "|---|---|---|---|\n", STAMP_LAYER, what);
+    for (int e = 0; e < EVENTS; ++e) {
+      unsigned long long lo = ~0ull, hi = 0;
+      int n = 0;
+      for (int b = 0; b < sms; ++b)
+        if (unsigned long long v = t[e * sms + b]; v >= t0) {
+          lo = std::min(lo, v), hi = std::max(hi, v), ++n;
+        }
+      if (n)
+        std::printf("| %s | %.2f | %.2f | %d |\n", names[e], (lo - t0) * 1e-3, (hi - t0) * 1e-3, n);
+    }
+  };
+  struct Run {
+    int ahead = 1, full = 0, context = 0, splits = 0, fence = 0, evictFirst = 0, rowReduce = 1;
+    bool timeline = false;
+    int pad = 1, sleepNs = 0;
+  };
+  auto stream = [&](auto stagesTag, __half *a, Run run, const char *what) {
+    const int ahead = run.ahead, full = run.full, context = run.context, splits = run.splits;
+    const bool timeline = run.timeline;
     constexpr int STAGES = decltype(stagesTag)::value;
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + MAX_ROWS * CW * 4 +
                         CW * 4 + ATTN_FLOATS * 4;
@@ -657,6 +848,11 @@ int main() {
     }
     Params P = params(a, ahead, done, full, context);
     P.splits = splits ? splits : sms / KV_HEADS;
+    P.fence = run.fence;
+    P.evictFirst = run.evictFirst;
+    P.rowReduce = run.rowReduce;
+    P.pad = run.pad;
+    P.sleepNs = run.sleepNs;
     if (timeline) {
       P.stamps = stamps;
       CHECK(cudaMemsetAsync(stamps, 0, EVENTS * sms * sizeof(unsigned long long), st));
@@ -667,48 +863,29 @@ int main() {
              CHECK(cudaLaunchCooperativeKernel((void *)layerStream<STAGES>, sms, STHREADS, args,
                                                smem, st));
            }));
+    if (run.timeline) {
+      printTimeline(what);
+      std::printf("\n");
+    }
   };
   using S6 = std::integral_constant<int, 6>;
   using S4 = std::integral_constant<int, 4>;
-  stream(S4{}, act[1], 0, 0, 0, "projections only: stream kernel, producer waits for inputs");
-  stream(S4{}, act[1], 1, 0, 0, "projections only: stream kernel, 4 stages of 32 KiB");
-  stream(S6{}, act[1], 1, 0, 0, "projections only: stream kernel, 6 stages of 32 KiB");
-  stream(S6{}, act[2], 1, 1, 4096, "whole layer, context 4096: stream kernel, 6 stages");
-  stream(S6{}, act[2], 1, 1, 1024, "whole layer, context 1024: stream kernel, 6 stages");
-  stream(S6{}, act[2], 0, 1, 512, "whole layer, context 512: producer waits for inputs");
-  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: 4 attention splits per KV head",
-         false, 4);
-  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: 8 attention splits per KV head",
-         false, 8);
-  stream(S4{}, act[2], 1, 1, 512, "whole layer, context 512: stream kernel, 4 stages");
-  stream(S6{}, act[2], 1, 1, 512, "whole layer, context 512: stream kernel, 6 stages", true);
-  {
-    // Layer STAMP_LAYER's timeline in the last launch: per event, the
-    // earliest and latest block, us after the earliest QKV start.
-    std::vector<unsigned long long> t(EVENTS * sms);
-    CHECK(cudaMemcpy(t.data(), stamps, t.size() * 8, cudaMemcpyDeviceToHost));
-    const char *names[EVENTS] = {"QKV input ready", "QKV written", "attention start",
-                                 "attention partial written", "O input ready", "O written",
-                                 "gate/up input ready", "gate/up written", "down input ready",
-                                 "down written", "attention combined (last split)"};
-    unsigned long long t0 = ~0ull;
-    for (int b = 0; b < sms; ++b)
-      if (t[b])
-        t0 = std::min(t0, t[b]);
-    std::printf("\n| layer %d, context 512, event | first block, us | last block, us | blocks |\n"
-                "|---|---|---|---|\n", STAMP_LAYER);
-    for (int e = 0; e < EVENTS; ++e) {
-      unsigned long long lo = ~0ull, hi = 0;
-      int n = 0;
-      for (int b = 0; b < sms; ++b)
-        if (unsigned long long v = t[e * sms + b]) {
-          lo = std::min(lo, v), hi = std::max(hi, v), ++n;
-        }
-      if (n)
-        std::printf("| %s | %.2f | %.2f | %d |\n", names[e], (lo - t0) * 1e-3, (hi - t0) * 1e-3, n);
-    }
-  }
-
+  // ahead, full, context, splits, fence, evict first, row butterfly, timeline
+  auto R = [](int ahead, int full, int context, int splits, int fence, int evictFirst,
+              int rowReduce, bool timeline = false) {
+    Run r;
+    r.ahead = ahead, r.full = full, r.context = context, r.splits = splits, r.fence = fence;
+    r.evictFirst = evictFirst, r.rowReduce = rowReduce, r.timeline = timeline;
+    return r;
+  };
+  stream(S6{}, act[1], R(0, 0, 0, 0, 0, 1, 1), "projections only: producer waits for inputs");
+  stream(S6{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: stream kernel");
+  stream(S4{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: stream kernel, 4 stages");
+  stream(S6{}, act[2], R(1, 1, 512, 8, 0, 1, 1), "whole layer, context 512, 8 splits");
+  stream(S6{}, act[2], R(1, 1, 1024, 0, 0, 1, 1), "whole layer, context 1024");
+  stream(S6{}, act[2], R(1, 1, 4096, 0, 0, 1, 1), "whole layer, context 4096");
+  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1), "whole layer, context 512");
+  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1, true), "whole layer, context 512");
   // Ceilings: plain reads of the same bytes.
   unsigned *sink;
   CHECK(cudaMalloc(&sink, 4));
