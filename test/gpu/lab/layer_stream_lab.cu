@@ -1,29 +1,38 @@
 // Can fp16 batch-1 decode stream a layer's weights at the copy rate if the
-// stream never stops at a projection boundary? The four fp16 projections of
-// Llama 3.1 8B layers at one token (QKV 6144 x 4096, O 4096 x 4096 reading
-// the first 4096 of QKV's outputs in place of attention, gate/up 2 x 14336
-// x 4096 with SwiGLU, down 4096 x 14336; norms and residuals left out),
-// LAYERS layers with weights of their own (3.5 GB, far past L2), run as:
+// stream never stops at a projection boundary? Llama 3.1 8B layers at one
+// token (QKV 6144 x 4096, O 4096 x 4096, gate/up 2 x 14336 x 4096 with
+// SwiGLU, down 4096 x 14336), LAYERS layers with weights of their own
+// (3.5 GB, far past L2), run as:
 //
 // - separate: a GEMV kernel per projection (a warp per output row, 16-byte
 //   loads, the input staged in shared memory), the layers' launches in one
 //   CUDA graph with programmatic dependent launch, as plans run them;
 // - stream: one persistent kernel, a block per SM. One producer lane per
-//   block streams the block's rows of every projection of every layer, in
+//   block copies chunks of rows (32 KiB: 4 rows of K 4096, 2 SwiGLU
+//   outputs, 1 row of K 14336) of every projection of every layer, in
 //   order, into a ring of STAGES shared-memory stages by bulk copies
-//   (cp.async.bulk + mbarrier), never waiting for a projection's input: the
-//   rows a block owns are fixed, so what it reads next is known from the
-//   start. The consumer warps wait for a projection's input (a counter of
-//   the previous projection's finished blocks), keep their slice of it in
-//   registers, take the stages as they land and free them;
-// - stream, producer waiting: the same, but the producer too waits for each
-//   projection's input before copying its rows (no streaming across the
-//   boundary), to see what crossing it is worth;
+//   (cp.async.bulk + mbarrier), never waiting for a projection's input:
+//   which rows come next does not depend on the activations. Chunks are
+//   fixed per block, or claimed from a counter per projection (`dynamic`).
+//   The consumer warps wait for a projection's input (a counter of the
+//   previous phase's finished blocks), keep their K / CW slice of it in
+//   registers, take the stages as they land and free them; the block sums
+//   its warps' partials at the end of the projection;
+// - stream, producer waiting: the producer too waits for each projection's
+//   input (no streaming across the boundary), to see what crossing is worth;
+// - whole layer (`full`): the same kernel with the RMSNorms (each block
+//   holds the whole input, so its own RMS), the residual adds, and decode
+//   attention between QKV and O over a cache of `context` positions: items
+//   (KV head, split) over the grid, the group's 4 query heads at once, the
+//   last split of a KV head to arrive weighing the splits together;
 // - a plain streaming read of the same bytes, a kernel per projection and
 //   one kernel for everything: the ceilings.
 //
-// Printed: us per layer for each, TB/s, and how the stream kernel's last
-// outputs compare with the separate kernels'.
+// Printed: us per layer for each (TB/s of the projections' bytes), a
+// timeline of layer STAMP_LAYER (global timer per block and event), the
+// stream kernel's outputs against the separate kernels' and layer 0 of the
+// whole layer against a CPU reference
+// (test/gpu/results/layer-stream-lab-2026-12-03.txt).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
 //        test/gpu/lab/layer_stream_lab.cu -o layer_stream_lab && ./layer_stream_lab
@@ -77,6 +86,8 @@ struct Params {
   int rowReduce;  // a stage's rows summed over the warp by one butterfly
   int pad;        // counters this many apart (32: a 128-byte line each)
   int sleepNs;    // polling: 0 acquire loads every 32 ns, else relaxed loads this often
+  int dynamic;    // chunks claimed from a counter per projection, not fixed per block
+  unsigned *next; // [LAYERS * PROJS * pad] next unclaimed chunk, zero at launch
 };
 // Phases of a layer: QKV, attention, O, gate/up, down. Without `full` the
 // attention phase is skipped and O reads QKV's first outputs.
@@ -215,7 +226,7 @@ __global__ void __launch_bounds__(256) gemvSeparate(Proj p) {
 constexpr int CW = 8;                       // consumer warps
 constexpr int STHREADS = (CW + 1) * 32;     // and one producer warp
 constexpr int STAGE_BYTES = 32 * 1024;      // 4 rows of 4096 f16, or one of 14336
-constexpr int MAX_ROWS = 2 * 120;           // a block's rows of one projection
+constexpr int MAX_ROWS = 320;               // a block's rows of one projection
 constexpr int ATTN_FLOATS = CW * 4 * (128 + 2); // CW x GROUP x (HEAD_DIM + m, l)
 // Outputs per stage: 4 rows of K 4096, 2 SwiGLU outputs (4 rows), 1 row of
 // K 14336.
@@ -259,6 +270,8 @@ __device__ __forceinline__ void waitCount(const unsigned *c, unsigned n, int sle
 struct Ring {
   unsigned char *stage;           // STAGES * STAGE_BYTES
   unsigned long long *full, *empty;
+  int *chunk;   // [STAGES] the chunk in each stage; -1: the projection's end for this block
+  int *taken;   // [MAX_ROWS] the chunks this block took of the current projection, in order
 };
 
 // The consumer warps' part of one projection with K inputs: wait for the
@@ -279,7 +292,7 @@ __device__ __forceinline__ bool dependency(const Params &P, int phase, const uns
 }
 
 template <int K, bool GLU, int STAGES>
-__device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, int &it,
+__device__ __forceinline__ void consume(const Params &P, int q, int &it,
                                         const Ring &r, float (*part)[CW], float *red) {
   constexpr int VPL = K / (CW * 256), OPS = outsPerStage(K, GLU);
   static_assert(K % (CW * 256) == 0, "whole vectors per lane");
@@ -325,9 +338,23 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
     for (int i = 0; i < VPL * 8; ++i)
       xf[i] *= scale;
   }
-  for (int o = lo; o < hi; o += OPS, ++it) {
-    const int s = it % STAGES, n = min(OPS, hi - o);
+  // Stages until the producer's end mark; the k-th chunk's sums go to
+  // rows [k * OPS * RPO, ...) of `part`.
+  int k = 0;
+  for (;; ++it, ++k) {
+    const int s = it % STAGES;
     mbarWait(&r.full[s], (it / STAGES) & 1);
+    const int c = r.chunk[s];
+    if (c < 0) {
+      __syncwarp();
+      if (lane == 0)
+        mbarArrive(&r.empty[s]);
+      ++it;
+      break;
+    }
+    if (threadIdx.x == 0)
+      r.taken[k] = c;
+    const int o = c * OPS, n = min(OPS, p.nout - o);
     const __half *st = reinterpret_cast<const __half *>(r.stage + (size_t)s * STAGE_BYTES);
     if (P.rowReduce) {
       constexpr int R = OPS * (GLU ? 2 : 1);
@@ -348,7 +375,7 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
       int rr;
       const float sum = rowsReduce<R>(v, lane, rr);
       if ((lane & (32 / R - 1)) == 0 && rr / (GLU ? 2 : 1) < n)
-        part[(o - lo) * (GLU ? 2 : 1) + rr][w] = sum;
+        part[k * OPS * (GLU ? 2 : 1) + rr][w] = sum;
     } else {
 #pragma unroll
       for (int i = 0; i < OPS; ++i) {
@@ -362,7 +389,7 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
               dot8(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
             a = warpSum(a);
             if (lane == 0)
-              part[(o - lo + i) * (GLU ? 2 : 1) + g][w] = a;
+              part[(k * OPS + i) * (GLU ? 2 : 1) + g][w] = a;
           }
         }
       }
@@ -372,7 +399,10 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
       mbarArrive(&r.empty[s]);
   }
   consumerBarrier();
-  for (int t = threadIdx.x; t < hi - lo; t += CW * 32) {
+  for (int t = threadIdx.x; t < k * OPS; t += CW * 32) {
+    const int o = r.taken[t / OPS] * OPS + t % OPS;
+    if (o >= p.nout)
+      continue;
     float a = 0.f, b = 0.f;
 #pragma unroll
     for (int v = 0; v < CW; ++v) {
@@ -381,8 +411,8 @@ __device__ __forceinline__ void consume(const Params &P, int q, int lo, int hi, 
         b += part[t * 2 + 1][v];
     }
     if (P.full && p.resid)
-      a += __half2float(p.resid[lo + t]);
-    p.y[lo + t] = __float2half(GLU ? silu(a) * b : a);
+      a += __half2float(p.resid[o]);
+    p.y[o] = __float2half(GLU ? silu(a) * b : a);
   }
   consumerBarrier();
   if (threadIdx.x == 0) {
@@ -579,10 +609,6 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
   stamp(P, layer, 2 * PHASES);
 }
 
-__device__ __forceinline__ void blockOutputs(int nout, int &lo, int &hi) {
-  lo = (int)((long long)nout * blockIdx.x / gridDim.x);
-  hi = (int)((long long)nout * (blockIdx.x + 1) / gridDim.x);
-}
 
 __device__ __forceinline__ unsigned long long evictFirstPolicy() {
   unsigned long long pol = 0;
@@ -603,9 +629,11 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
   r.stage = smem;
   r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES);
   r.empty = r.full + STAGES;
-  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.empty + STAGES);
+  r.chunk = reinterpret_cast<int *>(r.empty + STAGES);
+  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.chunk + 8);
   float *red = &part[MAX_ROWS][0]; // CW floats
-  float *smemA = red + CW;         // attention's merge: ATTN_FLOATS
+  r.taken = reinterpret_cast<int *>(red + CW);
+  float *smemA = reinterpret_cast<float *>(r.taken + MAX_ROWS); // attention: ATTN_FLOATS
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       mbarInit(&r.full[s], 1);
@@ -623,13 +651,34 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
       unsigned dn;
       if (!P.ahead && dependency(P, (q / PROJS) * PHASES + phaseOf(q % PROJS), dc, dn))
         waitCount(dc, dn, P.sleepNs);
-      int lo, hi;
-      blockOutputs(p.nout, lo, hi);
-      const int ops = outsPerStage(p.K, p.glu);
-      for (int o = lo; o < hi; o += ops, ++it) {
-        const int s = it % STAGES, n = min(ops, hi - o);
+      const int ops = outsPerStage(p.K, p.glu), total = (p.nout + ops - 1) / ops;
+      // Fixed: chunks [c0, c1) of this block. Claimed: from the
+      // projection's counter, one ahead, at most `cap` (the partials' room).
+      int c0 = (int)((long long)total * blockIdx.x / gridDim.x);
+      const int c1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
+      const int cap = MAX_ROWS / (ops * (p.glu ? 2 : 1));
+      int claimed = 0;
+      auto claim = [&]() -> int {
+        if (claimed++ >= cap)
+          return total;
+        if (P.dynamic)
+          return (int)atomicAdd(&P.next[q * P.pad], 1u);
+        return c0 < c1 ? c0++ : total;
+      };
+      int c = claim();
+      for (;; ++it) {
+        const int s = it % STAGES;
         mbarWait(&r.empty[s], ((it / STAGES) & 1) ^ 1);
+        if (c >= total) {
+          r.chunk[s] = -1;
+          mbarArrive(&r.full[s]);
+          ++it;
+          break;
+        }
+        const int cn = claim();
+        const int o = c * ops, n = min(ops, p.nout - o);
         const unsigned bytes = (unsigned)n * p.K * 2;
+        r.chunk[s] = c;
         mbarExpectTx(&r.full[s], p.glu ? 2 * bytes : bytes);
         unsigned char *dst = r.stage + (size_t)s * STAGE_BYTES;
         if (P.evictFirst) {
@@ -642,18 +691,17 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
           if (p.glu)
             bulkCopy(dst + (size_t)ops * p.K * 2, p.wu + (size_t)o * p.K, bytes, &r.full[s]);
         }
+        c = cn;
       }
     }
     return;
   }
   for (int q = 0; q < LAYERS * PROJS; ++q) {
-    int lo, hi;
-    blockOutputs(P.proj[q].nout, lo, hi);
     switch (q % PROJS) {
-    case 0: consume<HIDDEN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
-    case 1: consume<HIDDEN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
-    case 2: consume<HIDDEN, true, STAGES>(P, q, lo, hi, it, r, part, red); break;
-    default: consume<FFN, false, STAGES>(P, q, lo, hi, it, r, part, red); break;
+    case 0: consume<HIDDEN, false, STAGES>(P, q, it, r, part, red); break;
+    case 1: consume<HIDDEN, false, STAGES>(P, q, it, r, part, red); break;
+    case 2: consume<HIDDEN, true, STAGES>(P, q, it, r, part, red); break;
+    default: consume<FFN, false, STAGES>(P, q, it, r, part, red); break;
     }
     if (P.full && q % PROJS == 0)
       attend(P, q / PROJS, smemA, red);
@@ -736,7 +784,7 @@ int main() {
   CHECK(cudaMalloc(&vcache, cachePerLayer * LAYERS * sizeof(__half)));
   fillRandom<<<4 * sms, 256, 0, st>>>(kcache, cachePerLayer * LAYERS, 13u, 1.0f);
   fillRandom<<<4 * sms, 256, 0, st>>>(vcache, cachePerLayer * LAYERS, 17u, 1.0f);
-  constexpr int COUNTERS = LAYERS * (PHASES + KV_HEADS) * 32; // room for padding
+  constexpr int COUNTERS = LAYERS * (PHASES + KV_HEADS + PROJS) * 32; // room for padding
   unsigned *done;
   CHECK(cudaMalloc(&done, COUNTERS * sizeof(unsigned)));
   float *scratch;
@@ -766,6 +814,7 @@ int main() {
     P.done = done;
     P.stamps = nullptr;
     P.arrivals = done + LAYERS * PHASES * 32;
+    P.next = P.arrivals + LAYERS * KV_HEADS * 32;
     P.scratch = scratch;
     P.ahead = ahead;
     return P;
@@ -829,14 +878,14 @@ int main() {
   struct Run {
     int ahead = 1, full = 0, context = 0, splits = 0, fence = 0, evictFirst = 0, rowReduce = 1;
     bool timeline = false;
-    int pad = 1, sleepNs = 0;
+    int pad = 1, sleepNs = 0, dynamic = 0;
   };
   auto stream = [&](auto stagesTag, __half *a, Run run, const char *what) {
     const int ahead = run.ahead, full = run.full, context = run.context, splits = run.splits;
     const bool timeline = run.timeline;
     constexpr int STAGES = decltype(stagesTag)::value;
-    const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + MAX_ROWS * CW * 4 +
-                        CW * 4 + ATTN_FLOATS * 4;
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 8 * 4 +
+                        MAX_ROWS * CW * 4 + CW * 4 + MAX_ROWS * 4 + ATTN_FLOATS * 4;
     CHECK(cudaFuncSetAttribute(layerStream<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)smem));
     int perSm = 0;
@@ -853,6 +902,7 @@ int main() {
     P.rowReduce = run.rowReduce;
     P.pad = run.pad;
     P.sleepNs = run.sleepNs;
+    P.dynamic = run.dynamic;
     if (timeline) {
       P.stamps = stamps;
       CHECK(cudaMemsetAsync(stamps, 0, EVENTS * sms * sizeof(unsigned long long), st));
@@ -878,14 +928,19 @@ int main() {
     r.evictFirst = evictFirst, r.rowReduce = rowReduce, r.timeline = timeline;
     return r;
   };
+  auto dyn = [](Run r) {
+    r.dynamic = 1;
+    return r;
+  };
   stream(S6{}, act[1], R(0, 0, 0, 0, 0, 1, 1), "projections only: producer waits for inputs");
-  stream(S6{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: stream kernel");
-  stream(S4{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: stream kernel, 4 stages");
-  stream(S6{}, act[2], R(1, 1, 512, 8, 0, 1, 1), "whole layer, context 512, 8 splits");
-  stream(S6{}, act[2], R(1, 1, 1024, 0, 0, 1, 1), "whole layer, context 1024");
-  stream(S6{}, act[2], R(1, 1, 4096, 0, 0, 1, 1), "whole layer, context 4096");
-  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1), "whole layer, context 512");
-  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1, true), "whole layer, context 512");
+  stream(S6{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: fixed chunks");
+  stream(S6{}, act[1], dyn(R(1, 0, 0, 0, 0, 1, 1)), "projections only: claimed chunks");
+  stream(S4{}, act[1], dyn(R(1, 0, 0, 0, 0, 1, 1)), "projections only: claimed chunks, 4 stages");
+  stream(S6{}, act[2], dyn(R(1, 1, 1024, 0, 0, 1, 1)), "whole layer, context 1024, claimed chunks");
+  stream(S6{}, act[2], dyn(R(1, 1, 4096, 0, 0, 1, 1)), "whole layer, context 4096, claimed chunks");
+  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1, true), "whole layer, context 512, fixed chunks");
+  stream(S6{}, act[2], dyn(R(1, 1, 512, 0, 0, 1, 1, true)),
+         "whole layer, context 512, claimed chunks");
   // Ceilings: plain reads of the same bytes.
   unsigned *sink;
   CHECK(cudaMalloc(&sink, 4));
