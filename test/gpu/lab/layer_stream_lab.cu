@@ -24,7 +24,10 @@
 //   holds the whole input, so its own RMS), the residual adds, and decode
 //   attention between QKV and O over a cache of `context` positions: items
 //   (KV head, split) over the grid, the group's 4 query heads at once, the
-//   last split of a KV head to arrive weighing the splits together;
+//   last split of a KV head to arrive weighing the splits together; with
+//   `kvRing` the producer also copies each item's K/V rows into shared
+//   memory at the start of the layer, and a warp per query head reads them
+//   there (a lane per position);
 // - a plain streaming read of the same bytes, a kernel per projection and
 //   one kernel for everything: the ceilings.
 //
@@ -87,6 +90,8 @@ struct Params {
   int pad;        // counters this many apart (32: a 128-byte line each)
   int sleepNs;    // polling: 0 acquire loads every 32 ns, else relaxed loads this often
   int dynamic;    // chunks claimed from a counter per projection, not fixed per block
+  int kvRing;     // attention items' K/V rows by bulk copies into shared memory
+  int oneRound;   // the combine loads all splits' partials in one round
   unsigned *next; // [LAYERS * PROJS * pad] next unclaimed chunk, zero at launch
 };
 // Phases of a layer: QKV, attention, O, gate/up, down. Without `full` the
@@ -228,6 +233,11 @@ constexpr int STHREADS = (CW + 1) * 32;     // and one producer warp
 constexpr int STAGE_BYTES = 32 * 1024;      // 4 rows of 4096 f16, or one of 14336
 constexpr int MAX_ROWS = 320;               // a block's rows of one projection
 constexpr int ATTN_FLOATS = CW * 4 * (128 + 2); // CW x GROUP x (HEAD_DIM + m, l)
+// `kvRing`: an attention item's K and V rows, brought into shared memory by
+// bulk copies issued with its block's QKV rows (they do not depend on the
+// step), rows KV_STRIDE bytes apart (16 bytes of padding: conflict-free
+// 16-byte reads of different rows), at most KV_MAX positions an item.
+constexpr int KV_MAX = 64, KV_STRIDE = 128 * 2 + 16, KV_BYTES = 2 * KV_MAX * KV_STRIDE;
 // Outputs per stage: 4 rows of K 4096, 2 SwiGLU outputs (4 rows), 1 row of
 // K 14336.
 __host__ __device__ constexpr int outsPerStage(int K, bool glu) {
@@ -272,6 +282,8 @@ struct Ring {
   unsigned long long *full, *empty;
   int *chunk;   // [STAGES] the chunk in each stage; -1: the projection's end for this block
   int *taken;   // [MAX_ROWS] the chunks this block took of the current projection, in order
+  unsigned char *kv;             // KV_BYTES: K rows, then V rows
+  unsigned long long *kvFull;    // completes once a layer
 };
 
 // The consumer warps' part of one projection with K inputs: wait for the
@@ -432,7 +444,114 @@ __device__ __forceinline__ void consume(const Params &P, int q, int &it,
 // item's partial (m, l, acc) in `scratch`; the last item of a KV head to
 // arrive weighs its splits together into the attention output.
 
-__device__ __noinline__ void attend(const Params &P, int layer, float *smemA, float *red) {
+// The last split's combine, a thread per (head, 2 dims), every split's
+// partial loaded at once (its own function: few registers live, no spill
+// between the loads).
+__device__ __noinline__ void combineOneRound(const Params &P, int layer, int kv, __half *outp) {
+  const int splits = P.splits;
+  const float *pm = P.scratch, *pl = pm + HEADS * splits, *pacc = pl + HEADS * splits;
+  const int t = threadIdx.x, g = t / (HEAD_DIM / 2), d = 2 * (t % (HEAD_DIM / 2));
+  const int h = kv * GROUP + g;
+  float mv[MAX_SPLITS], lv[MAX_SPLITS], M = -1e30f, L = 0.f;
+  float2 av[MAX_SPLITS], A = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int s2 = 0; s2 < MAX_SPLITS; ++s2)
+    if (s2 < splits) {
+      mv[s2] = __ldcg(pm + h * splits + s2);
+      lv[s2] = __ldcg(pl + h * splits + s2);
+      av[s2] = __ldcg(reinterpret_cast<const float2 *>(pacc + ((size_t)h * splits + s2) *
+                                                                  HEAD_DIM + d));
+    }
+#pragma unroll
+  for (int s2 = 0; s2 < MAX_SPLITS; ++s2)
+    if (s2 < splits)
+      M = fmaxf(M, mv[s2]);
+#pragma unroll
+  for (int s2 = 0; s2 < MAX_SPLITS; ++s2)
+    if (s2 < splits) {
+      const float c = exp2f(mv[s2] - M);
+      L += lv[s2] * c;
+      A.x += av[s2].x * c, A.y += av[s2].y * c;
+    }
+  if (t == 0)
+    stampAfter(P, layer, 2 * PHASES + 5, L);
+  const float rl = 1.f / L;
+  *reinterpret_cast<__half2 *>(outp + h * HEAD_DIM + d) = __floats2half2_rn(A.x * rl, A.y * rl);
+}
+
+// The positions [lo, hi) of split `split` of the context.
+__device__ __forceinline__ void splitRange(const Params &P, int split, int &lo, int &hi) {
+  lo = (int)((long long)P.context * split / P.splits);
+  hi = (int)((long long)P.context * (split + 1) / P.splits);
+}
+
+// One attention item from K/V rows in shared memory: warp g takes query head
+// g of the group, a lane per position (two for more than 32): the scores
+// from the row and the query (in shared memory, broadcast), the softmax over
+// the warp, then the weighted values with the lanes over the dimensions.
+// Writes the item's partial (m, l, acc) like the register path.
+__device__ __noinline__ void ringItem(const Params &P, int layer, int kv, int split, int lo, int hi,
+                         float *smemA, const Ring &r) {
+  const Attn &a = P.attn[layer];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, n = hi - lo, splits = P.splits;
+  const float scale = 1.4426950408889634f / sqrtf((float)HEAD_DIM);
+  float *qs = smemA, *probs = smemA + GROUP * HEAD_DIM; // [GROUP][HEAD_DIM], [GROUP][KV_MAX]
+  for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += CW * 32)
+    qs[i] = __half2float(__ldcg(a.q + kv * GROUP * HEAD_DIM + i)) * scale;
+  mbarWait(r.kvFull, layer & 1);
+  consumerBarrier();
+  stamp(P, layer, 2 * PHASES + 2);
+  stamp(P, layer, 2 * PHASES + 3);
+  if (w < GROUP) {
+    const float *qg = qs + w * HEAD_DIM;
+    float sc[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int p = lane + 32 * i;
+      sc[i] = -1e30f;
+      if (p < n) {
+        const uint4 *kr = reinterpret_cast<const uint4 *>(r.kv + p * KV_STRIDE);
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < HEAD_DIM / 8; ++j)
+          dot8(kr[j], qg + 8 * j, acc);
+        sc[i] = acc;
+      }
+    }
+    float m = fmaxf(sc[0], sc[1]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float p0 = lane < n ? exp2f(sc[0] - m) : 0.f;
+    const float p1 = lane + 32 < n ? exp2f(sc[1] - m) : 0.f;
+    const float l = warpSum(p0 + p1);
+    probs[w * KV_MAX + lane] = p0;
+    probs[w * KV_MAX + lane + 32] = p1;
+    __syncwarp();
+    float o4[4] = {0.f, 0.f, 0.f, 0.f};
+    const unsigned char *vbase = r.kv + KV_MAX * KV_STRIDE + lane * 8;
+    for (int p = 0; p < n; ++p) {
+      const float pr = probs[w * KV_MAX + p];
+      const uint2 v = *reinterpret_cast<const uint2 *>(vbase + p * KV_STRIDE);
+      const float2 f0 = __half22float2(*reinterpret_cast<const __half2 *>(&v.x));
+      const float2 f1 = __half22float2(*reinterpret_cast<const __half2 *>(&v.y));
+      o4[0] = fmaf(pr, f0.x, o4[0]);
+      o4[1] = fmaf(pr, f0.y, o4[1]);
+      o4[2] = fmaf(pr, f1.x, o4[2]);
+      o4[3] = fmaf(pr, f1.y, o4[3]);
+    }
+    float *pm = P.scratch, *pl = pm + HEADS * splits, *pacc = pl + HEADS * splits;
+    const int h = kv * GROUP + w;
+    *reinterpret_cast<float4 *>(pacc + ((size_t)h * splits + split) * HEAD_DIM + lane * 4) =
+        make_float4(o4[0], o4[1], o4[2], o4[3]);
+    if (lane == 0)
+      pm[h * splits + split] = m, pl[h * splits + split] = l;
+  }
+  stamp(P, layer, 2 * PHASES + 1);
+}
+
+__device__ __noinline__ void attend(const Params &P, int layer, float *smemA, float *red,
+                                    const Ring &r) {
   const Attn &a = P.attn[layer];
   const int phase = layer * PHASES + 1;
   const int splits = P.splits;
@@ -445,6 +564,10 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
   const int kv = blockIdx.x / splits, split = blockIdx.x % splits, lane = threadIdx.x & 31,
             w = threadIdx.x >> 5, C = P.context;
   const int lo = (int)((long long)C * split / splits), hi = (int)((long long)C * (split + 1) / splits);
+  float *pm = P.scratch, *pl = pm + HEADS * splits, *pacc = pl + HEADS * splits;
+  if (P.kvRing && hi - lo <= KV_MAX) {
+    ringItem(P, layer, kv, split, lo, hi, smemA, r);
+  } else {
   const float scale = 1.4426950408889634f / sqrtf((float)HEAD_DIM);
   auto load4 = [&](const __half *p, float (&f)[4]) {
     const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p));
@@ -520,7 +643,6 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
       wm[w * GROUP + g] = m[g], wl[w * GROUP + g] = l[g];
   }
   consumerBarrier();
-  float *pm = P.scratch, *pl = pm + HEADS * splits, *pacc = pl + HEADS * splits;
   for (int t = threadIdx.x; t < GROUP * HEAD_DIM; t += CW * 32) {
     const int g = t / HEAD_DIM, d = t % HEAD_DIM, h = kv * GROUP + g;
     float M = -1e30f;
@@ -537,6 +659,7 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
     pacc[((size_t)h * splits + split) * HEAD_DIM + d] = A;
     if (d == 0)
       pm[h * splits + split] = M, pl[h * splits + split] = L;
+  }
   }
   consumerBarrier();
   if (threadIdx.x == 0) {
@@ -556,7 +679,9 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
   if (red[0] == 0.f)
     return;
   stamp(P, layer, 2 * PHASES + 4);
-  {
+  if (P.oneRound) {
+    combineOneRound(P, layer, kv, a.out);
+  } else {
     // A thread per (head, 4 dims).
     const int t = threadIdx.x;
     if (t < GROUP * HEAD_DIM / 4) {
@@ -627,9 +752,11 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
   extern __shared__ __align__(128) unsigned char smem[];
   Ring r;
   r.stage = smem;
-  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES);
+  r.kv = smem + STAGES * STAGE_BYTES;
+  r.full = reinterpret_cast<unsigned long long *>(r.kv + KV_BYTES);
   r.empty = r.full + STAGES;
-  r.chunk = reinterpret_cast<int *>(r.empty + STAGES);
+  r.kvFull = r.empty + STAGES;
+  r.chunk = reinterpret_cast<int *>(r.kvFull + 1);
   float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.chunk + 8);
   float *red = &part[MAX_ROWS][0]; // CW floats
   r.taken = reinterpret_cast<int *>(red + CW);
@@ -639,6 +766,8 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
       mbarInit(&r.full[s], 1);
       mbarInit(&r.empty[s], CW);
     }
+  if (threadIdx.x == 0)
+    mbarInit(r.kvFull, 1);
   __syncthreads();
   int it = 0;
   if (threadIdx.x >= CW * 32) { // the producer warp: its lane 0 copies
@@ -651,6 +780,21 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
       unsigned dn;
       if (!P.ahead && dependency(P, (q / PROJS) * PHASES + phaseOf(q % PROJS), dc, dn))
         waitCount(dc, dn, P.sleepNs);
+      if (P.full && P.kvRing && q % PROJS == 0 && (int)blockIdx.x < KV_HEADS * P.splits) {
+        // This block's attention item: its K/V rows, ahead of QKV's rows.
+        const Attn &a = P.attn[q / PROJS];
+        const int kv = blockIdx.x / P.splits;
+        int lo, hi;
+        splitRange(P, blockIdx.x % P.splits, lo, hi);
+        if (hi - lo <= KV_MAX) {
+          mbarExpectTx(r.kvFull, 2u * (hi - lo) * HEAD_DIM * 2);
+          for (int i = 0; i < hi - lo; ++i) {
+            const size_t off = ((size_t)(lo + i) * KV_HEADS + kv) * HEAD_DIM;
+            bulkCopy(r.kv + i * KV_STRIDE, a.k + off, HEAD_DIM * 2, r.kvFull);
+            bulkCopy(r.kv + (KV_MAX + i) * KV_STRIDE, a.v + off, HEAD_DIM * 2, r.kvFull);
+          }
+        }
+      }
       const int ops = outsPerStage(p.K, p.glu), total = (p.nout + ops - 1) / ops;
       // Fixed: chunks [c0, c1) of this block. Claimed: from the
       // projection's counter, one ahead, at most `cap` (the partials' room).
@@ -704,7 +848,7 @@ __global__ void __launch_bounds__(STHREADS, 1) layerStream(const __grid_constant
     default: consume<FFN, false, STAGES>(P, q, it, r, part, red); break;
     }
     if (P.full && q % PROJS == 0)
-      attend(P, q / PROJS, smemA, red);
+      attend(P, q / PROJS, smemA, red, r);
   }
 }
 
@@ -878,13 +1022,13 @@ int main() {
   struct Run {
     int ahead = 1, full = 0, context = 0, splits = 0, fence = 0, evictFirst = 0, rowReduce = 1;
     bool timeline = false;
-    int pad = 1, sleepNs = 0, dynamic = 0;
+    int pad = 1, sleepNs = 0, dynamic = 0, kvRing = 0, oneRound = 0;
   };
   auto stream = [&](auto stagesTag, __half *a, Run run, const char *what) {
     const int ahead = run.ahead, full = run.full, context = run.context, splits = run.splits;
     const bool timeline = run.timeline;
     constexpr int STAGES = decltype(stagesTag)::value;
-    const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 8 * 4 +
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + KV_BYTES + (2 * STAGES + 1) * 8 + 8 * 4 +
                         MAX_ROWS * CW * 4 + CW * 4 + MAX_ROWS * 4 + ATTN_FLOATS * 4;
     CHECK(cudaFuncSetAttribute(layerStream<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)smem));
@@ -903,6 +1047,8 @@ int main() {
     P.pad = run.pad;
     P.sleepNs = run.sleepNs;
     P.dynamic = run.dynamic;
+    P.kvRing = run.kvRing;
+    P.oneRound = run.oneRound;
     if (timeline) {
       P.stamps = stamps;
       CHECK(cudaMemsetAsync(stamps, 0, EVENTS * sms * sizeof(unsigned long long), st));
@@ -928,19 +1074,22 @@ int main() {
     r.evictFirst = evictFirst, r.rowReduce = rowReduce, r.timeline = timeline;
     return r;
   };
-  auto dyn = [](Run r) {
-    r.dynamic = 1;
+  auto att = [](Run r, int kvRing, int oneRound) {
+    r.kvRing = kvRing, r.oneRound = oneRound;
     return r;
   };
-  stream(S6{}, act[1], R(0, 0, 0, 0, 0, 1, 1), "projections only: producer waits for inputs");
-  stream(S6{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: fixed chunks");
-  stream(S6{}, act[1], dyn(R(1, 0, 0, 0, 0, 1, 1)), "projections only: claimed chunks");
-  stream(S4{}, act[1], dyn(R(1, 0, 0, 0, 0, 1, 1)), "projections only: claimed chunks, 4 stages");
-  stream(S6{}, act[2], dyn(R(1, 1, 1024, 0, 0, 1, 1)), "whole layer, context 1024, claimed chunks");
-  stream(S6{}, act[2], dyn(R(1, 1, 4096, 0, 0, 1, 1)), "whole layer, context 4096, claimed chunks");
-  stream(S6{}, act[2], R(1, 1, 512, 0, 0, 1, 1, true), "whole layer, context 512, fixed chunks");
-  stream(S6{}, act[2], dyn(R(1, 1, 512, 0, 0, 1, 1, true)),
-         "whole layer, context 512, claimed chunks");
+  using S5 = std::integral_constant<int, 5>; // 6 stages and the K/V rows exceed 227 KiB
+  stream(S5{}, act[1], R(0, 0, 0, 0, 0, 1, 1), "projections only: producer waits for inputs");
+  stream(S5{}, act[1], R(1, 0, 0, 0, 0, 1, 1), "projections only: stream kernel");
+  stream(S5{}, act[2], att(R(1, 1, 512, 0, 0, 1, 1), 0, 0), "whole layer, context 512: K/V loaded");
+  stream(S5{}, act[2], att(R(1, 1, 512, 0, 0, 1, 1), 1, 1),
+         "whole layer, context 512: K/V copied, combine in one round");
+  stream(S4{}, act[2], att(R(1, 1, 512, 0, 0, 1, 1), 1, 0), "whole layer, context 512: K/V copied, 4 stages");
+  stream(S5{}, act[2], att(R(1, 1, 1024, 0, 0, 1, 1), 1, 0), "whole layer, context 1024: K/V copied");
+  stream(S5{}, act[2], att(R(1, 1, 4096, 0, 0, 1, 1), 1, 0),
+         "whole layer, context 4096 (K/V loaded: past 64 an item)");
+  stream(S5{}, act[2], att(R(1, 1, 512, 0, 0, 1, 1, true), 1, 0),
+         "whole layer, context 512: K/V copied");
   // Ceilings: plain reads of the same bytes.
   unsigned *sink;
   CHECK(cudaMalloc(&sink, 4));
