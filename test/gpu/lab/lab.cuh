@@ -60,3 +60,43 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned by
   LAB_SM90("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
            ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)) : "memory");
 }
+
+// Counters between the blocks of a persistent kernel: an acquire load, and
+// an add releasing this thread's writes and (through a barrier before it)
+// its block's, without a full fence.
+__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned addRelease(unsigned *c) {
+  unsigned old;
+  asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+  return old;
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Milliseconds per call of run() on stream st, over reps calls after one.
+template <class F> float timeMs(cudaStream_t st, int reps, F run) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  run();
+  CHECK(cudaStreamSynchronize(st));
+  CHECK(cudaEventRecord(a, st));
+  for (int i = 0; i < reps; ++i)
+    run();
+  CHECK(cudaEventRecord(b, st));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return ms / reps;
+}

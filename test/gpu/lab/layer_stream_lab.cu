@@ -122,12 +122,6 @@ __device__ __forceinline__ void stampAfter(const Params &P, int layer, int event
 __host__ __device__ constexpr int phaseOf(int proj) { return proj == 0 ? 0 : proj + 1; }
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
-__device__ __forceinline__ float warpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 // 8 f16 weights times 8 f32 inputs, into acc.
 __device__ __forceinline__ void dot8(uint4 w, const float *x, float &acc) {
   const unsigned u[4] = {w.x, w.y, w.z, w.w};
@@ -244,18 +238,6 @@ __host__ __device__ constexpr int outsPerStage(int K, bool glu) {
   return K > 4096 ? 1 : glu ? 2 : 4;
 }
 
-__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// Adds one to a counter, releasing this thread's writes and (through the
-// barrier before it) the block's, without a full fence.
-__device__ __forceinline__ unsigned addRelease(unsigned *c) {
-  unsigned old;
-  asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
-  return old;
-}
 __device__ __forceinline__ void consumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
 }
@@ -863,23 +845,6 @@ __global__ void fillRandom(__half *p, size_t n, unsigned seed, float scale) {
   }
 }
 
-template <class F> float timeMs(cudaStream_t st, int reps, F run) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  run();
-  CHECK(cudaStreamSynchronize(st));
-  CHECK(cudaEventRecord(a, st));
-  for (int i = 0; i < reps; ++i)
-    run();
-  CHECK(cudaEventRecord(b, st));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return ms / reps;
-}
 
 template <int K, bool GLU> void launchSeparate(cudaStream_t st, const Proj &p) {
   cudaLaunchConfig_t cfg = {};

@@ -74,12 +74,6 @@ struct Proj {
   unsigned waitFor;       // its column blocks
 };
 
-__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // The staged token as column 0 of mma's B for the step at k (lanes of
 // other columns hold zeros), permuted as the lanes' codes are.
 __device__ __forceinline__ void tokenFragments(const __half *xs, int k, uint4 (&b)[4]) {
