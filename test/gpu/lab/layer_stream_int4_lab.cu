@@ -1,0 +1,384 @@
+// Does the stream kernel of layer_stream_lab.cu free batch-1 4-bit decode
+// from the loop that loads codes into registers (persistent_lab.cu: 58-61
+// us a layer in mma kernels against 35-38 for a plain read of the codes)?
+// The four projections of Llama 3.1 8B layers at one token in 4-bit codes
+// with a (scale, zero) pair per row and group of 128 inputs (QKV, O reading
+// the first 4096 of QKV's outputs, gate/up with SwiGLU, down; no attention
+// or norms), LAYERS layers with weights of their own, run as one persistent
+// kernel: a producer lane per block copies chunks of rows (codes and their
+// pairs, 30-34 KiB) of every projection of every layer into a ring of
+// shared-memory stages by bulk copies, never waiting for an input; the
+// consumer warps expand each 32-bit word of 8 codes as f16 pairs (a LOP3
+// gives 1024 + code, a HSUB2 code - zero, exact), multiply them with their
+// inputs by HFMA2 (8 products summed in f16, then f32 times the group's
+// scale), and sum a stage's rows over the warp with one butterfly.
+//
+// Codes in this lab: word w of a row holds inputs 8w .. 8w + 7, nibble t
+// (bits 4t .. 4t + 3) input 8w + t; the pairs are [row][input / 128] as
+// half2 (scale, zero). Every projection's outputs are checked against a
+// plain f32 kernel on the same inputs. Printed: us per layer, TB/s of the
+// bytes read (codes and pairs), and the plain reads of the same bytes.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I targets/CUDA/kernels \
+//        test/gpu/lab/layer_stream_int4_lab.cu -o layer_stream_int4_lab && ./layer_stream_int4_lab
+#include "lab.cuh"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <type_traits>
+#include <vector>
+
+constexpr int HIDDEN = 4096, QKV = 6144, FFN = 14336, LAYERS = 8, PROJS = 4, GROUP = 128;
+
+struct Proj {
+  int K, nout, glu;
+  const unsigned *c, *cu;   // codes [rows][K / 8]; SwiGLU's up rows
+  const __half2 *z, *zu;    // (scale, zero) [rows][K / GROUP]
+  const __half *x;
+  __half *y;
+};
+struct Params {
+  Proj proj[LAYERS * PROJS];
+  unsigned *done; // [LAYERS * PROJS] finished blocks, zero at launch
+};
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+constexpr int CW = 8, STHREADS = (CW + 1) * 32;
+constexpr int STAGE_BYTES = 36 * 1024, MAX_ROWS = 320;
+// Outputs per stage: 16 rows of K 4096, 8 SwiGLU outputs, 4 rows of K 14336.
+__host__ __device__ constexpr int outsPerStage(int K, bool glu) {
+  return K > 4096 ? 4 : glu ? 8 : 16;
+}
+__host__ __device__ constexpr int codeBytes(int K) { return K / 2; }
+__host__ __device__ constexpr int pairBytes(int K) { return K / GROUP * 4; }
+
+__device__ __forceinline__ void consumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+}
+__device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
+  while (loadAcquire(c) < n)
+    __nanosleep(32);
+}
+
+// R values per lane summed over the warp by one butterfly: lane L ends with
+// the sum of row L / (32 / R) (R - 1 + log2(32 / R) shuffles, not 5 R).
+template <int R> __device__ __forceinline__ float reduceRows(float (&v)[R], int lane) {
+#pragma unroll
+  for (int n = R, o = 16; n > 1; n >>= 1, o >>= 1) {
+    const bool up = lane & o;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = up ? v[i] : v[i + n / 2], keep = up ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float s = v[0];
+#pragma unroll
+  for (int o = 16 / R; o > 0; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+// One word of 8 codes times its inputs (pairs (t, t + 4) in xh), with the
+// group's (scale, zero): scale * sum (code - zero) * x.
+__device__ __forceinline__ float dotWord(unsigned word, __half2 sz, const __half2 *xh) {
+  const __half2 bias = __hadd2(__half2half2(__high2half(sz)), __float2half2_rn(1024.f));
+  __half2 acc = __float2half2_rn(0.f);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const unsigned u = ((word >> (4 * t)) & 0x000F000Fu) | 0x64006400u;
+    acc = __hfma2(__hsub2(*reinterpret_cast<const __half2 *>(&u), bias), xh[t], acc);
+  }
+  return __low2float(sz) * (__low2float(acc) + __high2float(acc));
+}
+
+struct Ring {
+  unsigned char *stage;
+  unsigned long long *full, *empty;
+};
+
+template <int K, bool GLU, int STAGES>
+__device__ __forceinline__ void consume(const Params &P, int q, int &it, const Ring &r,
+                                        float (*part)[CW]) {
+  constexpr int VPW = K / (CW * 256), OPS = outsPerStage(K, GLU), RPO = GLU ? 2 : 1;
+  constexpr int R = OPS * RPO, WORDS = K / 8;
+  static_assert(K % (CW * 256) == 0 && R <= 32, "whole words per lane");
+  const Proj &p = P.proj[q];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (q > 0) {
+    if (threadIdx.x == 0)
+      waitCount(&P.done[q - 1], gridDim.x);
+    consumerBarrier();
+  }
+  // This lane's words: w * WORDS / CW + lane + 32 j; their inputs as pairs.
+  const int word0 = w * (WORDS / CW) + lane;
+  __half2 xh[VPW * 4];
+#pragma unroll
+  for (int j = 0; j < VPW; ++j) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * (word0 + 32 * j)));
+    const __half *h = reinterpret_cast<const __half *>(&v);
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      xh[4 * j + t] = __halves2half2(h[t], h[t + 4]);
+  }
+  const int total = (p.nout + OPS - 1) / OPS;
+  const int c0 = (int)((long long)total * blockIdx.x / gridDim.x);
+  const int c1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
+  for (int c = c0; c < c1; ++c, ++it) {
+    const int s = it % STAGES, n = min(OPS, p.nout - c * OPS);
+    mbarWait(&r.full[s], (it / STAGES) & 1);
+    const unsigned char *st = r.stage + (size_t)s * STAGE_BYTES;
+    const unsigned *codes = reinterpret_cast<const unsigned *>(st);
+    const __half2 *pairs = reinterpret_cast<const __half2 *>(st + R * codeBytes(K));
+    float v[R];
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float a = 0.f;
+      if (rr % OPS < n) {
+#pragma unroll
+        for (int j = 0; j < VPW; ++j) {
+          const int word = word0 + 32 * j;
+          a += dotWord(codes[rr * WORDS + word], pairs[rr * (K / GROUP) + word / 16],
+                       xh + 4 * j);
+        }
+      }
+      v[rr] = a;
+    }
+    const float sum = reduceRows<R>(v, lane);
+    const int row = lane / (32 / R); // rows: outputs 0..OPS-1, then their up rows
+    if (lane % (32 / R) == 0)
+      part[((c - c0) * OPS + row % OPS) * RPO + row / OPS][w] = sum;
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&r.empty[s]);
+  }
+  consumerBarrier();
+  const int o0 = c0 * OPS, o1 = min(c1 * OPS, p.nout);
+  for (int t = threadIdx.x; t < o1 - o0; t += CW * 32) {
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int v2 = 0; v2 < CW; ++v2) {
+      a += part[t * RPO][v2];
+      if constexpr (GLU)
+        b += part[t * RPO + 1][v2];
+    }
+    p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    addRelease(&P.done[q]);
+}
+
+template <int STAGES>
+__global__ void __launch_bounds__(STHREADS, 1) stream4(const __grid_constant__ Params P) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Ring r;
+  r.stage = smem;
+  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES);
+  r.empty = r.full + STAGES;
+  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.empty + STAGES);
+  if (threadIdx.x == 0)
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(&r.full[s], 1);
+      mbarInit(&r.empty[s], CW);
+    }
+  __syncthreads();
+  int it = 0;
+  if (threadIdx.x >= CW * 32) {
+    if (threadIdx.x != CW * 32)
+      return;
+    for (int q = 0; q < LAYERS * PROJS; ++q) {
+      const Proj &p = P.proj[q];
+      const int ops = outsPerStage(p.K, p.glu), total = (p.nout + ops - 1) / ops;
+      const int c0 = (int)((long long)total * blockIdx.x / gridDim.x);
+      const int c1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
+      const int R = ops * (p.glu ? 2 : 1), cb = codeBytes(p.K), pb = pairBytes(p.K);
+      for (int c = c0; c < c1; ++c, ++it) {
+        const int s = it % STAGES, o = c * ops, n = min(ops, p.nout - o);
+        mbarWait(&r.empty[s], ((it / STAGES) & 1) ^ 1);
+        mbarExpectTx(&r.full[s], (unsigned)n * (cb + pb) * (p.glu ? 2 : 1));
+        unsigned char *dst = r.stage + (size_t)s * STAGE_BYTES;
+        bulkCopy(dst, p.c + (size_t)o * (p.K / 8), n * cb, &r.full[s]);
+        bulkCopy(dst + R * cb, p.z + (size_t)o * (p.K / GROUP), n * pb, &r.full[s]);
+        if (p.glu) {
+          bulkCopy(dst + ops * cb, p.cu + (size_t)o * (p.K / 8), n * cb, &r.full[s]);
+          bulkCopy(dst + R * cb + ops * pb, p.zu + (size_t)o * (p.K / GROUP), n * pb, &r.full[s]);
+        }
+      }
+    }
+    return;
+  }
+  for (int q = 0; q < LAYERS * PROJS; ++q) {
+    switch (q % PROJS) {
+    case 0: consume<HIDDEN, false, STAGES>(P, q, it, r, part); break;
+    case 1: consume<HIDDEN, false, STAGES>(P, q, it, r, part); break;
+    case 2: consume<HIDDEN, true, STAGES>(P, q, it, r, part); break;
+    default: consume<FFN, false, STAGES>(P, q, it, r, part); break;
+    }
+  }
+}
+
+// The reference: a warp per output, f32 from the same codes.
+__global__ void reference(Proj p, float *out) {
+  const int o = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (o >= p.nout)
+    return;
+  float a = 0.f, b = 0.f;
+  for (int k = lane; k < p.K; k += 32) {
+    const float x = __half2float(p.x[k]);
+    auto weight = [&](const unsigned *c, const __half2 *z) {
+      const unsigned code = (c[(size_t)o * (p.K / 8) + k / 8] >> (4 * (k % 8))) & 15u;
+      const __half2 sz = z[(size_t)o * (p.K / GROUP) + k / GROUP];
+      return __low2float(sz) * ((float)code - __high2float(sz));
+    };
+    a += weight(p.c, p.z) * x;
+    if (p.glu)
+      b += weight(p.cu, p.zu) * x;
+  }
+  a = warpSum(a);
+  b = warpSum(b);
+  if (lane == 0)
+    out[o] = p.glu ? silu(a) * b : a;
+}
+
+__global__ void fillWords(unsigned *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    p[i] = h;
+  }
+}
+// (scale, zero): scale in [0.5, 1.5] * base, zero an integer in [0, 15].
+__global__ void fillPairs(__half2 *p, size_t n, unsigned seed, float base) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = __floats2half2_rn(base * (0.5f + (h & 0xffff) / 65536.f), (float)((h >> 16) & 15));
+  }
+}
+__global__ void fillHalves(__half *p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = __float2half((h & 0xffffff) / 8388608.0f - 1.0f);
+  }
+}
+
+int main() {
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // Rows and inputs of the four projections (gate/up: gate rows, then up).
+  const int rows[PROJS] = {QKV, HIDDEN, 2 * FFN, HIDDEN}, ks[PROJS] = {HIDDEN, HIDDEN, HIDDEN, FFN};
+  size_t words = 0, pairs = 0;
+  for (int i = 0; i < PROJS; ++i)
+    words += (size_t)rows[i] * ks[i] / 8, pairs += (size_t)rows[i] * ks[i] / GROUP;
+  unsigned *codes;
+  __half2 *sz;
+  CHECK(cudaMalloc(&codes, words * LAYERS * 4));
+  CHECK(cudaMalloc(&sz, pairs * LAYERS * 4));
+  fillWords<<<4 * sms, 256, 0, st>>>(codes, words * LAYERS, 7u);
+  // Outputs of about the inputs' size: a var(code - zero) of about 42.
+  fillPairs<<<4 * sms, 256, 0, st>>>(sz, pairs * LAYERS, 9u, 1.0f / std::sqrt(42.f * HIDDEN));
+  const double layerBytes = (words + pairs) * 4.0;
+  std::printf("one H200: %d SMs; %d layers of %.1f MB of 4-bit codes and (scale, zero) pairs\n",
+              sms, LAYERS, layerBytes / 1e6);
+
+  const size_t actPerLayer = QKV + HIDDEN + FFN + HIDDEN;
+  __half *act;
+  CHECK(cudaMalloc(&act, (HIDDEN + actPerLayer * LAYERS) * sizeof(__half)));
+  fillHalves<<<16, 256, 0, st>>>(act, HIDDEN, 11u);
+  Params P{};
+  {
+    const unsigned *c = codes;
+    const __half2 *z = sz;
+    const __half *x = act;
+    __half *y = act + HIDDEN;
+    for (int l = 0; l < LAYERS; ++l) {
+      Proj *p = &P.proj[l * PROJS];
+      p[0] = {HIDDEN, QKV, 0, c, nullptr, z, nullptr, x, y};
+      c += (size_t)QKV * HIDDEN / 8, z += (size_t)QKV * HIDDEN / GROUP;
+      p[1] = {HIDDEN, HIDDEN, 0, c, nullptr, z, nullptr, y, y + QKV}; // O reads Q
+      c += (size_t)HIDDEN * HIDDEN / 8, z += (size_t)HIDDEN * HIDDEN / GROUP;
+      p[2] = {HIDDEN, FFN, 1, c, c + (size_t)FFN * HIDDEN / 8, z, z + (size_t)FFN * HIDDEN / GROUP,
+              y + QKV, y + QKV + HIDDEN};
+      c += (size_t)2 * FFN * HIDDEN / 8, z += (size_t)2 * FFN * HIDDEN / GROUP;
+      p[3] = {FFN, HIDDEN, 0, c, nullptr, z, nullptr, y + QKV + HIDDEN, y + QKV + HIDDEN + FFN};
+      c += (size_t)HIDDEN * FFN / 8, z += (size_t)HIDDEN * FFN / GROUP;
+      x = y + QKV + HIDDEN + FFN;
+      y += actPerLayer;
+    }
+  }
+  CHECK(cudaMalloc(&P.done, LAYERS * PROJS * sizeof(unsigned)));
+  const int reps = 20;
+  auto report = [&](const char *what, float ms) {
+    const double us = ms * 1e3 / LAYERS;
+    std::printf("| %-58s | %6.1f | %5.2f |\n", what, us, layerBytes / (us * 1e-6) / 1e12);
+  };
+  std::printf("\n| one layer's 4-bit projections, one token | us | TB/s |\n|---|---|---|\n");
+  auto stream = [&](auto stagesTag, const char *what) {
+    constexpr int STAGES = decltype(stagesTag)::value;
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + MAX_ROWS * CW * 4;
+    CHECK(cudaFuncSetAttribute(stream4<STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem));
+    int perSm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, stream4<STAGES>, STHREADS, smem));
+    if (perSm < 1) {
+      std::printf("| %-58s | does not fit |\n", what);
+      return;
+    }
+    void *args[] = {(void *)&P};
+    report(what, timeMs(st, reps, [&] {
+             CHECK(cudaMemsetAsync(P.done, 0, LAYERS * PROJS * sizeof(unsigned), st));
+             CHECK(cudaLaunchCooperativeKernel((void *)stream4<STAGES>, sms, STHREADS, args, smem,
+                                               st));
+           }));
+  };
+  stream(std::integral_constant<int, 4>{}, "stream kernel, 4 stages of 36 KiB");
+  stream(std::integral_constant<int, 6>{}, "stream kernel, 6 stages of 36 KiB");
+  stream(std::integral_constant<int, 5>{}, "stream kernel, 5 stages of 36 KiB");
+  unsigned *sink;
+  CHECK(cudaMalloc(&sink, 4));
+  report("plain read of the same bytes, one kernel", timeMs(st, reps, [&] {
+           streamKernel<<<4 * sms, 512, 0, st>>>(reinterpret_cast<const uint4 *>(codes),
+                                                  words * LAYERS / 4, sink);
+           streamKernel<<<4 * sms, 512, 0, st>>>(reinterpret_cast<const uint4 *>(sz),
+                                                  pairs * LAYERS / 4, sink);
+         }));
+
+  // Every projection against the reference on the same inputs.
+  CHECK(cudaStreamSynchronize(st));
+  float *ref;
+  CHECK(cudaMalloc(&ref, FFN * sizeof(float)));
+  double worst = 0, maxAbs = 0;
+  for (int q = 0; q < LAYERS * PROJS; ++q) {
+    const Proj &p = P.proj[q];
+    reference<<<(p.nout + 7) / 8, 256, 0, st>>>(p, ref);
+    CHECK(cudaStreamSynchronize(st)); // st does not wait for cudaMemcpy's stream, nor it for st
+    std::vector<float> r(p.nout);
+    std::vector<__half> g(p.nout);
+    CHECK(cudaMemcpy(r.data(), ref, p.nout * 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(g.data(), p.y, p.nout * 2, cudaMemcpyDeviceToHost));
+    double qmax = 0, qdiff = 0;
+    for (int i = 0; i < p.nout; ++i) {
+      qmax = std::max(qmax, (double)std::fabs(r[i]));
+      qdiff = std::max(qdiff, (double)std::fabs(r[i] - __half2float(g[i])));
+    }
+    worst = std::max(worst, qdiff / std::max(qmax, 1e-6));
+    maxAbs = std::max(maxAbs, qmax);
+  }
+  std::printf("\nstream kernel vs f32 reference, every projection: worst max |difference| / max "
+              "|value| %.3g, largest |value| %.3g (%s)\n",
+              worst, maxAbs, worst < 1e-2 ? "ok" : "DIFFER");
+  CHECK(cudaGetLastError());
+  return 0;
+}
