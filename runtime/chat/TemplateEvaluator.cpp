@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <optional>
@@ -29,40 +30,45 @@ bool truthy(const Value &v) {
   }
 }
 
+// Python's repr of a float: the shortest digits that read back as d, in
+// fixed notation when the decimal point falls within 4 places before the
+// first digit to 16 after it (`0.0001`, `1000000000000000.0`), otherwise as
+// `d.ddde±XX` (`1e-05`, `1e+16`, `4.099276460824345e+18`).
 std::string pyFloat(double d) {
   if (std::isnan(d))
     return "nan";
   if (std::isinf(d))
     return d > 0 ? "inf" : "-inf";
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d);
-  std::string s(buf, r.ptr);
-  // Python: 1e-05 style exponents, and a ".0" on integral values.
-  size_t e = s.find('e');
-  if (e != std::string::npos) {
-    std::string mant = s.substr(0, e), ex = s.substr(e + 1);
-    bool neg = !ex.empty() && ex[0] == '-';
-    if (!ex.empty() && (ex[0] == '-' || ex[0] == '+'))
-      ex.erase(0, 1);
-    while (ex.size() < 2)
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string s(buf, r.ptr); // "-1.2345e+05", "0e+00"
+  const bool neg = !s.empty() && s[0] == '-';
+  if (neg)
+    s.erase(0, 1);
+  const size_t e = s.find('e');
+  std::string digits = s.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  const int exp = std::atoi(s.c_str() + e + 1);
+  const int point = exp + 1; // digits before the decimal point
+  const int n = int(digits.size());
+  std::string out;
+  if (point > -4 && point <= 16) {
+    if (point <= 0)
+      out = "0." + std::string(size_t(-point), '0') + digits;
+    else if (point >= n)
+      out = digits + std::string(size_t(point - n), '0') + ".0";
+    else
+      out = digits.substr(0, size_t(point)) + "." + digits.substr(size_t(point));
+  } else {
+    out = digits.substr(0, 1);
+    if (n > 1)
+      out += "." + digits.substr(1);
+    std::string ex = std::to_string(exp < 0 ? -exp : exp);
+    if (ex.size() < 2)
       ex.insert(0, "0");
-    double a = std::fabs(d);
-    if (a >= 1e-4 && a < 1e16) { // Python prints these without an exponent
-      char b2[64];
-      std::snprintf(b2, sizeof b2, "%.17g", d);
-      return b2;
-    }
-    return mant + "e" + (neg ? "-" : "+") + ex;
+    out += std::string("e") + (exp < 0 ? "-" : "+") + ex;
   }
-  if (s.find('.') == std::string::npos && s.find("inf") == std::string::npos) {
-    if (std::fabs(d) >= 1e16) {
-      char b2[64];
-      std::snprintf(b2, sizeof b2, "%.16e", d);
-      return pyFloat(std::stod(b2)); // unreachable in practice
-    }
-    s += ".0";
-  }
-  return s;
+  return neg ? "-" + out : out;
 }
 
 std::string pyRepr(const Json &j);

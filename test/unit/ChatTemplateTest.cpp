@@ -52,6 +52,32 @@ TEST(ChatTemplateTest, Renders) {
   EXPECT_EQ(render("{% generation %}kept{% endgeneration %}"), "kept");
 }
 
+// Floats print as Python's repr: the shortest digits that read back, fixed
+// from 1e-4 up to 1e16, an exponent of at least two digits outside (the
+// fuzzer's 4.1e18 once recursed without end here).
+TEST(ChatTemplateTest, FloatsPrintAsPythonRepr) {
+  const std::pair<double, const char *> cases[] = {
+      {4099276460824344804.7, "4.0992764608243446e+18"},
+      {1e16, "1e+16"},
+      {1e15, "1000000000000000.0"},
+      {1.5e10, "15000000000.0"},
+      {1e-5, "1e-05"},
+      {0.0001, "0.0001"},
+      {0.1, "0.1"},
+      {123.456, "123.456"},
+      {-0.0, "-0.0"},
+      {0.0, "0.0"},
+      {1e100, "1e+100"},
+      {-1.25e-7, "-1.25e-07"},
+      {123456789012345678.0, "1.2345678901234568e+17"},
+      {0.30000000000000004, "0.30000000000000004"},
+  };
+  for (const auto &[value, repr] : cases)
+    EXPECT_EQ(render("{{ x }}", Json{{"x", value}}), repr) << value;
+  EXPECT_EQ(render("{{ 4099276460824344804.7 }} {{ 0.00001 }} {{ 1000000000000000.0 }}"),
+            "4.0992764608243446e+18 1e-05 1000000000000000.0");
+}
+
 TEST(ChatTemplateTest, BadTemplatesNameTheLine) {
   expectError("{{ 1 + }}", "t.jinja: line 1: expected a value");
   expectError("a\nb\n{% if x %}", "t.jinja: line 3: missing 'endif'");
