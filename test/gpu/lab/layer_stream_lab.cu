@@ -272,6 +272,18 @@ struct Ring {
 // input, keep this warp's K / CW slice of it in registers (lane l holds
 // inputs w * K / CW + l * 8 + 256 j), then per stage each warp's partial
 // sums of its rows, and at the end the block's outputs.
+// After the block's last write of a phase: counts the block done, releasing
+// its writes (by a full fence and an atomic with `fence`).
+__device__ __forceinline__ void finishPhase(const Params &P, int phase) {
+  consumerBarrier();
+  if (threadIdx.x == 0) {
+    if (P.fence)
+      __threadfence(), atomicAdd(&P.done[phase * P.pad], 1u);
+    else
+      addRelease(&P.done[phase * P.pad]);
+  }
+}
+
 // The counter a phase waits for (the phase before it) and its target.
 __device__ __forceinline__ bool dependency(const Params &P, int phase, const unsigned *&c,
                                            unsigned &n) {
@@ -408,13 +420,7 @@ __device__ __forceinline__ void consume(const Params &P, int q, int &it,
       a += __half2float(p.resid[o]);
     p.y[o] = __float2half(GLU ? silu(a) * b : a);
   }
-  consumerBarrier();
-  if (threadIdx.x == 0) {
-    if (P.fence)
-      __threadfence(), atomicAdd(&P.done[phase * P.pad], 1u);
-    else
-      addRelease(&P.done[phase * P.pad]);
-  }
+  finishPhase(P, phase);
   stamp(P, q / PROJS, 2 * phaseOf(q % PROJS) + 1);
 }
 
@@ -706,13 +712,7 @@ __device__ __noinline__ void attend(const Params &P, int layer, float *smemA, fl
       out[1] = __floats2half2_rn(A.z * r, A.w * r);
     }
   }
-  consumerBarrier();
-  if (threadIdx.x == 0) {
-    if (P.fence)
-      __threadfence(), atomicAdd(&P.done[phase * P.pad], 1u);
-    else
-      addRelease(&P.done[phase * P.pad]);
-  }
+  finishPhase(P, phase);
   stamp(P, layer, 2 * PHASES);
 }
 
