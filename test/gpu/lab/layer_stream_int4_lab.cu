@@ -104,6 +104,35 @@ struct Ring {
   unsigned char *stage;
   unsigned long long *full, *empty;
 };
+// The ring at the start of shared memory, its barriers `gap` bytes past the
+// stages, initialized; returns where the room after the barriers starts.
+template <int STAGES>
+__device__ __forceinline__ unsigned char *makeRing(unsigned char *smem, size_t gap, Ring &r) {
+  r.stage = smem;
+  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES + gap);
+  r.empty = r.full + STAGES;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(&r.full[s], 1);
+      mbarInit(&r.empty[s], CW);
+    }
+  __syncthreads();
+  return reinterpret_cast<unsigned char *>(r.empty + STAGES);
+}
+// The consumers' wait for projection q's input, and their count once its
+// outputs are written.
+__device__ __forceinline__ void waitInput(const Params &P, int q) {
+  if (q > 0) {
+    if (threadIdx.x == 0)
+      waitCount(&P.done[q - 1], gridDim.x);
+    consumerBarrier();
+  }
+}
+__device__ __forceinline__ void outputsWritten(const Params &P, int q) {
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    addRelease(&P.done[q]);
+}
 
 template <int K, bool GLU, int STAGES>
 __device__ __forceinline__ void consume(const Params &P, int q, int &it, const Ring &r,
@@ -113,11 +142,7 @@ __device__ __forceinline__ void consume(const Params &P, int q, int &it, const R
   static_assert(K % (CW * 256) == 0 && R <= 32, "whole words per lane");
   const Proj &p = P.proj[q];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  if (q > 0) {
-    if (threadIdx.x == 0)
-      waitCount(&P.done[q - 1], gridDim.x);
-    consumerBarrier();
-  }
+  waitInput(P, q);
   // This lane's words: w * WORDS / CW + lane + 32 j; their inputs as pairs.
   const int word0 = w * (WORDS / CW) + lane;
   __half2 xh[VPW * 4];
@@ -172,25 +197,14 @@ __device__ __forceinline__ void consume(const Params &P, int q, int &it, const R
     }
     p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
   }
-  consumerBarrier();
-  if (threadIdx.x == 0)
-    addRelease(&P.done[q]);
+  outputsWritten(P, q);
 }
 
 template <int STAGES>
 __global__ void __launch_bounds__(STHREADS, 1) stream4(const __grid_constant__ Params P) {
   extern __shared__ __align__(128) unsigned char smem[];
   Ring r;
-  r.stage = smem;
-  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES);
-  r.empty = r.full + STAGES;
-  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(r.empty + STAGES);
-  if (threadIdx.x == 0)
-    for (int s = 0; s < STAGES; ++s) {
-      mbarInit(&r.full[s], 1);
-      mbarInit(&r.empty[s], CW);
-    }
-  __syncthreads();
+  float(*part)[CW] = reinterpret_cast<float(*)[CW]>(makeRing<STAGES>(smem, 0, r));
   int it = 0;
   if (threadIdx.x >= CW * 32) {
     if (threadIdx.x != CW * 32)
@@ -274,11 +288,7 @@ __device__ __forceinline__ void consumeMma(const Params &P, int q, int &it, cons
   static_assert(WPW % 16 == 0, "whole groups per warp");
   const Proj &p = P.proj[q];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
-  if (q > 0) {
-    if (threadIdx.x == 0)
-      waitCount(&P.done[q - 1], gridDim.x);
-    consumerBarrier();
-  }
+  waitInput(P, q);
   // The input in shared memory, a word's 8 inputs as pairs (t, t + 4).
   for (int wd = threadIdx.x; wd < K / 8; wd += CW * 32) {
     const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * wd));
@@ -351,26 +361,15 @@ __device__ __forceinline__ void consumeMma(const Params &P, int q, int &it, cons
     }
     p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
   }
-  consumerBarrier();
-  if (threadIdx.x == 0)
-    addRelease(&P.done[q]);
+  outputsWritten(P, q);
 }
 
 template <int STAGES>
 __global__ void __launch_bounds__(STHREADS, 1) stream4mma(const __grid_constant__ Params P) {
   extern __shared__ __align__(128) unsigned char smem[];
   Ring r;
-  r.stage = smem;
+  float *part = reinterpret_cast<float *>(makeRing<STAGES>(smem, MMA_X_BYTES, r));
   uint4 *xs = reinterpret_cast<uint4 *>(smem + STAGES * STAGE_BYTES);
-  r.full = reinterpret_cast<unsigned long long *>(smem + STAGES * STAGE_BYTES + MMA_X_BYTES);
-  r.empty = r.full + STAGES;
-  float *part = reinterpret_cast<float *>(r.empty + STAGES);
-  if (threadIdx.x == 0)
-    for (int s = 0; s < STAGES; ++s) {
-      mbarInit(&r.full[s], 1);
-      mbarInit(&r.empty[s], CW);
-    }
-  __syncthreads();
   int it = 0;
   if (threadIdx.x >= CW * 32) {
     if (threadIdx.x != CW * 32)
