@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <map>
@@ -125,11 +126,18 @@ std::string pyRepr(const Json &j) {
   return pyStr(Value(j));
 }
 
-// Python's json.dumps(x, ensure_ascii=False[, indent=n]).
-void jsonDumps(const Json &j, int indent, int level, std::string &out) {
+// Thrown by jsonDumps when its text passes the render's output limit.
+struct JsonTooLong {};
+
+// Python's json.dumps(x, ensure_ascii=False[, indent=n]), at most maxBytes.
+void jsonDumps(const Json &j, int indent, int level, std::string &out, size_t maxBytes) {
+  if (out.size() > maxBytes)
+    throw JsonTooLong{};
   auto newline = [&](int l) {
     out += '\n';
-    out.append(size_t(indent * l), ' ');
+    if (size_t(indent) * size_t(l) > maxBytes - std::min(maxBytes, out.size()))
+      throw JsonTooLong{};
+    out.append(size_t(indent) * size_t(l), ' ');
   };
   switch (j.type()) {
   case Json::value_t::null: out += "null"; return;
@@ -176,7 +184,7 @@ void jsonDumps(const Json &j, int indent, int level, std::string &out) {
         out += indent >= 0 ? "," : ", ";
       if (indent >= 0)
         newline(level + 1);
-      jsonDumps(j[i], indent, level + 1, out);
+      jsonDumps(j[i], indent, level + 1, out, maxBytes);
     }
     if (indent >= 0)
       newline(level);
@@ -196,9 +204,9 @@ void jsonDumps(const Json &j, int indent, int level, std::string &out) {
       first = false;
       if (indent >= 0)
         newline(level + 1);
-      jsonDumps(Json(it.key()), indent, level + 1, out);
+      jsonDumps(Json(it.key()), indent, level + 1, out, maxBytes);
       out += ": ";
-      jsonDumps(it.value(), indent, level + 1, out);
+      jsonDumps(it.value(), indent, level + 1, out, maxBytes);
     }
     if (indent >= 0)
       newline(level);
@@ -234,6 +242,17 @@ public:
   [[noreturn]] void fail(int line, const std::string &what) const {
     throw RenderError{name_ + ": line " + std::to_string(line) + ": " + what};
   }
+  // An integer operand as int64. Python's integers have no bound, a
+  // template here has 64 bits: past them is a render error naming the
+  // line, never a wrapped value.
+  int64_t integer(const Json &j, int line) const {
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(line, "the integer " + std::to_string(j.get<uint64_t>()) + " does not fit 64 bits");
+    return j.get<int64_t>();
+  }
+  [[noreturn]] void overflow(int line, const std::string &op) const {
+    fail(line, "integer overflow in '" + op + "': the result does not fit 64 bits");
+  }
   void step(int line) {
     if (++steps_ > limits_.maxSteps)
       fail(line, "the template takes too long (more than " + std::to_string(limits_.maxSteps) +
@@ -266,6 +285,8 @@ public:
       return it == obj.j.end() ? Value::undef() : Value(*it);
     }
     if ((obj.j.is_array() || obj.j.is_string()) && key.j.is_number_integer()) {
+      if (key.j.is_number_unsigned() && key.j.get<uint64_t>() > uint64_t(INT64_MAX))
+        return Value::undef(); // past any sequence's end
       int64_t i = key.j.get<int64_t>();
       std::vector<std::string> cps;
       if (obj.j.is_string())
@@ -314,8 +335,12 @@ public:
       return Value(Json(!truthy(eval(e->args[0], depth + 1))));
     case Expr::Neg: {
       Value v = eval(e->args[0], depth + 1);
-      if (v.j.is_number_integer())
-        return Value(Json(-v.j.get<int64_t>()));
+      if (v.j.is_number_integer()) {
+        int64_t i = integer(v.j, e->line);
+        if (i == INT64_MIN)
+          overflow(e->line, "-");
+        return Value(Json(-i));
+      }
       if (v.j.is_number())
         return Value(Json(-v.j.get<double>()));
       fail(e->line, "unary minus on a non-number");
@@ -361,7 +386,7 @@ public:
         return std::nullopt;
       if (!v.j.is_number_integer())
         fail(e->line, "slice bounds must be integers");
-      return v.j.get<int64_t>();
+      return integer(v.j, e->line);
     };
     std::optional<int64_t> lo = opt(e->args[1]), hi = opt(e->args[2]), st = opt(e->args[3]);
     int64_t step = st.value_or(1);
@@ -384,11 +409,13 @@ public:
     };
     int64_t a = clamp(lo, step > 0 ? 0 : n - 1), b = clamp(hi, step > 0 ? n : -1);
     Json out = isStr ? Json(std::string()) : Json::array();
-    for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
+    for (int64_t i = a; step > 0 ? i < b : i > b;) {
       if (isStr)
         out.get_ref<std::string &>() += cps[size_t(i)];
       else
         out.push_back(obj.j[size_t(i)]);
+      if (__builtin_add_overflow(i, step, &i))
+        break; // past either end of the sequence
     }
     return Value(out);
   }
@@ -432,16 +459,21 @@ public:
           if (!v.j.is_number_integer())
             fail(e->line, "range() takes integers");
         if (a.size() == 1)
-          hi = a[0].j.get<int64_t>();
+          hi = integer(a[0].j, e->line);
         else if (a.size() >= 2)
-          lo = a[0].j.get<int64_t>(), hi = a[1].j.get<int64_t>();
+          lo = integer(a[0].j, e->line), hi = integer(a[1].j, e->line);
         if (a.size() == 3)
-          st = a[2].j.get<int64_t>();
-        if (st == 0 || std::llabs(hi - lo) / std::llabs(st) > 1000000)
+          st = integer(a[2].j, e->line);
+        // The element count in 128 bits: hi - lo and |st| can pass 64.
+        const __int128 span = __int128(hi) - __int128(lo), step128 = st;
+        if (st == 0 || (span < 0 ? -span : span) / (step128 < 0 ? -step128 : step128) > 1000000)
           fail(e->line, "range() too large or with step 0");
         Json out = Json::array();
-        for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st)
+        for (int64_t i = lo; st > 0 ? i < hi : i > hi;) {
           out.push_back(i);
+          if (__builtin_add_overflow(i, st, &i))
+            break;
+        }
         return Value(out);
       }
       if (n == "strftime_now") {
@@ -603,16 +635,35 @@ public:
       Value indent = kwarg(e, "indent", depth);
       if (indent.undefined && !a.empty())
         indent = a[0];
+      int width = -1; // compact
+      if (indent.j.is_number_integer()) {
+        const int64_t n = integer(indent.j, e->line);
+        if (n > 1000)
+          fail(e->line, "tojson indent " + std::to_string(n) + " is over 1000");
+        width = int(std::max<int64_t>(n, 0));
+      }
       std::string out;
-      jsonDumps(v.undefined ? Json(nullptr) : v.j,
-                indent.j.is_number_integer() ? int(indent.j.get<int64_t>()) : -1, 0, out);
+      try {
+        jsonDumps(v.undefined ? Json(nullptr) : v.j, width, 0, out, limits_.maxOutputBytes);
+      } catch (const JsonTooLong &) {
+        fail(e->line, "tojson's text grows beyond " + std::to_string(limits_.maxOutputBytes) +
+                          " bytes");
+      }
       return Value(Json(out));
     }
     if (f == "string")
       return Value(Json(pyStr(v)));
     if (f == "int") {
-      if (v.j.is_number())
-        return Value(Json(int64_t(v.j.get<double>())));
+      if (v.j.is_number_integer())
+        return Value(Json(integer(v.j, e->line)));
+      if (v.j.is_number()) {
+        const double d = v.j.get<double>();
+        if (std::isnan(d))
+          return Value(Json(int64_t(0))); // Python's ValueError: Jinja's default
+        if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+          fail(e->line, "int of " + pyFloat(d) + " does not fit 64 bits");
+        return Value(Json(int64_t(d)));
+      }
       try {
         return Value(Json(int64_t(std::stoll(pyStr(v)))));
       } catch (...) {
@@ -741,7 +792,8 @@ public:
       if (!j.is_number_integer() || a.empty() || !a[0].j.is_number_integer() ||
           a[0].j.get<int64_t>() == 0)
         fail(line, "'divisibleby' needs integers");
-      return j.get<int64_t>() % a[0].j.get<int64_t>() == 0;
+      const int64_t by = a[0].j.get<int64_t>();
+      return by == -1 || j.get<int64_t>() % by == 0; // INT64_MIN % -1 would trap
     }
     if (t == "equalto" || t == "eq" || t == "==" || t == "sameas")
       return !a.empty() && equal(v, a[0]);
@@ -833,12 +885,22 @@ public:
       fail(e->line, "'" + op + "' needs numbers (or two strings or two lists for '+')");
     bool ints = l.j.is_number_integer() && r.j.is_number_integer();
     if (ints && op != "/") {
-      int64_t a = l.j.get<int64_t>(), b = r.j.get<int64_t>();
+      int64_t a = integer(l.j, e->line), b = integer(r.j, e->line), v = 0;
       if ((op == "//" || op == "%") && b == 0)
         fail(e->line, "division by zero");
-      if (op == "+") return Value(Json(a + b));
-      if (op == "-") return Value(Json(a - b));
-      if (op == "*") return Value(Json(a * b));
+      if (op == "+" || op == "-" || op == "*") {
+        bool over = op == "+"   ? __builtin_add_overflow(a, b, &v)
+                    : op == "-" ? __builtin_sub_overflow(a, b, &v)
+                                : __builtin_mul_overflow(a, b, &v);
+        if (over)
+          overflow(e->line, op);
+        return Value(Json(v));
+      }
+      if (a == INT64_MIN && b == -1) {
+        if (op == "%")
+          return Value(Json(int64_t(0)));
+        overflow(e->line, op);
+      }
       int64_t q = a / b;
       if ((a % b != 0) && ((a < 0) != (b < 0)))
         --q; // Python floors

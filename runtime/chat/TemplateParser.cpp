@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
 
 namespace weft::chat::detail {
 namespace {
@@ -44,10 +47,17 @@ bool lexExpr(std::string_view s, std::vector<Token> &out, std::string &error) {
       std::string text(s.substr(i, j - i));
       text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
       Token t{Token::Number, text, {}};
-      if (real)
-        t.value = std::stod(text);
-      else
-        t.value = int64_t(std::stoll(text));
+      if (real) {
+        t.value = std::strtod(text.c_str(), nullptr); // past the range: inf, as Python
+      } else {
+        int64_t v = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size()) {
+          error = "the integer " + text + " does not fit 64 bits";
+          return false;
+        }
+        t.value = v;
+      }
       out.push_back(std::move(t));
       i = j;
       continue;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstdio>
 #include <fstream>
 
@@ -76,6 +78,32 @@ TEST(ChatTemplateTest, FloatsPrintAsPythonRepr) {
     EXPECT_EQ(render("{{ x }}", Json{{"x", value}}), repr) << value;
   EXPECT_EQ(render("{{ 4099276460824344804.7 }} {{ 0.00001 }} {{ 1000000000000000.0 }}"),
             "4.0992764608243446e+18 1e-05 1000000000000000.0");
+}
+
+// Integers have 64 bits here, not Python's unbounded ones: a result past
+// them is a render error naming the line, never a wrapped value (the fuzzer
+// found 715 * 43297300000000715 overflowing); what fits is exact.
+TEST(ChatTemplateTest, IntegerOverflowIsAnError) {
+  expectError("{{ 715 * 43297300000000715 }}", "line 1: integer overflow in '*'");
+  expectError("{{ 9223372036854775807 + 1 }}", "integer overflow in '+'");
+  expectError("\n{{ -9223372036854775807 - 2 }}", "line 2: integer overflow in '-'");
+  expectError("{{ x // -1 }}", "integer overflow in '//'",
+              Json{{"x", std::numeric_limits<int64_t>::min()}});
+  expectError("{{ -x }}", "integer overflow in '-'",
+              Json{{"x", std::numeric_limits<int64_t>::min()}});
+  expectError("{{ 18446744073709551615 + 0 }}",
+              "line 1: the integer 18446744073709551615 does not fit 64 bits");
+  expectError("{{ x + 0 }}", "the integer 18446744073709551615 does not fit 64 bits",
+              Json{{"x", std::numeric_limits<uint64_t>::max()}});
+  expectError("{{ x | int }}", "int of 1e+300 does not fit 64 bits", Json{{"x", 1e300}});
+  expectError("{{ range(3) | tojson(indent=100000) }}", "tojson indent 100000 is over 1000");
+  expectError("{{ range(1000000) | tojson(indent=1000) }}", "tojson's text grows beyond");
+  EXPECT_EQ(render("{{ 9223372036854775806 + 1 }} {{ x % -1 }} {{ x is divisibleby(-1) }}",
+                   Json{{"x", std::numeric_limits<int64_t>::min()}}),
+            "9223372036854775807 0 True");
+  EXPECT_EQ(render("{{ range(0, 9223372036854775807, 4611686018427387904) | list }}"),
+            "[0, 4611686018427387904]");
+  EXPECT_EQ(render("{{ 'abc'[1:9223372036854775807:9223372036854775807] }}"), "b");
 }
 
 TEST(ChatTemplateTest, BadTemplatesNameTheLine) {
