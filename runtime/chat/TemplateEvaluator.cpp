@@ -304,7 +304,21 @@ public:
     return Value::undef();
   }
 
+  // An expression's value: no string longer than the output may be, no
+  // list longer than kMaxListElements, so that a template doubling a value
+  // in a loop stops with an error, not out of memory.
+  static constexpr size_t kMaxListElements = size_t(1) << 20; // range() makes at most 1e6
   Value eval(const ExprP &e, int depth = 0) {
+    Value v = evalExpr(e, depth);
+    if (v.j.is_string() && v.j.get_ref<const std::string &>().size() > limits_.maxOutputBytes)
+      fail(e->line, "a string grows beyond the output limit of " +
+                        std::to_string(limits_.maxOutputBytes) + " bytes");
+    if (v.j.is_array() && v.j.size() > kMaxListElements)
+      fail(e->line, "a list grows beyond " + std::to_string(kMaxListElements) + " elements");
+    return v;
+  }
+
+  Value evalExpr(const ExprP &e, int depth) {
     if (depth > limits_.maxDepth)
       fail(e->line, "expression nested too deeply");
     step(e->line);

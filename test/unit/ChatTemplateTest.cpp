@@ -106,6 +106,24 @@ TEST(ChatTemplateTest, IntegerOverflowIsAnError) {
   EXPECT_EQ(render("{{ 'abc'[1:9223372036854775807:9223372036854775807] }}"), "b");
 }
 
+// A value doubled in a loop stops with an error (a string at the output
+// limit, a list at 2^20 elements), where it used to grow until the process
+// ran out of memory.
+TEST(ChatTemplateTest, ValuesCannotOutgrowTheOutputLimit) {
+  RenderLimits limits;
+  limits.maxOutputBytes = 4096;
+  expectError("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+              "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+              "line 1: a string grows beyond the output limit of 4096 bytes", Json::object(),
+              limits);
+  expectError("{% set ns = namespace(l=[1]) %}\n{% for i in range(40) %}"
+              "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+              "line 2: a list grows beyond 1048576 elements");
+  EXPECT_EQ(render("{% set ns = namespace(s='ab') %}{% for i in range(10) %}"
+                   "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"),
+            "2048");
+}
+
 TEST(ChatTemplateTest, BadTemplatesNameTheLine) {
   expectError("{{ 1 + }}", "t.jinja: line 1: expected a value");
   expectError("a\nb\n{% if x %}", "t.jinja: line 3: missing 'endif'");
