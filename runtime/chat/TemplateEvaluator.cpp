@@ -568,6 +568,9 @@ public:
           out.append(s, start, at - start);
           out += to;
           start = at + from.size();
+          if (out.size() > limits_.maxOutputBytes) // before it can ask for terabytes
+            fail(e->line, "replace()'s result grows beyond the output limit of " +
+                              std::to_string(limits_.maxOutputBytes) + " bytes");
         }
         out.append(s, start, std::string::npos);
         return Value(Json(out));

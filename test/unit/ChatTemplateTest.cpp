@@ -119,6 +119,10 @@ TEST(ChatTemplateTest, ValuesCannotOutgrowTheOutputLimit) {
   expectError("{% set ns = namespace(l=[1]) %}\n{% for i in range(40) %}"
               "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
               "line 2: a list grows beyond 1048576 elements");
+  expectError("{% set ns = namespace(s='ab') %}{% for i in range(10) %}"
+              "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s.replace('a', ns.s) | length }}",
+              "replace()'s result grows beyond the output limit of 4096 bytes", Json::object(),
+              limits);
   EXPECT_EQ(render("{% set ns = namespace(s='ab') %}{% for i in range(10) %}"
                    "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"),
             "2048");
