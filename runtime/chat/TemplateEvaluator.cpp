@@ -233,6 +233,23 @@ std::vector<std::string> codePoints(const std::string &s) {
 }
 double num(const Json &j) { return j.get<double>(); }
 
+// The bytes of the strings (keys included) in j, counted up to past `cap`.
+size_t textBytes(const Json &j, size_t cap) {
+  if (j.is_string())
+    return j.get_ref<const std::string &>().size();
+  size_t n = 0;
+  if (j.is_array())
+    for (const Json &x : j) {
+      n += textBytes(x, cap);
+      if (n > cap)
+        break;
+    }
+  else if (j.is_object())
+    for (auto it = j.begin(); it != j.end() && n <= cap; ++it)
+      n += it.key().size() + textBytes(it.value(), cap);
+  return n;
+}
+
 class Evaluator {
 public:
   Evaluator(const RenderLimits &limits, const std::string &name) : limits_(limits), name_(name) {}
@@ -892,6 +909,12 @@ public:
       if (l.j.is_string() && r.j.is_string())
         return Value(Json(l.j.get<std::string>() + r.j.get<std::string>()));
       if (l.j.is_array() && r.j.is_array()) {
+        // Lists grow only here: their strings count against four times the
+        // output limit, so a list of long strings doubled in a loop stops
+        // before memory does.
+        const size_t cap = 4 * limits_.maxOutputBytes;
+        if (textBytes(l.j, cap) + textBytes(r.j, cap) > cap)
+          fail(e->line, "a list's strings grow beyond " + std::to_string(cap) + " bytes");
         Json out = l.j;
         for (const Json &x : r.j)
           out.push_back(x);

@@ -120,6 +120,10 @@ TEST(ChatTemplateTest, ValuesCannotOutgrowTheOutputLimit) {
               "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
               "line 2: a list grows beyond 1048576 elements");
   expectError("{% set ns = namespace(s='ab') %}{% for i in range(10) %}"
+              "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{% set ns.l = [ns.s] %}"
+              "{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+              "line 1: a list's strings grow beyond 16384 bytes", Json::object(), limits);
+  expectError("{% set ns = namespace(s='ab') %}{% for i in range(10) %}"
               "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s.replace('a', ns.s) | length }}",
               "replace()'s result grows beyond the output limit of 4096 bytes", Json::object(),
               limits);
