@@ -262,8 +262,11 @@ public:
   // An integer operand as int64. Python's integers have no bound, a
   // template here has 64 bits: past them is a render error naming the
   // line, never a wrapped value.
+  static bool fits64(const Json &j) {
+    return !j.is_number_unsigned() || j.get<uint64_t>() <= uint64_t(INT64_MAX);
+  }
   int64_t integer(const Json &j, int line) const {
-    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
+    if (!fits64(j))
       fail(line, "the integer " + std::to_string(j.get<uint64_t>()) + " does not fit 64 bits");
     return j.get<int64_t>();
   }
@@ -302,7 +305,7 @@ public:
       return it == obj.j.end() ? Value::undef() : Value(*it);
     }
     if ((obj.j.is_array() || obj.j.is_string()) && key.j.is_number_integer()) {
-      if (key.j.is_number_unsigned() && key.j.get<uint64_t>() > uint64_t(INT64_MAX))
+      if (!fits64(key.j))
         return Value::undef(); // past any sequence's end
       int64_t i = key.j.get<int64_t>();
       std::vector<std::string> cps;
@@ -826,8 +829,8 @@ public:
       if (!j.is_number_integer() || a.empty() || !a[0].j.is_number_integer() ||
           a[0].j.get<int64_t>() == 0)
         fail(line, "'divisibleby' needs integers");
-      const int64_t by = a[0].j.get<int64_t>();
-      return by == -1 || j.get<int64_t>() % by == 0; // INT64_MIN % -1 would trap
+      const int64_t by = integer(a[0].j, line);
+      return by == -1 || integer(j, line) % by == 0; // INT64_MIN % -1 would trap
     }
     if (t == "equalto" || t == "eq" || t == "==" || t == "sameas")
       return !a.empty() && equal(v, a[0]);
