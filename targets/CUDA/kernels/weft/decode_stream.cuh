@@ -1,0 +1,560 @@
+// A whole decode step of one token in one persistent kernel (sm_90): every
+// layer's RMSNorm + QKV projection + RoPE + KV-cache write, attention over
+// the paged cache, O projection + residual, RMSNorm + gate/up + SwiGLU and
+// down projection + residual, for all layers, one block per SM.
+//
+// Why one kernel: at one token every projection reads its weights once, so
+// a step is a stream of weight bytes; separate kernels stop that stream at
+// every boundary (ramp, input staging, tail). Here one producer lane per
+// block copies the block's rows of every projection of every layer, in
+// order, into a ring of STAGES shared-memory stages by bulk copies
+// (cp.async.bulk + mbarrier). Which rows come next never depends on the
+// activations, so the copies run ahead across projection and layer
+// boundaries while the CW consumer warps wait for a projection's input.
+// test/gpu/lab/layer_stream_lab.cu measured the design; docs/codegen.md
+// ("One stream kernel per batch-1 decode step") says how it maps here.
+//
+// Phases of a layer, each ending with a counter of finished blocks (grow
+// within a step; the reset kernel zeroes them before it):
+//   0 QKV   all blocks; RMSNorm of the layer input, rows paired (i, i + D/2)
+//           per head; Q rotated into `q`, K rotated and V into the cache
+//   1 attn  items (KV head, split) on blocks [0, KV_HEADS * SPLITS); the
+//           last split of a KV head to arrive weighs the splits together
+//   2 O     all blocks; + residual (the layer input) -> h
+//   3 MLP   all blocks; RMSNorm of h, gate/up rows paired, SiLU(g) * u
+//   4 down  all blocks; + residual (h) -> the next layer's input
+// A phase waits for the one before it: KV_HEADS combines for attention's,
+// every block for the others'.
+//
+// Rounding follows the model's 16-bit arithmetic (Hugging Face): the norm
+// rounds x / rms, then its product with the weight; each projection's sums
+// round before the residual add, RoPE and SiLU.
+//
+// Config C: t (f16 or bf16: activations, weights, cache), LAYERS, HIDDEN,
+// FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4),
+// QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
+// BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, STAGE_BYTES,
+// MAX_ROWS (a block's rows of one projection, at most), GRID (blocks);
+// static double invFreq(int i) (the rope's inverse frequencies).
+// Block: THREADS; grid: GRID, every block resident (cooperative launch).
+#pragma once
+
+#include "weft/rope_kv_write.cuh"
+
+namespace weft::kernels::stream {
+
+constexpr int CW = 8;                   // consumer warps
+constexpr int THREADS = (CW + 1) * 32;  // and one producer warp
+constexpr int PHASES = 5;
+
+// One layer's weights and cache, as the generated entry lists them.
+template <class C> struct Layer {
+  const typename C::t *norm1, *qkv, *o, *norm2, *gateUp, *down;
+  typename C::t *k, *v;
+};
+
+// The step's inputs, output and working memory.
+template <class C> struct Step {
+  const typename C::t *x; // layer 0's input [HIDDEN]
+  const int *positions, *slots, *tables;
+  typename C::t *out;     // the last layer's output [HIDDEN]
+  typename C::t *act;     // per layer: q, attention out [HEADS D], h [HIDDEN], SwiGLU [FFN], x [HIDDEN]
+  float *partials;        // attention splits: m, l [HEADS][SPLITS], acc [HEADS][SPLITS][D]
+  unsigned *counters;     // done [LAYERS][PHASES], arrivals [LAYERS][KV_HEADS]; zero at launch
+};
+
+template <class C> __host__ __device__ constexpr size_t actPerLayer() {
+  return 2 * (size_t)C::HEADS * C::D + 2 * (size_t)C::HIDDEN + C::FFN;
+}
+template <class C> __host__ __device__ constexpr int counterCount() {
+  return C::LAYERS * PHASES + C::LAYERS * C::KV_HEADS;
+}
+
+// ---- Projections: which rows a chunk (one ring stage) holds ----
+
+// Kinds: QKV and gate/up take columns of two rows (a head's pair (i,
+// i + D/2); gate and up); O and down one row per column.
+enum Kind { QKV = 0, O = 1, GATE_UP = 2, DOWN = 3 };
+
+// The largest divisor of n that is at most m (at least 1).
+__host__ __device__ constexpr int divisorAtMost(int n, int m) {
+  int d = m < 1 ? 1 : m;
+  while (d > 1 && n % d != 0)
+    --d;
+  return d;
+}
+
+template <class C, int KIND> struct Proj {
+  static constexpr int K = KIND == DOWN ? C::FFN : KIND == O ? C::HEADS * C::D : C::HIDDEN;
+  static constexpr bool PAIRED = KIND == QKV || KIND == GATE_UP;
+  static constexpr int FIT = C::STAGE_BYTES / (2 * K); // rows a stage holds
+  // Columns per chunk (a QKV chunk stays within one half head).
+  static constexpr int COLS = KIND == QKV ? divisorAtMost(C::D / 2, FIT / 2) : PAIRED ? FIT / 2 : FIT;
+  static constexpr int ROWS = PAIRED ? 2 * COLS : COLS; // rows per chunk
+  static constexpr int N = KIND == QKV ? C::QKV_ROWS / 2 : KIND == GATE_UP ? C::FFN : C::HIDDEN;
+  static constexpr int CHUNKS = (N + COLS - 1) / COLS;
+  static constexpr int VPL = K / (CW * 256); // 16-byte vectors per lane of a row
+  static_assert(K % (CW * 256) == 0, "K must be a multiple of 2048");
+  static_assert(COLS >= 1 && ROWS <= FIT, "a stage must hold a chunk");
+  static_assert((CHUNKS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
+                "MAX_ROWS must hold a block's rows of every projection");
+};
+
+// This block's chunks [c0, c1) of a projection: fixed, in order.
+template <class C, class P> __device__ __forceinline__ void blockChunks(int &c0, int &c1) {
+  c0 = (int)((long long)P::CHUNKS * blockIdx.x / C::GRID);
+  c1 = (int)((long long)P::CHUNKS * (blockIdx.x + 1) / C::GRID);
+}
+
+// ---- Synchronization ----
+
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbarInit(unsigned long long *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n"
+               "fence.mbarrier_init.release.cluster;" ::"r"(smemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarArrive(unsigned long long *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
+                                         unsigned long long *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+      ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned addAcqRel(unsigned *c) {
+  unsigned old;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+  return old;
+}
+__device__ __forceinline__ void addRelease(unsigned *c) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+}
+__device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
+  while (loadAcquire(c) < n)
+    __nanosleep(32);
+}
+// N elements another block of this kernel wrote: from L2, past this SM's
+// L1 (which may hold an older line).
+template <typename T, int N> __device__ __forceinline__ wf_pack<T, N> loadShared(const T *p) {
+  wf_pack<T, N> r;
+  static_assert(sizeof(r) == 16 || sizeof(r) == 8, "8 or 16 bytes");
+  if constexpr (sizeof(r) == 16)
+    *reinterpret_cast<uint4 *>(&r) = __ldcg(reinterpret_cast<const uint4 *>(p));
+  else
+    *reinterpret_cast<uint2 *>(&r) = __ldcg(reinterpret_cast<const uint2 *>(p));
+  return r;
+}
+// The consumer warps only (the producer never joins).
+__device__ __forceinline__ void consumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+}
+
+template <class C> struct Ring {
+  unsigned char *stage;              // STAGES * STAGE_BYTES
+  unsigned long long *full, *empty;  // per stage
+  float (*part)[CW];                 // [MAX_ROWS][CW] the warps' row sums
+  float *red;                        // [CW]
+  float *attn;                       // attention: [CW][GROUP][D + 2]
+  int it;                            // stages taken so far (same count in every thread)
+};
+
+template <class C>
+__device__ __forceinline__ unsigned *doneCounter(const Step<C> &s, int layer, int phase) {
+  return s.counters + layer * PHASES + phase;
+}
+
+// ---- The producer: every chunk of every projection of every layer ----
+
+template <class C, int KIND>
+__device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
+  using P = Proj<C, KIND>;
+  int c0, c1;
+  blockChunks<C, P>(c0, c1);
+  for (int c = c0; c < c1; ++c, ++r.it) {
+    const int s = r.it % C::STAGES;
+    mbarWait(&r.empty[s], ((r.it / C::STAGES) & 1) ^ 1);
+    unsigned char *dst = r.stage + (size_t)s * C::STAGE_BYTES;
+    const int col = c * P::COLS, n = min(P::COLS, P::N - col);
+    const unsigned rowBytes = (unsigned)P::K * 2;
+    if constexpr (KIND == QKV) {
+      // Pairs (i, i + D/2) of head hh: two runs of n rows.
+      const int hh = col / (C::D / 2), i = col % (C::D / 2);
+      const size_t lo = (size_t)hh * C::D + i;
+      mbarExpectTx(&r.full[s], 2 * n * rowBytes);
+      bulkCopy(dst, w + lo * P::K, n * rowBytes, &r.full[s]);
+      bulkCopy(dst + (size_t)P::COLS * rowBytes, w + (lo + C::D / 2) * P::K, n * rowBytes,
+               &r.full[s]);
+    } else if constexpr (KIND == GATE_UP) {
+      // Gate rows [col, col + n), then the same up rows (FFN further).
+      mbarExpectTx(&r.full[s], 2 * n * rowBytes);
+      bulkCopy(dst, w + (size_t)col * P::K, n * rowBytes, &r.full[s]);
+      bulkCopy(dst + (size_t)P::COLS * rowBytes, w + ((size_t)C::FFN + col) * P::K,
+               n * rowBytes, &r.full[s]);
+    } else {
+      mbarExpectTx(&r.full[s], n * rowBytes);
+      bulkCopy(dst, w + (size_t)col * P::K, n * rowBytes, &r.full[s]);
+    }
+  }
+}
+
+// ---- The consumers ----
+
+// This warp's slice of a K-long input, as f32: lane l holds elements
+// w K / CW + 8 l + 256 j (j < VPL), RMSNormed with `norm` if given.
+template <class C, int K>
+__device__ __forceinline__ void loadInput(const typename C::t *x, const typename C::t *norm,
+                                          float (&xf)[K / (CW * 256) * 8], float *red) {
+  using t = typename C::t;
+  constexpr int VPL = K / (CW * 256);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int base = w * (K / CW) + lane * 8;
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const wf_pack<t, 8> v = loadShared<t, 8>(x + base + 256 * j);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      xf[8 * j + e] = wf_f32(v.v[e]);
+  }
+  if (norm == nullptr)
+    return;
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < VPL * 8; ++i)
+    ss = fmaf(xf[i], xf[i], ss);
+  ss = wf_warp_sum(ss);
+  if (lane == 0)
+    red[w] = ss;
+  consumerBarrier();
+  ss = 0.f;
+#pragma unroll
+  for (int v = 0; v < CW; ++v)
+    ss += red[v];
+  consumerBarrier(); // red is reused by the next norm
+  const float inv = rsqrtf(ss / K + C::EPS);
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const wf_pack<t, 8> g = wf_load<t, 8>(norm + base + 256 * j);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      xf[8 * j + e] = wf_round<t>(wf_f32(g.v[e]) * wf_round<t>(xf[8 * j + e] * inv));
+  }
+}
+
+// 8 16-bit weights times 8 f32 inputs, into acc.
+template <class t> __device__ __forceinline__ void dot8(uint4 w, const float *x, float &acc) {
+  wf_pack<t, 8> v;
+  *reinterpret_cast<uint4 *>(&v) = w;
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    acc = fmaf(wf_f32(v.v[e]), x[e], acc);
+}
+
+// The consumer warps' share of one projection: wait for its input, then
+// per stage each warp's sums of its slice of every row into r.part, then
+// `column(local, sums...)` for each of the block's columns.
+template <class C, int KIND, class Column>
+__device__ __forceinline__ void consume(const Step<C> &s, int layer, const typename C::t *x,
+                                        const typename C::t *norm, Ring<C> &r, Column column) {
+  using P = Proj<C, KIND>;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
+  if (phase > 0 || layer > 0) {
+    const unsigned *dep = phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
+    if (threadIdx.x == 0)
+      waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
+    consumerBarrier();
+  }
+  float xf[P::VPL * 8];
+  loadInput<C, P::K>(x, norm, xf, r.red);
+  const int base = w * (P::K / CW) + lane * 8;
+  int c0, c1;
+  blockChunks<C, P>(c0, c1);
+  for (int c = c0; c < c1; ++c, ++r.it) {
+    const int st = r.it % C::STAGES;
+    mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
+    const typename C::t *rows =
+        reinterpret_cast<const typename C::t *>(r.stage + (size_t)st * C::STAGE_BYTES);
+    const int n = min(P::COLS, P::N - c * P::COLS);
+#pragma unroll
+    for (int i = 0; i < P::ROWS; ++i) {
+      if (i % P::COLS >= n)
+        continue;
+      const typename C::t *row = rows + (size_t)i * P::K + base;
+      float a = 0.f;
+#pragma unroll
+      for (int j = 0; j < P::VPL; ++j)
+        dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+      a = wf_warp_sum(a);
+      if (lane == 0)
+        r.part[(c - c0) * P::ROWS + i][w] = a;
+    }
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&r.empty[st]);
+  }
+  consumerBarrier();
+  // The block's columns: local column q of chunk k is rows (k ROWS + q)
+  // and, paired, (k ROWS + COLS + q).
+  const int cols = min((c1 - c0) * P::COLS, P::N - c0 * P::COLS);
+  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+    const int k = q / P::COLS, j = q % P::COLS;
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v) {
+      a += r.part[k * P::ROWS + j][v];
+      if constexpr (P::PAIRED)
+        b += r.part[k * P::ROWS + P::COLS + j][v];
+    }
+    column(c0 * P::COLS + q, a, b);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    addRelease(doneCounter(s, layer, phase));
+}
+
+// ---- Attention: flash-decoding over the grid ----
+
+// Item (kv, split) for blocks [0, KV_HEADS * SPLITS): the GROUP query heads
+// of KV head kv over the split's positions of [0, n). Each consumer warp
+// keeps an online softmax per head over the positions it takes (U at a
+// time, 4 dimensions a lane); the warps merge in shared memory into the
+// item's partial; the last split of kv to arrive weighs the splits together.
+template <class C>
+__device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int layer,
+                                    Ring<C> &r, int pos, int seq, bool valid) {
+  using t = typename C::t;
+  constexpr int G = C::GROUP, D = C::D, U = 8;
+  if ((int)blockIdx.x >= C::KV_HEADS * C::SPLITS)
+    return;
+  const int kv = blockIdx.x / C::SPLITS, split = blockIdx.x % C::SPLITS;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (threadIdx.x == 0)
+    waitCount(doneCounter(s, layer, 0), (unsigned)C::GRID);
+  consumerBarrier();
+  t *act = s.act + (size_t)layer * actPerLayer<C>();
+  const t *qv = act;
+  t *out = act + (size_t)C::HEADS * D;
+  const int n = valid ? pos + 1 : 0;
+  const int lo = (int)((long long)n * split / C::SPLITS);
+  const int hi = (int)((long long)n * (split + 1) / C::SPLITS);
+  float q[G][4], acc[G][4], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const wf_pack<t, 4> v = loadShared<t, 4>(qv + (kv * G + g) * D + lane * 4);
+#pragma unroll
+    for (int d = 0; d < 4; ++d)
+      q[g][d] = wf_f32(v.v[d]) * (float)C::SCALE_LOG2, acc[g][d] = 0.f;
+    m[g] = -1e30f;
+    l[g] = 0.f;
+  }
+  const int *table = s.tables + (size_t)seq * C::MAX_BLOCKS;
+  for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
+    float kf[U][4], vf[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int p = p0 + u * CW;
+      if (p < hi) {
+        const size_t row =
+            ((size_t)table[p / C::BLOCK_TOKENS] * C::BLOCK_TOKENS + p % C::BLOCK_TOKENS) *
+                C::KV_HEADS + kv;
+        const wf_pack<t, 4> k4 = loadShared<t, 4>(L.k + row * D + lane * 4);
+        const wf_pack<t, 4> v4 = loadShared<t, 4>(L.v + row * D + lane * 4);
+#pragma unroll
+        for (int d = 0; d < 4; ++d)
+          kf[u][d] = wf_f32(k4.v[d]), vf[u][d] = wf_f32(v4.v[d]);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float sc[U], mb = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sc[u] = wf_warp_sum(q[g][0] * kf[u][0] + q[g][1] * kf[u][1] + q[g][2] * kf[u][2] +
+                            q[g][3] * kf[u][3]);
+        if (p0 + u * CW >= hi)
+          sc[u] = -1e30f;
+        mb = fmaxf(mb, sc[u]);
+      }
+      const float corr = exp2f(m[g] - mb);
+      l[g] *= corr;
+#pragma unroll
+      for (int d = 0; d < 4; ++d)
+        acc[g][d] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (p0 + u * CW < hi) {
+          const float pr = exp2f(sc[u] - mb);
+          l[g] += pr;
+#pragma unroll
+          for (int d = 0; d < 4; ++d)
+            acc[g][d] = fmaf(pr, vf[u][d], acc[g][d]);
+        }
+      m[g] = mb;
+    }
+  }
+  // Merge the warps: r.attn holds [CW][G][D] accumulators, then [CW][G]
+  // maxima and sums.
+  float *wacc = r.attn, *wm = wacc + CW * G * D, *wl = wm + CW * G;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int d = 0; d < 4; ++d)
+      wacc[(w * G + g) * D + lane * 4 + d] = acc[g][d];
+    if (lane == 0)
+      wm[w * G + g] = m[g], wl[w * G + g] = l[g];
+  }
+  consumerBarrier();
+  float *pm = s.partials, *pl = pm + C::HEADS * C::SPLITS, *pacc = pl + C::HEADS * C::SPLITS;
+  for (int i = threadIdx.x; i < G * D; i += CW * 32) {
+    const int g = i / D, d = i % D, h = kv * G + g;
+    float M = -1e30f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v)
+      M = fmaxf(M, wm[v * G + g]);
+    float Lsum = 0.f, A = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v) {
+      const float c = exp2f(wm[v * G + g] - M);
+      Lsum += wl[v * G + g] * c;
+      A += wacc[(v * G + g) * D + d] * c;
+    }
+    pacc[((size_t)h * C::SPLITS + split) * D + d] = A;
+    if (d == 0)
+      pm[h * C::SPLITS + split] = M, pl[h * C::SPLITS + split] = Lsum;
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0) {
+    const unsigned arrived =
+        addAcqRel(s.counters + C::LAYERS * PHASES + layer * C::KV_HEADS + kv);
+    r.red[0] = arrived == (unsigned)C::SPLITS - 1 ? 1.f : 0.f;
+  }
+  consumerBarrier();
+  const bool last = r.red[0] != 0.f;
+  consumerBarrier(); // r.red is reused
+  if (!last)
+    return;
+  // The last split: a thread per (head, 4 dimensions), the maxima first,
+  // then the sums and values four splits at a time (few registers live).
+  for (int i = threadIdx.x; i < G * D / 4; i += CW * 32) {
+    const int g = i / (D / 4), d = 4 * (i % (D / 4)), h = kv * G + g;
+    float M = -1e30f;
+    for (int sp = 0; sp < C::SPLITS; ++sp)
+      M = fmaxf(M, __ldcg(pm + h * C::SPLITS + sp));
+    float Lsum = 0.f, A[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int sp = 0; sp < C::SPLITS; ++sp) {
+      const float c = exp2f(__ldcg(pm + h * C::SPLITS + sp) - M);
+      Lsum += __ldcg(pl + h * C::SPLITS + sp) * c;
+      const float4 a4 = __ldcg(
+          reinterpret_cast<const float4 *>(pacc + ((size_t)h * C::SPLITS + sp) * D + d));
+      A[0] += a4.x * c, A[1] += a4.y * c, A[2] += a4.z * c, A[3] += a4.w * c;
+    }
+    const float inv = Lsum > 0.f ? 1.f / Lsum : 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      out[h * D + d + e] = wf_to<t>(A[e] * inv);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    addRelease(doneCounter(s, layer, 1));
+}
+
+// ---- The kernel body ----
+
+template <class C>
+__device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *layers) {
+  using t = typename C::t;
+  extern __shared__ __align__(128) unsigned char smem[];
+  Ring<C> r;
+  r.stage = smem;
+  r.full = reinterpret_cast<unsigned long long *>(smem + (size_t)C::STAGES * C::STAGE_BYTES);
+  r.empty = r.full + C::STAGES;
+  r.part = reinterpret_cast<float(*)[CW]>(r.empty + C::STAGES);
+  r.red = &r.part[C::MAX_ROWS][0];
+  r.attn = r.red + CW;
+  r.it = 0;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < C::STAGES; ++i) {
+      mbarInit(&r.full[i], 1);
+      mbarInit(&r.empty[i], CW);
+    }
+  __syncthreads(); // also publishes `layers`
+  if (threadIdx.x >= CW * 32) {
+    // The producer: lane 0 of the last warp copies; weights never change,
+    // so it runs ahead of every dependency.
+    if (threadIdx.x != CW * 32)
+      return;
+    for (int layer = 0; layer < C::LAYERS; ++layer) {
+      const Layer<C> &L = layers[layer];
+      produce<C, QKV>(L.qkv, r);
+      produce<C, O>(L.o, r);
+      produce<C, GATE_UP>(L.gateUp, r);
+      produce<C, DOWN>(L.down, r);
+    }
+    return;
+  }
+  wf_grid_dependency_wait();
+  const int pos = s.positions[0], seq = s.slots[0];
+  const CacheSlot slot = cacheSlot<C>(pos, seq, s.tables);
+  for (int layer = 0; layer < C::LAYERS; ++layer) {
+    const Layer<C> &L = layers[layer];
+    t *act = s.act + (size_t)layer * actPerLayer<C>();
+    t *q = act, *attn = q + (size_t)C::HEADS * C::D, *h = attn + (size_t)C::HEADS * C::D;
+    t *a = h + C::HIDDEN, *next = a + C::FFN;
+    if (layer + 1 == C::LAYERS)
+      next = s.out;
+    const t *x = layer == 0 ? s.x : s.act + (size_t)(layer - 1) * actPerLayer<C>() +
+                                        2 * (size_t)C::HEADS * C::D + C::HIDDEN + C::FFN;
+    consume<C, QKV>(s, layer, x, L.norm1, r, [&](int col, float va, float vb) {
+      const int hh = col / (C::D / 2), i = col % (C::D / 2);
+      va = wf_round<t>(va);
+      vb = wf_round<t>(vb);
+      if (hh < C::HEADS + C::KV_HEADS)
+        rotatePair<t>(pos, C::invFreq(i), va, vb);
+      if (hh < C::HEADS) {
+        q[hh * C::D + i] = wf_to<t>(va);
+        q[hh * C::D + i + C::D / 2] = wf_to<t>(vb);
+      } else if (slot.valid) {
+        const bool isK = hh < C::HEADS + C::KV_HEADS;
+        const int kh = isK ? hh - C::HEADS : hh - C::HEADS - C::KV_HEADS;
+        t *cache = isK ? L.k : L.v;
+        cache[(slot.row + kh) * C::D + i] = wf_to<t>(va);
+        cache[(slot.row + kh) * C::D + i + C::D / 2] = wf_to<t>(vb);
+      }
+    });
+    attend<C>(s, L, layer, r, pos, seq, slot.valid);
+    consume<C, O>(s, layer, attn, nullptr, r, [&](int col, float va, float) {
+      h[col] = wf_to<t>(wf_round<t>(va) + wf_f32(__ldcg(x + col)));
+    });
+    consume<C, GATE_UP>(s, layer, h, L.norm2, r, [&](int col, float g, float u) {
+      a[col] = wf_to<t>(wf_round<t>(wf_silu(wf_round<t>(g))) * wf_round<t>(u));
+    });
+    consume<C, DOWN>(s, layer, a, nullptr, r, [&](int col, float va, float) {
+      next[col] = wf_to<t>(wf_round<t>(va) + wf_f32(__ldcg(h + col)));
+    });
+  }
+}
+
+// Zeroes the stream kernel's counters (the launch before it).
+__device__ __forceinline__ void resetCounters(unsigned *counters, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    counters[i] = 0u;
+}
+
+} // namespace weft::kernels::stream
