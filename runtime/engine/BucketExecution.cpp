@@ -196,7 +196,15 @@ Status Engine::Impl::enqueue(const fb::Bucket *b, const std::string &where, uint
       CUlaunchAttribute pdl{};
       pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       pdl.value.programmaticStreamSerializationAllowed = 1;
-      if (dev.programmaticLaunch) {
+      // A cooperative kernel (every block resident at once) starts after
+      // the kernel before it has ended, not beside it.
+      CUlaunchAttribute cooperative{};
+      cooperative.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      cooperative.value.cooperative = 1;
+      if (p->kernels()->Get(l->kernel())->cooperative()) {
+        config.attrs = &cooperative;
+        config.numAttrs = 1;
+      } else if (dev.programmaticLaunch) {
         config.attrs = &pdl;
         config.numAttrs = 1;
       }

@@ -94,6 +94,22 @@ Status KernelTable::load(const fb::Plan &plan, const EngineOptions &options,
       WEFT_CU(drv_->funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                      dynamicShared),
               what);
+    // A cooperative kernel's blocks wait on each other: the whole grid must
+    // be resident at once on this GPU.
+    if (kernel->cooperative()) {
+      int perSm = 0, sms = 0;
+      WEFT_CU(drv_->occupancy(&perSm, fn, int(threads), size_t(dynamicShared)), what);
+      WEFT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev.gpu),
+                "cudaDeviceGetAttribute");
+      const auto *grid = kernel->grid();
+      const int64_t blocks = int64_t(grid->Get(0)) * grid->Get(1) * grid->Get(2);
+      if (blocks > int64_t(perSm) * sms)
+        return failedPrecondition(what + ": its " + std::to_string(blocks) +
+                                  " blocks must all be resident at once; GPU " +
+                                  std::to_string(dev.gpu) + " holds " + std::to_string(perSm) +
+                                  " per SM on " + std::to_string(sms) +
+                                  " SMs (compile the plan for this GPU)");
+    }
     dev.functions[k] = fn;
   }
   progress("loading kernels", needed.size(), needed.size());

@@ -67,7 +67,8 @@ StatusOr<const Driver *> driver() {
                      resolve("cuLaunchKernelEx", d.launchKernelEx),
                      resolve("cuFuncSetAttribute", d.funcSetAttribute),
                      resolve("cuFuncGetAttribute", d.funcGetAttribute),
-                     resolve("cuGetErrorName", d.getErrorName)})
+                     resolve("cuGetErrorName", d.getErrorName),
+                     resolve("cuOccupancyMaxActiveBlocksPerMultiprocessor", d.occupancy)})
       if (!s.isOk())
         return s;
     return Status::ok();

@@ -30,6 +30,7 @@ struct Driver {
   decltype(&cuFuncSetAttribute) funcSetAttribute = nullptr;
   decltype(&cuFuncGetAttribute) funcGetAttribute = nullptr;
   decltype(&cuGetErrorName) getErrorName = nullptr;
+  decltype(&cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy = nullptr;
 };
 
 // Resolves the driver entry points once; fails cleanly with no driver.

@@ -43,6 +43,9 @@ struct ParamBinding {
   // (scale, zero) pairs, which the plan holds as a second weight.
   int part = 0;
   std::string name;   // the C++ parameter name, for docs and FileCheck
+  // RegionInput / RegionResult of a kernel spanning several regions
+  // (emitDecodeStream): which of them; -1: the region being emitted.
+  int64_t region = -1;
 };
 
 struct EmittedKernel {
@@ -58,6 +61,9 @@ struct EmittedKernel {
   // Programmatic dependent launch: release the next kernel as soon as this
   // one starts (addGridDependencyControl), not as its blocks exit.
   bool releaseEarly = false;
+  // Every block must be resident at once (a persistent kernel whose blocks
+  // wait on each other): the runtime launches it cooperatively.
+  bool cooperative = false;
 };
 
 // Element types of GEMM operands (weights keep their own type; logits are
@@ -134,6 +140,24 @@ llvm::Error addGridDependencyControl(EmittedKernel &k);
 // elements of `type`, f32 arithmetic. Its two parameters (dst, src) are
 // bound by the all-reduce step, not by a region; it loops grid-stride, so
 // any grid of kAccumulateBlock-thread blocks covers the whole vector.
+// One persistent kernel for a whole decode step of one token (sm_90,
+// weft/decode_stream.cuh): `regions` are the layers' regions in order, five
+// a layer (rms_norm_linear_rope_kv_write, attention, linear_residual,
+// rms_norm_linear_swiglu, linear_residual). Returns a kernel that zeroes
+// the stream's counters and the stream kernel (cooperative), whose
+// parameters bind inputs and results of `regions` (ParamBinding::region),
+// or nothing with `why` set when these regions are not the pattern the
+// kernel runs (a bias, quantized weights, a sliding window, soft caps,
+// head_dim other than 128, more than 4 query heads per KV head, widths
+// not multiples of 2048, another architecture).
+llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionOp> regions,
+                                                          const EmitOptions &options,
+                                                          std::string &why);
+// Region kinds of one layer, in the order emitDecodeStream takes them.
+inline constexpr const char *kDecodeStreamLayerKinds[] = {
+    "rms_norm_linear_rope_kv_write", "attention", "linear_residual", "rms_norm_linear_swiglu",
+    "linear_residual"};
+
 inline constexpr int kAccumulateBlock = 256;
 EmittedKernel emitAccumulateKernel(ElementType type, int64_t count);
 

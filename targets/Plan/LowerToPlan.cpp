@@ -140,6 +140,8 @@ struct BucketRec {
   int64_t tokens = 0;
   std::vector<BufferRec> buffers;
   std::vector<StepRec> steps;
+  std::string streamRefusal; // why a decode stream kernel was not used
+  bool streamed = false;
 };
 
 struct WeightRec {
@@ -185,8 +187,20 @@ public:
     for (auto [i, v] : llvm::enumerate(ret.getOperands()))
       outputs[v] = i == 0 ? fb::InputKind::Logits : fb::InputKind::NextTokens;
 
-    for (Operation &op : fn.getBody().front()) {
+    mlir::Block &body = fn.getBody().front();
+    for (auto it = body.begin(); it != body.end(); ++it) {
+      Operation &op = *it;
       if (auto region = dyn_cast<FusionOp>(op)) {
+        if (options.decodeStream && bucket.tokens == 1 && !bucket.prefill) {
+          SmallVector<FusionOp> run = layerRun(it, body.end());
+          llvm::Expected<bool> streamed = run.empty() ? false : lowerStream(run);
+          if (!streamed)
+            return streamed.takeError();
+          if (*streamed) {
+            it = run.back()->getIterator();
+            continue;
+          }
+        }
         if (llvm::Error e = lowerRegion(region))
           return e;
       } else if (auto transfer = dyn_cast<dist::TransferOp>(op)) {
@@ -202,6 +216,11 @@ public:
                          op.getName().getStringRef() + "' to a plan step");
       }
     }
+    if (options.decodeStream && bucket.tokens == 1 && !bucket.prefill && !bucket.streamed &&
+        options.warn)
+      options.warn("@" + bucket.name + ": no decode stream kernel: " +
+                   (bucket.streamRefusal.empty() ? std::string("no run of whole layers on one device")
+                                                 : bucket.streamRefusal));
     buckets.push_back(std::move(bucket));
     return llvm::Error::success();
   }
@@ -287,14 +306,87 @@ public:
     llvm::Expected<std::vector<cuda::EmittedStep>> steps = cuda::emitRegion(emitted, eo);
     if (!steps)
       return makeError(what + ": " + llvm::toString(steps.takeError()));
+    return lowerSteps(*steps, region, {}, emitted.getKind().str(), device, what);
+  }
+
+  // A run of whole layers (cuda::kDecodeStreamLayerKinds, repeated) of
+  // regions on one device, starting at `it` (weights between them are not
+  // steps); empty if there is none.
+  SmallVector<FusionOp> layerRun(mlir::Block::iterator it, mlir::Block::iterator end) {
+    constexpr size_t kPerLayer = std::size(cuda::kDecodeStreamLayerKinds);
+    SmallVector<FusionOp> run;
+    std::optional<int> device;
+    for (; it != end; ++it) {
+      if (isa<WeightOp, WeightConcatOp>(*it))
+        continue; // weights are not steps
+      auto region = dyn_cast<FusionOp>(*it);
+      if (!region || region.getKind() != cuda::kDecodeStreamLayerKinds[run.size() % kPerLayer])
+        break;
+      int d = 0;
+      if (auto placement = region->getAttrOfType<dist::PlacementAttr>("dist.placement")) {
+        if (placement.getDevices().size() != 1)
+          break;
+        d = int(placement.getDevices()[0]);
+      }
+      if (device && *device != d)
+        break;
+      device = d;
+      run.push_back(region);
+    }
+    run.resize(run.size() / kPerLayer * kPerLayer);
+    return run;
+  }
+
+  // The layers of `run` as one decode stream kernel (and the launch that
+  // zeroes its counters), when the emitter takes them and nothing outside
+  // the run reads a value computed inside it but the last layer's output.
+  llvm::Expected<bool> lowerStream(ArrayRef<FusionOp> run) {
+    std::string what = llvm::formatv("@{0}: decode stream of regions {1}-{2}", current->name,
+                                     regionCounter, regionCounter + run.size() - 1);
+    llvm::SmallPtrSet<Operation *, 32> inside;
+    for (FusionOp r : run)
+      inside.insert(r.getOperation());
+    for (FusionOp r : run.drop_back())
+      for (Value v : r.getResults())
+        for (Operation *user : v.getUsers())
+          if (!inside.contains(user))
+            return false;
+    int device = 0;
+    if (auto placement = run.front()->getAttrOfType<dist::PlacementAttr>("dist.placement"))
+      device = int(placement.getDevices()[0]);
+    std::string why;
+    llvm::Expected<std::vector<cuda::EmittedStep>> steps =
+        cuda::emitDecodeStream(run, emitOptions(device), why);
+    if (!steps)
+      return makeError(what + ": " + llvm::toString(steps.takeError()));
+    if (steps->empty()) {
+      current->streamRefusal = why;
+      return false;
+    }
+    regionCounter += unsigned(run.size());
+    if (llvm::Error e = lowerSteps(*steps, run.front(), run, "decode_stream", device, what))
+      return std::move(e);
+    current->streamed = true;
+    return true;
+  }
+
+  // Appends `steps` on `device`; parameters bind to `region`, or to
+  // regions[p.region] where a binding names one.
+  llvm::Error lowerSteps(std::vector<cuda::EmittedStep> &steps, FusionOp region,
+                         ArrayRef<FusionOp> regions, const std::string &kind, int device,
+                         const std::string &what) {
     std::map<int64_t, int> scratch; // region scratch id -> buffer
-    for (cuda::EmittedStep &es : *steps) {
+    auto regionOf = [&](const cuda::ParamBinding &p) {
+      return p.region >= 0 && size_t(p.region) < regions.size() ? regions[size_t(p.region)]
+                                                                 : region;
+    };
+    for (cuda::EmittedStep &es : steps) {
       StepRec step;
       step.device = device;
-      step.region = emitted.getKind().str();
+      step.region = kind;
       int index = int(current->steps.size());
       auto resolve = [&](const cuda::ParamBinding &p) -> llvm::Expected<ArgRef> {
-        return bind(region, p, device, index, scratch, what);
+        return bind(regionOf(p), p, device, index, scratch, what);
       };
       if (es.kernel) {
         // Identical sources share one kernel, but each launch binds its own
@@ -311,7 +403,7 @@ public:
           if (!a)
             return a.takeError();
           step.args.push_back(*a);
-          meta.push_back(paramRecord(region, p, *a));
+          meta.push_back(paramRecord(regionOf(p), p, *a));
         }
         if (llvm::Error e = recordParams(step.kernel, std::move(meta), what))
           return e;
@@ -768,7 +860,8 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
                                 b.getStringAttr(e.regionKind),
                                 b.getStrArrayAttr(archs), dims(e.grid), dims(e.block),
                                 i64(e.sharedBytes), b.getArrayAttr(params),
-                                b.getStringAttr(e.source));
+                                b.getStringAttr(e.source),
+                                e.cooperative ? b.getUnitAttr() : UnitAttr());
   }
 
   for (const WeightRec &w : lowering.weights) {

@@ -33,6 +33,11 @@ struct LowerToPlanOptions {
   // takes 4.72 and 4.83 ms through cuBLASLt against 4.85 and 5.50 ms
   // through the generated GEMV (docs/benchmarks.md).
   int64_t maxGemvTokens = 1;
+  // Batch-1 decode as one persistent kernel per step where the layers
+  // allow it (sm_90, cuda::emitDecodeStream); `warn` says why a bucket of
+  // one token did not get it.
+  bool decodeStream = false;
+  std::function<void(const std::string &)> warn;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;
 };

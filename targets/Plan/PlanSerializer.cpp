@@ -375,7 +375,7 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
                                        bin.empty() ? 0 : bin[0].sourceHash,
                                        b.CreateVector(bins), b.CreateVector(grid),
                                        b.CreateVector(block), int32_t(op.getShared()),
-                                       b.CreateVector(params)));
+                                       b.CreateVector(params), op.getCooperative()));
   }
 
   // Buckets.

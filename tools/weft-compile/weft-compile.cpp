@@ -102,6 +102,11 @@ cl::opt<int64_t> maxGemvTokens(
     "max-gemv-tokens", cl::Hidden, cl::init(1),
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
+cl::opt<bool> decodeStream(
+    "decode-stream", cl::init(false),
+    cl::desc("Run each batch-1 decode step as one persistent kernel (sm_90; Llama-style "
+             "16-bit layers, docs/codegen.md); a warning says why a plan cannot"),
+    cl::cat(category));
 cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
     cl::desc("RoPE and the KV-cache write as the QKV projection's epilogue (default true; "
@@ -311,6 +316,10 @@ int main(int argc, char **argv) {
   if (!archOverride.empty())
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
+  planOptions.lowering.decodeStream = decodeStream;
+  planOptions.lowering.warn = [](const std::string &message) {
+    llvm::errs() << "weft-compile: warning: " << message << "\n";
+  };
   planOptions.kernelCache = cache ? &*cache : nullptr;
   if (writePlan)
     planOptions.kernelWeightsPath =

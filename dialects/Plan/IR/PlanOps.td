@@ -140,7 +140,10 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">, Symbol]> {
     `region` the kind of region it was generated from, `archs` the
     architectures it is compiled for, `params` what each launch must bind
     and `source` the CUDA translation unit (left out of printouts meant for
-    reading; a kernel without one cannot be serialized).
+    reading; a kernel without one cannot be serialized). A `cooperative`
+    kernel needs every block resident at once (a persistent kernel whose
+    blocks wait on each other, weft/decode_stream.cuh): the runtime launches
+    it cooperatively.
 
     Example:
 
@@ -153,7 +156,7 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">, Symbol]> {
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$entry, StrAttr:$region,
                        StrArrayAttr:$archs, DenseI64ArrayAttr:$grid, DenseI64ArrayAttr:$block,
                        I64Attr:$shared, TypedArrayAttrBase<Plan_ParamAttr, "parameters">:$params,
-                       OptionalAttr<StrAttr>:$source);
+                       OptionalAttr<StrAttr>:$source, UnitAttr:$cooperative);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
