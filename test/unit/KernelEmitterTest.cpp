@@ -280,6 +280,94 @@ func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   EXPECT_NE(message.find("'mystery'"), std::string::npos) << message;
 }
 
+// The layers of a batch-1 decode function, as LowerToPlan hands them to
+// emitDecodeStream: every region from the first QKV region on, while the
+// kinds follow kDecodeStreamLayerKinds.
+std::vector<FusionOp> decodeLayers(mlir::ModuleOp module) {
+  std::vector<FusionOp> run;
+  module.walk([&](mlir::func::FuncOp fn) {
+    if (fn.getSymName() != "decode_b1")
+      return;
+    for (FusionOp r : fn.getBody().front().getOps<FusionOp>()) {
+      const size_t per = std::size(kDecodeStreamLayerKinds);
+      if (r.getKind() == kDecodeStreamLayerKinds[run.size() % per])
+        run.push_back(r);
+      else if (!run.empty())
+        break;
+    }
+  });
+  run.resize(run.size() / std::size(kDecodeStreamLayerKinds) * std::size(kDecodeStreamLayerKinds));
+  return run;
+}
+
+// Llama 3.1 8B's batch-1 step becomes one cooperative kernel (its counters
+// zeroed by a launch before it) binding every layer's weights and caches,
+// compiled for sm_90; models or GPUs it does not cover say why.
+TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = compile("llama-3.1-8b", false);
+  ASSERT_TRUE(module);
+  std::vector<FusionOp> layers = decodeLayers(*module);
+  ASSERT_EQ(layers.size(), 32u * 5);
+  EmitOptions o;
+  o.computeCapability = 90;
+  o.smCount = 132;
+  std::string why;
+  llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
+  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
+  ASSERT_EQ(steps->size(), 2u) << why;
+  const EmittedKernel &reset = *(*steps)[0].kernel, &stream = *(*steps)[1].kernel;
+  EXPECT_FALSE(reset.cooperative);
+  EXPECT_TRUE(stream.cooperative);
+  EXPECT_EQ(stream.grid[0], 132);
+  EXPECT_EQ(stream.block[0], 288);
+  EXPECT_GT(stream.sharedBytes, 150 * 1024);
+  EXPECT_LE(stream.sharedBytes, 227 * 1024);
+  ASSERT_EQ(stream.params.size(), 8u + 8u * 32u);
+  EXPECT_EQ(stream.params[4].name, "out");
+  EXPECT_EQ(stream.params[4].kind, ParamBinding::Kind::RegionResult);
+  EXPECT_EQ(stream.params[4].region, int64_t(layers.size() - 1));
+  // Layer 31's caches and down projection weights, from its own regions.
+  const ParamBinding &k31 = stream.params[8 + 8 * 31 + 2], &down31 = stream.params.back();
+  EXPECT_EQ(k31.kind, ParamBinding::Kind::KCache);
+  EXPECT_EQ(k31.index, 31);
+  EXPECT_EQ(down31.kind, ParamBinding::Kind::RegionInput);
+  EXPECT_EQ(down31.region, int64_t(layers.size() - 1));
+  EXPECT_NE(stream.source.find("LAYERS = 32, HIDDEN = 4096, FFN = 14336"), std::string::npos);
+  // The reset and the stream share the counters' scratch buffer.
+  EXPECT_EQ(reset.params[0].kind, ParamBinding::Kind::Scratch);
+  EXPECT_EQ(reset.params[0].index, stream.params[7].index);
+  EXPECT_EQ(reset.params[0].bytes, stream.params[7].bytes);
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  llvm::Expected<std::vector<CompiledKernel>> compiled =
+      compileKernels({reset, stream}, "sm_90", &cache);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  EXPECT_FALSE((*compiled)[1].cubin.empty());
+
+  o.computeCapability = 86;
+  steps = emitDecodeStream(layers, o, why);
+  ASSERT_TRUE(bool(steps));
+  EXPECT_TRUE(steps->empty());
+  EXPECT_NE(why.find("sm_90"), std::string::npos) << why;
+
+  o.computeCapability = 90;
+  for (auto [model, reason] : {std::pair<const char *, const char *>{"qwen2.5-7b", "bias"},
+                               {"llama-3.2-1b", "head_dim 64"},
+                               {"gemma-2-9b", "region 0 is"}}) {
+    mlir::OwningOpRef<mlir::ModuleOp> other = compile(model, false);
+    ASSERT_TRUE(other);
+    std::vector<FusionOp> run = decodeLayers(*other);
+    if (run.empty()) { // Gemma's layers are other regions altogether
+      EXPECT_STREQ(model, "gemma-2-9b");
+      continue;
+    }
+    steps = emitDecodeStream(run, o, why);
+    ASSERT_TRUE(bool(steps)) << model << ": " << llvm::toString(steps.takeError());
+    EXPECT_TRUE(steps->empty()) << model;
+    EXPECT_NE(why.find(reason), std::string::npos) << model << ": " << why;
+  }
+}
+
 EmittedKernel tinyKernel(const std::string &name, const std::string &body) {
   EmittedKernel k;
   k.name = name;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The plans of the decode stream kernel's GPU checks and benchmark (weft-compile
+# --decode-stream; docs/codegen.md), a subset of make_plans.sh's that builds
+# in a minute: Llama 3.1 8B layer sizes with 2 layers in fp16 and bf16 and
+# all 32 layers in fp16, each with the stream kernel and without, their
+# checks.jsonl for check_plans.py, and weft-run.
+#   test/gpu/make_stream_plans.sh DIR                  (here)
+#   python3 test/gpu/check_plans.py DIR                (there: against transformers)
+#   python3 test/gpu/bench_ab.py DIR/weft-run --buckets decode_b1 --contexts 512,4000 \
+#     --labels kernels,stream llama8b:DIR/llama8b-fp16.weft:DIR/llama8b-fp16-stream.weft
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${1:-$root/.gpu-stream}"
+build="${WEFT_BUILD_DIR:-$root/build}"
+compile="$build/tools/weft-compile/weft-compile"
+cache="${WEFT_KERNEL_CACHE:-$build/test/kernel-cache}"
+sparse="$root/test/Inputs/make_sparse_checkpoint.py"
+rm -rf "$out"
+mkdir -p "$out/cfg"
+checks="$out/checks.jsonl"
+build_plan() { "$compile" --arch sm_90 --kernel-cache "$cache" "$@" >/dev/null; }
+check() {
+  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "prompt": %s, "steps": %s, "devices": %s}\n' \
+    "$@" >> "$checks"
+}
+model() {
+  rm -rf "$out/ckpt"
+  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${3:-float16}" --config '{}'
+  mkdir -p "$out/cfg/$1"
+  cp "$out/ckpt/config.json" "$out/cfg/$1/"
+}
+for dt in float16:fp16 bfloat16:bf16; do
+  model "llama8b-2l-${dt#*:}" 2 "${dt%:*}"
+  for s in "" -stream; do
+    build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 \
+      ${s:+--decode-stream} -o "$out/llama8b-2l-${dt#*:}$s.weft"
+    check "Llama-3.1-8B sizes, 2 layers, ${dt#*:}${s:+, stream kernel}" "llama8b-2l-${dt#*:}$s.weft" \
+      "cfg/llama8b-2l-${dt#*:}" "${dt%:*}" 8 32 1
+    check "  same, prompt 20" "llama8b-2l-${dt#*:}$s.weft" "cfg/llama8b-2l-${dt#*:}" "${dt%:*}" 20 32 1
+  done
+done
+model llama8b 32
+for s in "" -stream; do
+  build_plan --model "$out/ckpt" --topology h200 --max-batch 1 ${s:+--decode-stream} \
+    -o "$out/llama8b-fp16$s.weft"
+  check "Llama-3.1-8B, all 32 layers${s:+, stream kernel}" "llama8b-fp16$s.weft" cfg/llama8b float16 8 32 1
+done
+rm -rf "$out/ckpt"
+cp "$build/tools/weft-run/weft-run" "$out/"
+mkdir -p "$out/lib"
+ldd "$out/weft-run" | awk '/sodium/ {print $3}' | xargs -r cp -L -t "$out/lib/"
+echo "$(wc -l < "$checks") checks, $(ls "$out"/*.weft | wc -l) plans in $out"
