@@ -2527,8 +2527,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     const int64_t chunks = ceilDiv(n, cols);
     g.maxRows = std::max(g.maxRows, ceilDiv(chunks, g.grid) * (paired ? 2 * cols : cols));
   }
+  // As weft::kernels::stream::sharedBytes (which checks it): barriers, row
+  // sums, norm sums, the attention merge and an item's pages.
+  const int64_t itemPages = ceilDiv(options.maxBlocksPerSequence, g.splits) + 2;
   const int64_t rest = 2 * 8 * 8 /*mbarriers*/ + g.maxRows * cw * 4 + cw * 4 +
-                       (cw * group * headDim + 2 * cw * group) * 4;
+                       (cw * group * headDim + 2 * cw * group) * 4 + itemPages * 4;
   const int64_t staticBytes = layers * 64; // the layer table
   const int64_t budget = 227 * 1024 - staticBytes - rest;
   g.stages = std::min<int64_t>(6, budget / g.stageBytes);
@@ -2567,6 +2570,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
      << ", STAGE_BYTES = " << g.stageBytes << ", MAX_ROWS = " << g.maxRows
      << ", GRID = " << g.grid << ";\n"
+     << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
      << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n"
      << "};\n"
      << "static_assert(weft::kernels::stream::counterCount<Config>() == " << counters

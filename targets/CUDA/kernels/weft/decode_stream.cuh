@@ -66,6 +66,16 @@ template <class C> struct Step {
 template <class C> __host__ __device__ constexpr size_t actPerLayer() {
   return 2 * (size_t)C::HEADS * C::D + 2 * (size_t)C::HIDDEN + C::FFN;
 }
+// The most pages one attention item's positions span.
+template <class C> __host__ __device__ constexpr int itemPages() {
+  return (C::MAX_BLOCKS + C::SPLITS - 1) / C::SPLITS + 2;
+}
+// Dynamic shared memory: the ring, its barriers, the row sums, the norm's
+// partial sums, the attention merge and the item's pages.
+template <class C> __host__ __device__ constexpr size_t sharedBytes() {
+  return (size_t)C::STAGES * C::STAGE_BYTES + 2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 +
+         CW * 4 + ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4 + itemPages<C>() * 4;
+}
 template <class C> __host__ __device__ constexpr int counterCount() {
   return C::LAYERS * PHASES + C::LAYERS * C::KV_HEADS;
 }
@@ -172,6 +182,7 @@ template <class C> struct Ring {
   float (*part)[CW];                 // [MAX_ROWS][CW] the warps' row sums
   float *red;                        // [CW]
   float *attn;                       // attention: [CW][GROUP][D + 2]
+  int *pages;                        // attention: the item's pages, [itemPages]
   int it;                            // stages taken so far (same count in every thread)
 };
 
@@ -364,21 +375,27 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
     m[g] = -1e30f;
     l[g] = 0.f;
   }
+  // The item's pages into shared memory first: each K/V row's address then
+  // costs no dependent load.
   const int *table = s.tables + (size_t)seq * C::MAX_BLOCKS;
+  const int firstPage = lo / C::BLOCK_TOKENS;
+  const int pageCount = hi > lo ? (hi - 1) / C::BLOCK_TOKENS - firstPage + 1 : 0;
+  for (int i = threadIdx.x; i < pageCount; i += CW * 32)
+    r.pages[i] = table[firstPage + i];
+  consumerBarrier();
   for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
-    float kf[U][4], vf[U][4];
+    // U rows of K and V in flight, kept packed (2 registers a row) until used.
+    wf_pack<t, 4> kp[U], vp[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int p = p0 + u * CW;
       if (p < hi) {
         const size_t row =
-            ((size_t)table[p / C::BLOCK_TOKENS] * C::BLOCK_TOKENS + p % C::BLOCK_TOKENS) *
+            ((size_t)r.pages[p / C::BLOCK_TOKENS - firstPage] * C::BLOCK_TOKENS +
+             p % C::BLOCK_TOKENS) *
                 C::KV_HEADS + kv;
-        const wf_pack<t, 4> k4 = loadShared<t, 4>(L.k + row * D + lane * 4);
-        const wf_pack<t, 4> v4 = loadShared<t, 4>(L.v + row * D + lane * 4);
-#pragma unroll
-        for (int d = 0; d < 4; ++d)
-          kf[u][d] = wf_f32(k4.v[d]), vf[u][d] = wf_f32(v4.v[d]);
+        kp[u] = loadShared<t, 4>(L.k + row * D + lane * 4);
+        vp[u] = loadShared<t, 4>(L.v + row * D + lane * 4);
       }
     }
 #pragma unroll
@@ -386,8 +403,8 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
       float sc[U], mb = m[g];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        sc[u] = wf_warp_sum(q[g][0] * kf[u][0] + q[g][1] * kf[u][1] + q[g][2] * kf[u][2] +
-                            q[g][3] * kf[u][3]);
+        sc[u] = wf_warp_sum(q[g][0] * wf_f32(kp[u].v[0]) + q[g][1] * wf_f32(kp[u].v[1]) +
+                            q[g][2] * wf_f32(kp[u].v[2]) + q[g][3] * wf_f32(kp[u].v[3]));
         if (p0 + u * CW >= hi)
           sc[u] = -1e30f;
         mb = fmaxf(mb, sc[u]);
@@ -404,7 +421,7 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
           l[g] += pr;
 #pragma unroll
           for (int d = 0; d < 4; ++d)
-            acc[g][d] = fmaf(pr, vf[u][d], acc[g][d]);
+            acc[g][d] = fmaf(pr, wf_f32(vp[u].v[d]), acc[g][d]);
         }
       m[g] = mb;
     }
@@ -488,6 +505,8 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   r.part = reinterpret_cast<float(*)[CW]>(r.empty + C::STAGES);
   r.red = &r.part[C::MAX_ROWS][0];
   r.attn = r.red + CW;
+  r.pages = reinterpret_cast<int *>(r.attn + CW * C::GROUP * C::D + 2 * CW * C::GROUP);
+  static_assert(sharedBytes<C>() <= C::SHARED_BYTES, "SHARED_BYTES holds the layout");
   r.it = 0;
   if (threadIdx.x == 0)
     for (int i = 0; i < C::STAGES; ++i) {
