@@ -103,9 +103,10 @@ cl::opt<int64_t> maxGemvTokens(
     cl::desc("Projections of more tokens run through cuBLASLt instead of the generated "
              "GEMV (1 to 16; for tuning)"));
 cl::opt<bool> decodeStream(
-    "decode-stream", cl::init(false),
-    cl::desc("Run each batch-1 decode step as one persistent kernel (sm_90; Llama-style "
-             "16-bit layers, docs/codegen.md); a warning says why a plan cannot"),
+    "decode-stream", cl::init(true),
+    cl::desc("Run each batch-1 decode step as one persistent kernel where the layers allow "
+             "it (sm_90; Llama-style 16-bit layers, docs/codegen.md; default true). Given "
+             "explicitly, a warning says why a plan cannot"),
     cl::cat(category));
 cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
@@ -317,9 +318,10 @@ int main(int argc, char **argv) {
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
   planOptions.lowering.decodeStream = decodeStream;
-  planOptions.lowering.warn = [](const std::string &message) {
-    llvm::errs() << "weft-compile: warning: " << message << "\n";
-  };
+  if (decodeStream.getNumOccurrences() > 0)
+    planOptions.lowering.warn = [](const std::string &message) {
+      llvm::errs() << "weft-compile: warning: " << message << "\n";
+    };
   planOptions.kernelCache = cache ? &*cache : nullptr;
   if (writePlan)
     planOptions.kernelWeightsPath =
