@@ -162,8 +162,13 @@ build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --batch 100 -
   --decode-buckets 1,8,32,64,100 --prefill-chunks 32,512 -o "$out/llama8b-2l-int4-b100.weft" 2>/dev/null
 rm -f "$out/llama8b-2l-int4-b100.weights.safetensors"
 check_batch "  same, int4 quantized here, 100 sequences" llama8b-2l-int4-b100.weft rtn4:cfg/llama8b-2l float16 8 1 "$(lengths 100 300)"
-# The same layers in BF16: int4 and fp8 with bf16 tensor cores.
+# The same layers in BF16: the batch-1 decode stream kernel in bf16, then
+# int4 and fp8 with bf16 tensor cores.
 model llama8b-2l-bf16 2 '{}' bfloat16
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 \
+  -o "$out/llama8b-2l-bf16.weft"
+check "Llama-3.1-8B sizes, 2 layers, bf16 (decode stream kernel)" llama8b-2l-bf16.weft \
+  cfg/llama8b-2l-bf16 bfloat16 8 32 1
 for wd in int4:rtn4 fp8:fp8; do
   build_plan --model "$out/ckpt" --topology h200 --weight-dtype "${wd%%:*}" --max-batch 4 \
     --prefill-chunks 8,32,128 -o "$out/llama8b-2l-bf16-${wd%%:*}.weft" 2>/dev/null
