@@ -224,6 +224,7 @@ Json kernelJson(const fb::Kernel &k) {
   j["block"] = numbers(k.block());
   j["shared_bytes"] = k.shared_bytes();
   j["params"] = tables(k.params(), kernelParamJson);
+  j["cooperative"] = k.cooperative();
   return j;
 }
 

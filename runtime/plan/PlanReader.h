@@ -16,7 +16,7 @@
 namespace weft::plan {
 
 // Plan.version this reader accepts; any other value is rejected.
-inline constexpr uint32_t kPlanFormatVersion = 4; // 3: the seal; 4: kernel metadata
+inline constexpr uint32_t kPlanFormatVersion = 5; // 3: the seal; 4: kernel metadata; 5: cooperative kernels
 
 // The FlatBuffers file identifier (plan.fbs `file_identifier`).
 inline constexpr char kPlanFileIdentifier[] = "WEFT";

@@ -222,7 +222,7 @@ TEST(PlanJson, RendersEveryTable) {
   EXPECT_EQ(text.back(), '\n');
   nlohmann::json j = nlohmann::json::parse(text);
 
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["model"]["name"], "tiny-llama");
   EXPECT_EQ(j["model"]["dtype"], "BF16");
   EXPECT_EQ(j["model"]["eos_token_ids"], nlohmann::json::array({2}));
@@ -337,7 +337,7 @@ TEST(PlanJson, SummaryNamesTheKeyFacts) {
   ASSERT_TRUE(file.isOk()) << file.status().message();
   const std::string s = planSummary(file->plan());
   for (const char *fact : {
-           "plan: format version 4, compiled by weft-compile test",
+           "plan: format version 5, compiled by weft-compile test",
            "seal: BLAKE2b-256 checksum, unsigned",
            "model: tiny-llama (LlamaForCausalLM), BF16, 2 layers, hidden 64",
            "topology: rtx3090+rtx3060, 2 devices, 1 link, host RAM 64.0 GiB",
@@ -487,12 +487,12 @@ TEST(PlanReader, SurvivesEveryFlippedByte) {
 }
 
 TEST(PlanReader, RejectsOtherVersions) {
-  for (uint32_t version : {0u, 1u, 2u, 3u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 1u, 2u, 3u, 4u, 0xffffffffu}) {
     fb::PlanT plan = tinyPlan();
     plan.version = version;
     auto file = load(planBytes(plan));
     ASSERT_TRUE(oneLineError(file, "plan.weft: version " + std::to_string(version) +
-                                       ": expected 4 (the plan format this runtime reads"));
+                                       ": expected 5 (the plan format this runtime reads"));
     EXPECT_EQ(file.status().code(), StatusCode::kUnimplemented);
   }
 }
