@@ -33,7 +33,7 @@ for dt in float16:fp16 bfloat16:bf16; do
   model "llama8b-2l-${dt#*:}" 2 "${dt%:*}"
   for s in "" -stream; do
     build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 \
-      ${s:+--decode-stream} -o "$out/llama8b-2l-${dt#*:}$s.weft"
+      --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/llama8b-2l-${dt#*:}$s.weft"
     check "Llama-3.1-8B sizes, 2 layers, ${dt#*:}${s:+, stream kernel}" "llama8b-2l-${dt#*:}$s.weft" \
       "cfg/llama8b-2l-${dt#*:}" "${dt%:*}" 8 32 1
     check "  same, prompt 20" "llama8b-2l-${dt#*:}$s.weft" "cfg/llama8b-2l-${dt#*:}" "${dt%:*}" 20 32 1
@@ -41,7 +41,7 @@ for dt in float16:fp16 bfloat16:bf16; do
 done
 model llama8b 32
 for s in "" -stream; do
-  build_plan --model "$out/ckpt" --topology h200 --max-batch 1 ${s:+--decode-stream} \
+  build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --decode-stream=$([[ -n $s ]] && echo true || echo false) \
     -o "$out/llama8b-fp16$s.weft"
   check "Llama-3.1-8B, all 32 layers${s:+, stream kernel}" "llama8b-fp16$s.weft" cfg/llama8b float16 8 32 1
 done
