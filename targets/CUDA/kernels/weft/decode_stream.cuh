@@ -39,6 +39,7 @@
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
+#include "weft/bulk_copy.cuh"
 #include "weft/rope_kv_write.cuh"
 
 namespace weft::kernels::stream {
@@ -118,44 +119,6 @@ template <class C, class P> __device__ __forceinline__ void blockChunks(int &c0,
 
 // ---- Synchronization ----
 
-__device__ __forceinline__ unsigned smemAddr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbarInit(unsigned long long *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n"
-               "fence.mbarrier_init.release.cluster;" ::"r"(smemAddr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbarArrive(unsigned long long *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbarExpectTx(unsigned long long *bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smemAddr(bar)),
-               "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarWait(unsigned long long *bar, unsigned parity) {
-  asm volatile("{\n .reg .pred p;\n WAIT:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulkCopy(void *dst, const void *src, unsigned bytes,
-                                         unsigned long long *bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-      ::"r"(smemAddr(dst)), "l"(src), "r"(bytes), "r"(smemAddr(bar)) : "memory");
-}
-__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned addAcqRel(unsigned *c) {
-  unsigned old;
-  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
-  return old;
-}
-__device__ __forceinline__ void addRelease(unsigned *c) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
-}
 __device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
   while (loadAcquire(c) < n)
     __nanosleep(32);
