@@ -140,7 +140,7 @@ struct BucketRec {
   int64_t tokens = 0;
   std::vector<BufferRec> buffers;
   std::vector<StepRec> steps;
-  std::string streamRefusal; // why a decode stream kernel was not used
+  std::string streamRefusal; // why a decode stream kernel was refused (once is enough)
   bool streamed = false;
 };
 
@@ -191,7 +191,8 @@ public:
     for (auto it = body.begin(); it != body.end(); ++it) {
       Operation &op = *it;
       if (auto region = dyn_cast<FusionOp>(op)) {
-        if (options.decodeStream && bucket.tokens == 1 && !bucket.prefill) {
+        if (options.decodeStream && bucket.tokens == 1 && !bucket.prefill &&
+            bucket.streamRefusal.empty()) { // one refusal holds for the later layers too
           SmallVector<FusionOp> run = layerRun(it, body.end());
           llvm::Expected<bool> streamed = run.empty() ? false : lowerStream(run);
           if (!streamed)
@@ -349,8 +350,10 @@ public:
     for (FusionOp r : run.drop_back())
       for (Value v : r.getResults())
         for (Operation *user : v.getUsers())
-          if (!inside.contains(user))
+          if (!inside.contains(user)) {
+            current->streamRefusal = "a value inside the layers is read after them";
             return false;
+          }
     int device = 0;
     if (auto placement = run.front()->getAttrOfType<dist::PlacementAttr>("dist.placement"))
       device = int(placement.getDevices()[0]);
