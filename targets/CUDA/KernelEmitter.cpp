@@ -2507,8 +2507,8 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     return refuse("head_dim " + llvm::Twine(headDim) + " (the kernel takes 128)");
   if (kvHeads < 1 || heads % kvHeads != 0 || heads / kvHeads > 4)
     return refuse("more than 4 query heads per KV head");
-  if (hidden % 2048 != 0 || ffn % 2048 != 0 || (heads * headDim) % 2048 != 0)
-    return refuse("widths that are not multiples of 2048");
+  if (hidden % 64 != 0 || ffn % 64 != 0 || (heads * headDim) % 64 != 0)
+    return refuse("widths that are not multiples of 64");
 
   // Geometry: a block per SM; KV_HEADS * SPLITS attention items.
   StreamGeometry g;

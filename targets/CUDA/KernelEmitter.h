@@ -149,7 +149,7 @@ llvm::Error addGridDependencyControl(EmittedKernel &k);
 // or nothing with `why` set when these regions are not the pattern the
 // kernel runs (a bias, quantized weights, a sliding window, soft caps,
 // head_dim other than 128, more than 4 query heads per KV head, widths
-// not multiples of 2048, another architecture).
+// not multiples of 64, another architecture).
 llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionOp> regions,
                                                           const EmitOptions &options,
                                                           std::string &why);

@@ -25,7 +25,7 @@ check() {
 }
 model() {
   rm -rf "$out/ckpt"
-  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${3:-float16}" --config '{}'
+  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${3:-float16}" --config "${4:-{\}}"
   mkdir -p "$out/cfg/$1"
   cp "$out/ckpt/config.json" "$out/cfg/$1/"
 }
@@ -39,6 +39,17 @@ for dt in float16:fp16 bfloat16:bf16; do
     check "  same, prompt 20" "llama8b-2l-${dt#*:}$s.weft" "cfg/llama8b-2l-${dt#*:}" "${dt%:*}" 20 32 1
   done
 done
+# Other shapes the kernel takes: Llama 3.2 3B's (hidden 3072, 3 query heads
+# per KV head: rows that are not whole 2048-wide slices) in bf16, and
+# Llama 2 7B's (FFN 11008, a KV head per query head) in fp16; 2 layers each.
+model llama3b-2l 2 bfloat16 '{"hidden_size": 3072, "intermediate_size": 8192,
+  "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": true}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/llama3b-2l-stream.weft"
+check "Llama-3.2-3B sizes, 2 layers, bf16, stream kernel" llama3b-2l-stream.weft cfg/llama3b-2l bfloat16 20 32 1
+model llama2-2l 2 float16 '{"intermediate_size": 11008, "num_key_value_heads": 32,
+  "rope_scaling": null, "rope_theta": 10000.0}'
+build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/llama2-2l-stream.weft"
+check "Llama-2-7B sizes, 2 layers, fp16, stream kernel" llama2-2l-stream.weft cfg/llama2-2l float16 20 32 1
 model llama8b 32
 for s in "" -stream; do
   build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --decode-stream=$([[ -n $s ]] && echo true || echo false) \

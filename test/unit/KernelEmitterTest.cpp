@@ -351,6 +351,15 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   EXPECT_NE(why.find("sm_90"), std::string::npos) << why;
 
   o.computeCapability = 90;
+  // Rows that are not whole 2048-wide slices (Llama 3.2 3B's 3072) and one
+  // query head per KV head (Llama 2 7B) are taken too.
+  for (const char *model : {"llama-3.2-3b", "llama-2-7b"}) {
+    mlir::OwningOpRef<mlir::ModuleOp> other = compile(model, false);
+    ASSERT_TRUE(other);
+    steps = emitDecodeStream(decodeLayers(*other), o, why);
+    ASSERT_TRUE(bool(steps)) << model << ": " << llvm::toString(steps.takeError());
+    EXPECT_EQ(steps->size(), 2u) << model << ": " << why;
+  }
   for (auto [model, reason] : {std::pair<const char *, const char *>{"qwen2.5-7b", "bias"},
                                {"llama-3.2-1b", "head_dim 64"},
                                {"gemma-2-9b", "region 0 is"}}) {

@@ -87,6 +87,14 @@ template <class C> __host__ __device__ constexpr int counterCount() {
 // i + D/2); gate and up); O and down one row per column.
 enum Kind { QKV = 0, O = 1, GATE_UP = 2, DOWN = 3 };
 
+// A warp's slice of a K-long row is K / CW elements; lane l takes the
+// 16-byte vectors at 8 l + 256 j of it, the last j only where the slice
+// reaches (when K is not a multiple of 2048).
+__host__ __device__ constexpr int vectorsPerLane(int K) { return (K / CW + 255) / 256; }
+template <int K> __device__ __forceinline__ bool inSlice(int lane, int j) {
+  return (K / CW) % 256 == 0 || lane * 8 + 256 * j < K / CW;
+}
+
 // The largest divisor of n that is at most m (at least 1).
 __host__ __device__ constexpr int divisorAtMost(int n, int m) {
   int d = m < 1 ? 1 : m;
@@ -104,8 +112,8 @@ template <class C, int KIND> struct Proj {
   static constexpr int ROWS = PAIRED ? 2 * COLS : COLS; // rows per chunk
   static constexpr int N = KIND == QKV ? C::QKV_ROWS / 2 : KIND == GATE_UP ? C::FFN : C::HIDDEN;
   static constexpr int CHUNKS = (N + COLS - 1) / COLS;
-  static constexpr int VPL = K / (CW * 256); // 16-byte vectors per lane of a row
-  static_assert(K % (CW * 256) == 0, "K must be a multiple of 2048");
+  static constexpr int VPL = vectorsPerLane(K); // 16-byte vectors per lane of a row
+  static_assert(K % (CW * 8) == 0, "K must be a multiple of 64");
   static_assert(COLS >= 1 && ROWS <= FIT, "a stage must hold a chunk");
   static_assert((CHUNKS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
                 "MAX_ROWS must hold a block's rows of every projection");
@@ -191,16 +199,23 @@ __device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
 // ---- The consumers ----
 
 // This warp's slice of a K-long input, as f32: lane l holds elements
-// w K / CW + 8 l + 256 j (j < VPL), RMSNormed with `norm` if given.
+// w K / CW + 8 l + 256 j (j < VPL; zeros past the slice), RMSNormed with
+// `norm` if given.
 template <class C, int K>
 __device__ __forceinline__ void loadInput(const typename C::t *x, const typename C::t *norm,
-                                          float (&xf)[K / (CW * 256) * 8], float *red) {
+                                          float (&xf)[vectorsPerLane(K) * 8], float *red) {
   using t = typename C::t;
-  constexpr int VPL = K / (CW * 256);
+  constexpr int VPL = vectorsPerLane(K);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int base = w * (K / CW) + lane * 8;
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
+    if (!inSlice<K>(lane, j)) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        xf[8 * j + e] = 0.f;
+      continue;
+    }
     const wf_pack<t, 8> v = loadShared<t, 8>(x + base + 256 * j);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -224,6 +239,8 @@ __device__ __forceinline__ void loadInput(const typename C::t *x, const typename
   const float inv = rsqrtf(ss / K + C::EPS);
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
+    if (!inSlice<K>(lane, j))
+      continue;
     const wf_pack<t, 8> g = wf_load<t, 8>(norm + base + 256 * j);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -274,7 +291,8 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
       float a = 0.f;
 #pragma unroll
       for (int j = 0; j < P::VPL; ++j)
-        dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+        if (inSlice<P::K>(lane, j))
+          dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
       a = wf_warp_sum(a);
       if (lane == 0)
         r.part[(c - c0) * P::ROWS + i][w] = a;
