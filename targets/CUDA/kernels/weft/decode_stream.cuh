@@ -34,8 +34,10 @@
 // FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4),
 // QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
 // BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, STAGE_BYTES,
-// MAX_ROWS (a block's rows of one projection, at most), GRID (blocks);
-// static double invFreq(int i) (the rope's inverse frequencies).
+// MAX_ROWS (a block's rows of one projection, at most), GRID (blocks),
+// SHARED_BYTES (the dynamic shared memory the launch gives, at least
+// sharedBytes<C>()); static double invFreq(int i) (the rope's inverse
+// frequencies). HIDDEN, FFN and HEADS D are multiples of 64.
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
