@@ -1,6 +1,7 @@
 // CUDA C++ for the non-attention fusion regions: GEMV-style projections for
 // decode buckets, RMSNorm + cuBLASLt GEMM + epilogue kernels for prefill.
 #include "targets/CUDA/KernelEmitter.h"
+#include "targets/CUDA/EmitterSupport.h"
 
 #ifdef WEFT_HAVE_ATTENTION_EMITTER
 #include "targets/CUDA/AttentionEmitter.h"
@@ -78,14 +79,12 @@ std::string formatDouble(const char *fmt, double v) {
 
 std::string floatLiteral(double v) { return formatDouble("%.9g", v) + "f"; }
 
-namespace {
+namespace detail {
 
 using mlir::BlockArgument;
 using mlir::Operation;
 using mlir::RankedTensorType;
 using mlir::Value;
-
-constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
 
 //===----------------------------------------------------------------------===//
 // Small helpers
@@ -201,66 +200,6 @@ EmittedStep kernelStep(EmittedKernel k) {
 // Region analysis: projections (linear / logits with their prologue and
 // epilogue ops)
 //===----------------------------------------------------------------------===//
-
-enum class Epilogue { Plain, Split, Residual, Swiglu, Logits, Rope };
-
-struct Segment {
-  int64_t offset = 0, size = 0;
-  llvm::SmallVector<int64_t, 1> results; // fusion results it is yielded as
-  ElementType type = ElementType::BF16;
-  // Rope epilogue: the rope table rotating this part (-1: none), the cache
-  // it is written to (0 none, 1 K, 2 V), and the type of what is yielded
-  // (the rope's result; `results` are the rope's).
-  int64_t table = -1;
-  int cache = 0;
-  ElementType resultType = ElementType::BF16;
-};
-
-struct Projection {
-  bool isLogits = false;
-  int64_t tokens = 0, k = 0, nw = 0; // weight [nw, k]
-  // Fusion operands.
-  int64_t xIn = -1, normIn = -1, weightIn = -1, biasIn = -1, residualIn = -1;
-  double eps = 0.0;
-  double normOffset = 0.0; // Gemma: the norm scales by (offset + weight)
-  bool gelu = false;       // Swiglu: GELU-tanh(gate) * up (Gemma's GeGLU)
-  std::optional<double> logitsSoftcap; // Logits: cap * tanh(logit / cap)
-  ElementType xType, normType = ElementType::F32, weightType, biasType = ElementType::F32,
-                     linType, residualType = ElementType::F32, outType = ElementType::F32;
-  ElementType normOutType = ElementType::F32; // the rms_norm result
-  Epilogue epilogue = Epilogue::Plain;
-  llvm::SmallVector<int64_t, 1> outResults; // Plain/Residual/Swiglu/Logits
-  llvm::SmallVector<Segment, 3> segments;   // Split
-  int64_t gateOffset = 0, upOffset = 0, width = 0; // Swiglu: columns = width
-  // Rope: the split's parts are Q, K and V heads of headDim; a column is
-  // the pair (i, i + headDim / 2) of a head, rotated by rope table
-  // `Segment::table` at the rope's positions, and/or written to the cache
-  // (KvWriteOp of `layer`) at the write's positions and slots.
-  int64_t headDim = 0, kvHeads = 0, layer = 0;
-  int64_t ropePositionsIn = -1, writePositionsIn = -1, slotsIn = -1;
-  ElementType cacheType = ElementType::BF16;
-  std::vector<std::vector<double>> ropeTables;
-  // The weight's storage when quantized (#weft.quant): codes of quantBits
-  // bits, a (scale, zero) pair per quantGroup inputs (integers) or an f32
-  // scale per row (E4M3); 0: 16-bit weights.
-  int64_t quantBits = 0, quantGroup = 0;
-  // Plain: write the f32 sums (bias added) to this scratch id instead of
-  // the results (-1), for an epilogue that runs as a kernel of its own.
-  int64_t f32ScratchOut = -1;
-  QuantFormat quantFormat = QuantFormat::Int;
-  bool quantTiled = false; // codes in 16-row tiles of 128 inputs (#weft.quant's `tiled`)
-  // Token selection after logits.
-  enum class Select { None, Argmax, Sample } select = Select::None;
-  llvm::SmallVector<int64_t, 1> idResults;
-  int64_t temperatureIn = -1, topKIn = -1, topPIn = -1, uniformIn = -1;
-
-  int64_t columns() const {
-    return epilogue == Epilogue::Swiglu ? width : epilogue == Epilogue::Rope ? nw / 2 : nw;
-  }
-  int64_t rowsPerColumn() const {
-    return epilogue == Epilogue::Swiglu || epilogue == Epilogue::Rope ? 2 : 1;
-  }
-};
 
 // Yielded values -> the fusion results they become.
 llvm::DenseMap<Value, llvm::SmallVector<int64_t, 1>> yieldedResults(FusionOp region) {
@@ -2102,7 +2041,9 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   return steps;
 }
 
-} // namespace
+} // namespace detail
+
+using namespace detail;
 
 namespace {
 
@@ -2320,321 +2261,6 @@ EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
   src.name = "src";
   return finishKernel("all_reduce", base, std::move(source), {int(blocks), 1, 1},
                       {int(kAccumulateBlock), 1, 1}, {dst, src});
-}
-
-//===----------------------------------------------------------------------===//
-// One stream kernel for a whole decode step of one token
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-// Ring stage: room for 4 rows of the widest K among QKV, O and gate/up, or
-// one row of the down projection's; the kernel's Proj derives the chunks.
-struct StreamGeometry {
-  int64_t stageBytes = 0, stages = 0, maxRows = 0, splits = 0, grid = 0, sharedBytes = 0;
-};
-
-int64_t divisorAtMost(int64_t n, int64_t m) {
-  int64_t d = std::max<int64_t>(1, m);
-  while (d > 1 && n % d != 0)
-    --d;
-  return d;
-}
-
-} // namespace
-
-llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionOp> regions,
-                                                          const EmitOptions &options,
-                                                          std::string &why) {
-  why.clear();
-  auto refuse = [&](const llvm::Twine &reason) {
-    why = reason.str();
-    return std::vector<EmittedStep>();
-  };
-  constexpr size_t kPerLayer = std::size(kDecodeStreamLayerKinds);
-  if (options.computeCapability < 90)
-    return refuse("bulk copies need sm_90");
-  if (regions.empty() || regions.size() % kPerLayer != 0)
-    return refuse("not whole layers");
-  for (size_t i = 0; i < regions.size(); ++i)
-    if (FusionOp r = regions[i]; r.getKind() != kDecodeStreamLayerKinds[i % kPerLayer])
-      return refuse("region " + llvm::Twine(i) + " is '" + r.getKind() + "'");
-  const int64_t layers = int64_t(regions.size() / kPerLayer);
-
-  int64_t hidden = 0, ffn = 0, heads = 0, kvHeads = 0, headDim = 0;
-  double eps = -1.0, scale = 0.0;
-  std::vector<double> invFreq;
-  ElementType t = ElementType::F16;
-  std::vector<ParamBinding> params;
-  auto input = [](int64_t region, int64_t index, llvm::StringRef name) {
-    ParamBinding b{ParamBinding::Kind::RegionInput, index};
-    b.region = region;
-    b.name = name.str();
-    return b;
-  };
-  struct LayerParams {
-    ParamBinding norm1, qkv, k, v, o, norm2, gateUp, down;
-  };
-  std::vector<LayerParams> perLayer;
-  ParamBinding x, positions, slots, out;
-  Value layerInput;
-  for (int64_t l = 0; l < layers; ++l) {
-    const int64_t r0 = l * int64_t(kPerLayer);
-    FusionOp qkvR = regions[size_t(r0)], attnR = regions[size_t(r0 + 1)],
-             oR = regions[size_t(r0 + 2)], mlpR = regions[size_t(r0 + 3)],
-             downR = regions[size_t(r0 + 4)];
-    std::optional<Projection> pr[4];
-    FusionOp projRegions[4] = {qkvR, oR, mlpR, downR};
-    for (int i = 0; i < 4; ++i) {
-      llvm::Expected<std::optional<Projection>> a = analyzeProjection(projRegions[i]);
-      if (!a)
-        return a.takeError();
-      if (!*a)
-        return refuse("region " + llvm::Twine(r0 + (i ? i + 1 : 0)) + " is not a projection");
-      pr[i] = **a;
-      const Projection &p = *pr[i];
-      if (p.tokens != 1)
-        return refuse("more than one token");
-      if (p.quantBits != 0)
-        return refuse("quantized weights");
-      if (p.biasIn >= 0)
-        return refuse("a projection bias");
-      if (p.normOffset != 0.0 || p.gelu)
-        return refuse("a Gemma-style norm or GeGLU");
-      if (p.weightType != p.xType || (p.xType != ElementType::F16 && p.xType != ElementType::BF16))
-        return refuse("weights and activations must be one 16-bit type");
-      if (p.normIn >= 0 && p.normType != p.xType)
-        return refuse("norm weights of another type");
-      if (l == 0 && i == 0)
-        t = p.xType;
-      else if (p.xType != t)
-        return refuse("layers of different types");
-      if (p.normIn >= 0) {
-        if (eps >= 0.0 && p.eps != eps)
-          return refuse("norms with different epsilons");
-        eps = p.eps;
-      }
-    }
-    const Projection &pq = *pr[0], &po = *pr[1], &pm = *pr[2], &pd = *pr[3];
-    // QKV: RMSNorm, then Q rotated (yielded), K rotated (cached), V cached.
-    if (pq.epilogue != Epilogue::Rope || pq.normIn < 0 || pq.segments.size() != 3 ||
-        pq.ropeTables.size() != 1 || pq.segments[0].table != 0 || pq.segments[0].cache != 0 ||
-        pq.segments[0].results.size() != 1 || pq.segments[1].table != 0 ||
-        pq.segments[1].cache != 1 || pq.segments[2].table != -1 || pq.segments[2].cache != 2 ||
-        pq.cacheType != t || pq.segments[0].resultType != t)
-      return refuse("the QKV region is not norm -> projection -> RoPE of Q and K, cache write");
-    if (l == 0) {
-      hidden = pq.k;
-      headDim = pq.headDim;
-      kvHeads = pq.kvHeads;
-      heads = pq.segments[0].size / std::max<int64_t>(1, headDim);
-      invFreq = pq.ropeTables[0];
-    } else if (pq.k != hidden || pq.headDim != headDim || pq.kvHeads != kvHeads ||
-               pq.ropeTables[0] != invFreq) {
-      return refuse("layers of different shapes");
-    }
-    if (pq.ropePositionsIn != pq.writePositionsIn)
-      return refuse("RoPE and the cache write read different positions");
-    // Attention over the cache of this layer, on the QKV region's Q.
-    AttentionOp attn;
-    for (Operation &op : attnR.getBody().front().without_terminator())
-      attn = llvm::dyn_cast<AttentionOp>(op);
-    if (!attn)
-      return refuse("no attention op");
-    if (attn.getSoftcap() || attn.getSlidingWindow())
-      return refuse("a sliding window or soft-capped scores");
-    if (attn.getNumHeads() != heads || attn.getNumKvHeads() != kvHeads ||
-        attn.getHeadDim() != headDim || int64_t(attn.getLayer()) != pq.layer)
-      return refuse("attention of another shape or layer");
-    auto attnArg = [&](Value v) -> Value {
-      auto arg = llvm::dyn_cast<mlir::BlockArgument>(v);
-      return arg ? attnR.getInputs()[arg.getArgNumber()] : Value();
-    };
-    Value qValue = qkvR.getResult(unsigned(pq.segments[0].results[0]));
-    if (attnArg(attn.getQuery()) != qValue ||
-        attnArg(attn.getPositions()) != qkvR.getInputs()[size_t(pq.ropePositionsIn)] ||
-        attnArg(attn.getSlots()) != qkvR.getInputs()[size_t(pq.slotsIn)])
-      return refuse("attention does not read this layer's query, positions and slots");
-    double sc = attn.getScale().convertToDouble();
-    if (l > 0 && sc != scale)
-      return refuse("layers of different attention scales");
-    scale = sc;
-    // O + residual (the layer input), norm + gate/up + SwiGLU, down + residual.
-    Value xIn = qkvR.getInputs()[size_t(pq.xIn)];
-    if (l > 0 && xIn != layerInput)
-      return refuse("layer " + llvm::Twine(l) + " does not read the previous layer's output");
-    if (po.epilogue != Epilogue::Residual || po.normIn >= 0 || po.k != heads * headDim ||
-        po.nw != hidden || oR.getInputs()[size_t(po.xIn)] != attnR.getResult(0) ||
-        oR.getInputs()[size_t(po.residualIn)] != xIn || po.outResults.size() != 1)
-      return refuse("the O region is not projection + residual of the layer input");
-    Value h = oR.getResult(unsigned(po.outResults[0]));
-    if (pm.epilogue != Epilogue::Swiglu || pm.normIn < 0 || pm.k != hidden ||
-        pm.gateOffset != 0 || pm.upOffset != pm.width || mlpR.getInputs()[size_t(pm.xIn)] != h ||
-        pm.outResults.size() != 1)
-      return refuse("the MLP region is not norm -> gate/up -> SwiGLU");
-    if (l == 0)
-      ffn = pm.width;
-    else if (pm.width != ffn)
-      return refuse("layers of different widths");
-    Value act = mlpR.getResult(unsigned(pm.outResults[0]));
-    if (pd.epilogue != Epilogue::Residual || pd.normIn >= 0 || pd.k != ffn || pd.nw != hidden ||
-        downR.getInputs()[size_t(pd.xIn)] != act || downR.getInputs()[size_t(pd.residualIn)] != h ||
-        pd.outResults.size() != 1)
-      return refuse("the down region is not projection + residual");
-    layerInput = downR.getResult(unsigned(pd.outResults[0]));
-    if (l == 0) {
-      x = input(r0, pq.xIn, "x");
-      positions = input(r0, pq.ropePositionsIn, "positions");
-      slots = input(r0, pq.slotsIn, "slots");
-    }
-    if (l + 1 == layers) {
-      out = ParamBinding{ParamBinding::Kind::RegionResult, pd.outResults[0]};
-      out.region = r0 + 4;
-      out.name = "out";
-    }
-    std::string n = "l" + std::to_string(l) + "_";
-    LayerParams lp{input(r0, pq.normIn, n + "norm1"),
-                   input(r0, pq.weightIn, n + "qkv"),
-                   binding(ParamBinding::Kind::KCache, pq.layer, n + "k"),
-                   binding(ParamBinding::Kind::VCache, pq.layer, n + "v"),
-                   input(r0 + 2, po.weightIn, n + "o"),
-                   input(r0 + 3, pm.normIn, n + "norm2"),
-                   input(r0 + 3, pm.weightIn, n + "gate_up"),
-                   input(r0 + 4, pd.weightIn, n + "down")};
-    perLayer.push_back(lp);
-  }
-  if (headDim != 128)
-    return refuse("head_dim " + llvm::Twine(headDim) + " (the kernel takes 128)");
-  if (kvHeads < 1 || heads % kvHeads != 0 || heads / kvHeads > 4)
-    return refuse("more than 4 query heads per KV head");
-  if (hidden % 64 != 0 || ffn % 64 != 0 || (heads * headDim) % 64 != 0)
-    return refuse("widths that are not multiples of 64");
-
-  // Geometry: a block per SM; KV_HEADS * SPLITS attention items.
-  StreamGeometry g;
-  g.grid = options.smCount;
-  g.splits = std::min<int64_t>(16, g.grid / kvHeads);
-  if (g.splits < 1)
-    return refuse("fewer SMs than KV heads");
-  const int64_t ks[4] = {hidden, heads * headDim, hidden, ffn};
-  g.stageBytes = roundUp(std::max({4 * hidden * 2, 4 * heads * headDim * 2, ffn * 2}), 128);
-  const int64_t cw = 8, group = heads / kvHeads;
-  for (int kind = 0; kind < 4; ++kind) {
-    const int64_t k = ks[kind], fit = g.stageBytes / (2 * k);
-    const bool paired = kind == 0 || kind == 2;
-    const int64_t cols = kind == 0 ? divisorAtMost(headDim / 2, fit / 2) : paired ? fit / 2 : fit;
-    const int64_t n = kind == 0 ? (heads + 2 * kvHeads) * headDim / 2 : kind == 2 ? ffn : hidden;
-    const int64_t chunks = ceilDiv(n, cols);
-    g.maxRows = std::max(g.maxRows, ceilDiv(chunks, g.grid) * (paired ? 2 * cols : cols));
-  }
-  // As weft::kernels::stream::sharedBytes (which checks it): barriers, row
-  // sums, norm sums, the attention merge and an item's pages.
-  const int64_t itemPages = ceilDiv(options.maxBlocksPerSequence, g.splits) + 2;
-  const int64_t rest = 2 * 8 * 8 /*mbarriers*/ + g.maxRows * cw * 4 + cw * 4 +
-                       (cw * group * headDim + 2 * cw * group) * 4 + itemPages * 4;
-  const int64_t staticBytes = layers * 64; // the layer table
-  const int64_t budget = 227 * 1024 - staticBytes - rest;
-  g.stages = std::min<int64_t>(6, budget / g.stageBytes);
-  if (g.stages < 2)
-    return refuse("shared memory for fewer than two stages");
-  g.sharedBytes = g.stages * g.stageBytes + rest;
-
-  const char *tn = cudaType(t);
-  const int64_t actBytes = layers * (2 * heads * headDim + 2 * hidden + ffn) * 2;
-  const int64_t partialBytes = heads * g.splits * (headDim + 2) * 4;
-  const int64_t counters = layers * 5 + layers * kvHeads;
-
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// A whole decode step of one token: " << layers << " layers, hidden " << hidden
-     << ", FFN " << ffn << ", " << heads << " heads / " << kvHeads << " KV heads of "
-     << headDim << ", one persistent block per SM (weft/decode_stream.cuh)\n"
-     << "#include \"weft/decode_stream.cuh\"\n\n"
-     << "__constant__ double wf_inv_freq[" << invFreq.size() << "] = {";
-  for (size_t i = 0; i < invFreq.size(); ++i)
-    os << (i ? ", " : "") << doubleLiteral(invFreq[i]);
-  os << "};\n\n"
-     << "struct Config {\n"
-     << "  using t = " << tn << ";\n"
-     << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
-     << ", FFN = " << ffn << ";\n"
-     << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
-     << ", D = " << headDim << ", GROUP = " << group << ";\n"
-     << "  static constexpr int QKV_ROWS = " << (heads + 2 * kvHeads) * headDim << ";\n"
-     << "  static constexpr float EPS = " << floatLiteral(eps) << ";\n"
-     << "  static constexpr double SCALE_LOG2 = " << doubleLiteral(scale * 1.4426950408889634)
-     << ";\n"
-     << "  static constexpr int BLOCK_TOKENS = " << options.blockTokens
-     << ", MAX_BLOCKS = " << options.maxBlocksPerSequence
-     << ", MAX_SEQUENCES = " << options.maxSequences << ";\n"
-     << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
-     << ", STAGE_BYTES = " << g.stageBytes << ", MAX_ROWS = " << g.maxRows
-     << ", GRID = " << g.grid << ";\n"
-     << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
-     << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n"
-     << "};\n"
-     << "static_assert(weft::kernels::stream::counterCount<Config>() == " << counters
-     << ", \"counters\");\n"
-     << "static_assert(weft::kernels::stream::actPerLayer<Config>() * " << layers
-     << " * 2 == " << actBytes << ", \"activations\");\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(weft::kernels::stream::THREADS, 1)\n"
-     << kNameMarker << "(const Config::t *x, const int *positions, const int *slots,\n"
-     << "    const int *block_tables, Config::t *out, Config::t *act, float *partials,\n"
-     << "    unsigned *counters";
-  for (int64_t l = 0; l < layers; ++l)
-    os << ",\n    const Config::t *l" << l << "_norm1, const Config::t *l" << l
-       << "_qkv, Config::t *l" << l << "_k, Config::t *l" << l << "_v, const Config::t *l"
-       << l << "_o,\n    const Config::t *l" << l << "_norm2, const Config::t *l" << l
-       << "_gate_up, const Config::t *l" << l << "_down";
-  os << ") {\n"
-     << "  __shared__ weft::kernels::stream::Layer<Config> layers[Config::LAYERS];\n"
-     << "  if (threadIdx.x == 0) {\n";
-  for (int64_t l = 0; l < layers; ++l)
-    os << "    layers[" << l << "] = {l" << l << "_norm1, l" << l << "_qkv, l" << l << "_o, l"
-       << l << "_norm2, l" << l << "_gate_up, l" << l << "_down, l" << l << "_k, l" << l
-       << "_v};\n";
-  os << "  }\n"
-     << "  weft::kernels::stream::decodeStep<Config>(\n"
-     << "      {x, positions, slots, block_tables, out, act, partials, counters}, layers);\n"
-     << "}\n";
-  os.flush();
-
-  std::vector<ParamBinding> streamParams = {
-      x, positions, slots, binding(ParamBinding::Kind::BlockTables, 0, "block_tables"), out,
-      scratchBinding(0, uint64_t(actBytes), "act"),
-      scratchBinding(1, uint64_t(partialBytes), "partials"),
-      scratchBinding(2, uint64_t(counters) * 4, "counters")};
-  for (const LayerParams &lp : perLayer)
-    for (const ParamBinding &b : {lp.norm1, lp.qkv, lp.k, lp.v, lp.o, lp.norm2, lp.gateUp, lp.down})
-      streamParams.push_back(b);
-  std::string base = "weft_decode_stream_l" + std::to_string(layers) + "_h" +
-                     std::to_string(hidden) + "_f" + std::to_string(ffn) + "_" +
-                     elementTypeName(t);
-  EmittedKernel stream = finishKernel("decode_stream", base, std::move(src), {int(g.grid), 1, 1},
-                                      {32 * (int(cw) + 1), 1, 1}, std::move(streamParams));
-  stream.sharedBytes = int(g.sharedBytes);
-  stream.cooperative = true;
-
-  std::string rsrc;
-  llvm::raw_string_ostream rs(rsrc);
-  rs << "// Zeroes the decode stream kernel's " << counters << " counters before it runs\n"
-     << "#include \"weft/decode_stream.cuh\"\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(256)\n"
-     << kNameMarker << "(unsigned *counters) {\n"
-     << "  weft::kernels::stream::resetCounters(counters, " << counters << ");\n"
-     << "}\n";
-  rs.flush();
-  EmittedKernel reset = finishKernel("decode_stream", "weft_decode_stream_reset_n" +
-                                                          std::to_string(counters),
-                                     std::move(rsrc), {1, 1, 1}, {256, 1, 1},
-                                     {scratchBinding(2, uint64_t(counters) * 4, "counters")});
-  std::vector<EmittedStep> steps;
-  steps.push_back(kernelStep(std::move(reset)));
-  steps.push_back(kernelStep(std::move(stream)));
-  for (EmittedStep &s : steps)
-    if (llvm::Error e = addGridDependencyControl(*s.kernel))
-      return std::move(e);
-  return steps;
 }
 
 } // namespace weft::cuda
