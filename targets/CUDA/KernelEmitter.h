@@ -140,6 +140,9 @@ llvm::Error addGridDependencyControl(EmittedKernel &k);
 // elements of `type`, f32 arithmetic. Its two parameters (dst, src) are
 // bound by the all-reduce step, not by a region; it loops grid-stride, so
 // any grid of kAccumulateBlock-thread blocks covers the whole vector.
+inline constexpr int kAccumulateBlock = 256;
+EmittedKernel emitAccumulateKernel(ElementType type, int64_t count);
+
 // One persistent kernel for a whole decode step of one token (sm_90,
 // weft/decode_stream.cuh): `regions` are the layers' regions in order, five
 // a layer (rms_norm_linear_rope_kv_write, attention, linear_residual,
@@ -157,9 +160,6 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
 inline constexpr const char *kDecodeStreamLayerKinds[] = {
     "rms_norm_linear_rope_kv_write", "attention", "linear_residual", "rms_norm_linear_swiglu",
     "linear_residual"};
-
-inline constexpr int kAccumulateBlock = 256;
-EmittedKernel emitAccumulateKernel(ElementType type, int64_t count);
 
 // Token counts above this run projections through cuBLASLt instead of a
 // generated GEMV-style kernel.
