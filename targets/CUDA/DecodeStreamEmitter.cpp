@@ -57,7 +57,6 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   double eps = -1.0, scale = 0.0;
   std::vector<double> invFreq;
   ElementType t = ElementType::F16;
-  std::vector<ParamBinding> params;
   auto input = [](int64_t region, int64_t index, llvm::StringRef name) {
     ParamBinding b{ParamBinding::Kind::RegionInput, index};
     b.region = region;
