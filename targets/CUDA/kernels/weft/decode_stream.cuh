@@ -325,6 +325,24 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
 
 // ---- Attention: flash-decoding over the grid ----
 
+// The pages of this block's attention item, the same in every layer, into
+// r.pages (before the first layer: each K/V row's address then costs no
+// dependent load).
+template <class C>
+__device__ __forceinline__ void loadItemPages(const Step<C> &s, Ring<C> &r, int pos, int seq,
+                                              bool valid) {
+  if ((int)blockIdx.x >= C::KV_HEADS * C::SPLITS)
+    return;
+  const int split = blockIdx.x % C::SPLITS, n = valid ? pos + 1 : 0;
+  const int lo = (int)((long long)n * split / C::SPLITS);
+  const int hi = (int)((long long)n * (split + 1) / C::SPLITS);
+  const int *table = s.tables + (size_t)seq * C::MAX_BLOCKS;
+  const int firstPage = lo / C::BLOCK_TOKENS;
+  const int pageCount = hi > lo ? (hi - 1) / C::BLOCK_TOKENS - firstPage + 1 : 0;
+  for (int i = threadIdx.x; i < pageCount; i += CW * 32)
+    r.pages[i] = table[firstPage + i];
+}
+
 // Item (kv, split) for blocks [0, KV_HEADS * SPLITS): the GROUP query heads
 // of KV head kv over the split's positions of [0, n). Each consumer warp
 // keeps an online softmax per head over the positions it takes (U at a
@@ -358,14 +376,8 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
     m[g] = -1e30f;
     l[g] = 0.f;
   }
-  // The item's pages into shared memory first: each K/V row's address then
-  // costs no dependent load.
-  const int *table = s.tables + (size_t)seq * C::MAX_BLOCKS;
+  // The item's pages are in shared memory (itemPages, once a step).
   const int firstPage = lo / C::BLOCK_TOKENS;
-  const int pageCount = hi > lo ? (hi - 1) / C::BLOCK_TOKENS - firstPage + 1 : 0;
-  for (int i = threadIdx.x; i < pageCount; i += CW * 32)
-    r.pages[i] = table[firstPage + i];
-  consumerBarrier();
   for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
     // U rows of K and V in flight, kept packed (2 registers a row) until used.
     wf_pack<t, 4> kp[U], vp[U];
@@ -384,14 +396,24 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       float sc[U], mb = m[g];
+      const auto score = [&](int u) {
+        return wf_warp_sum(q[g][0] * wf_f32(kp[u].v[0]) + q[g][1] * wf_f32(kp[u].v[1]) +
+                           q[g][2] * wf_f32(kp[u].v[2]) + q[g][3] * wf_f32(kp[u].v[3]));
+      };
+      // Every slot within the item: the U sums interleave. Past its end (the
+      // same for the whole warp) no sum is taken; at short contexts most are.
+      if (p0 + (U - 1) * CW < hi) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        sc[u] = wf_warp_sum(q[g][0] * wf_f32(kp[u].v[0]) + q[g][1] * wf_f32(kp[u].v[1]) +
-                            q[g][2] * wf_f32(kp[u].v[2]) + q[g][3] * wf_f32(kp[u].v[3]));
-        if (p0 + u * CW >= hi)
-          sc[u] = -1e30f;
-        mb = fmaxf(mb, sc[u]);
+        for (int u = 0; u < U; ++u)
+          sc[u] = score(u);
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          sc[u] = p0 + u * CW < hi ? score(u) : -1e30f;
       }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        mb = fmaxf(mb, sc[u]);
       const float corr = exp2f(m[g] - mb);
       l[g] *= corr;
 #pragma unroll
@@ -450,25 +472,53 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
   consumerBarrier(); // r.red is reused
   if (!last)
     return;
-  // The last split: a thread per (head, 4 dimensions), the maxima first,
-  // then the sums and values four splits at a time (few registers live).
-  for (int i = threadIdx.x; i < G * D / 4; i += CW * 32) {
-    const int g = i / (D / 4), d = 4 * (i % (D / 4)), h = kv * G + g;
+  // The last split: two threads per (head, 4 dimensions), each over half
+  // of the splits with all its loads in one round (no register spills at 16
+  // splits: 8 maxima, 8 sums, 8 float4), then the pair weighs its halves
+  // together through a shuffle (pairs are adjacent lanes; whole warps take
+  // part: 2 G D / 4 is a multiple of 32 and at most CW * 32).
+  constexpr int HALF = (C::SPLITS + 1) / 2;
+  static_assert(2 * G * D / 4 <= CW * 32 && (2 * G * D / 4) % 32 == 0, "combine threads");
+  if (threadIdx.x < 2 * G * D / 4) {
+    const int item = threadIdx.x >> 1, half = threadIdx.x & 1;
+    const int g = item / (D / 4), d = 4 * (item % (D / 4)), h = kv * G + g;
+    float ms[HALF], ls[HALF];
+    float4 as[HALF];
+#pragma unroll
+    for (int k = 0; k < HALF; ++k) {
+      const int sp = half * HALF + k;
+      if (sp < C::SPLITS) {
+        ms[k] = __ldcg(pm + h * C::SPLITS + sp);
+        ls[k] = __ldcg(pl + h * C::SPLITS + sp);
+        as[k] = __ldcg(
+            reinterpret_cast<const float4 *>(pacc + ((size_t)h * C::SPLITS + sp) * D + d));
+      } else {
+        ms[k] = -1e30f, ls[k] = 0.f, as[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
     float M = -1e30f;
-    for (int sp = 0; sp < C::SPLITS; ++sp)
-      M = fmaxf(M, __ldcg(pm + h * C::SPLITS + sp));
+#pragma unroll
+    for (int k = 0; k < HALF; ++k)
+      M = fmaxf(M, ms[k]);
     float Lsum = 0.f, A[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int sp = 0; sp < C::SPLITS; ++sp) {
-      const float c = exp2f(__ldcg(pm + h * C::SPLITS + sp) - M);
-      Lsum += __ldcg(pl + h * C::SPLITS + sp) * c;
-      const float4 a4 = __ldcg(
-          reinterpret_cast<const float4 *>(pacc + ((size_t)h * C::SPLITS + sp) * D + d));
-      A[0] += a4.x * c, A[1] += a4.y * c, A[2] += a4.z * c, A[3] += a4.w * c;
+#pragma unroll
+    for (int k = 0; k < HALF; ++k) {
+      const float c = exp2f(ms[k] - M);
+      Lsum += ls[k] * c;
+      A[0] += as[k].x * c, A[1] += as[k].y * c, A[2] += as[k].z * c, A[3] += as[k].w * c;
+    }
+    const float Mb = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, 1)), c = exp2f(M - Mb);
+    Lsum *= c;
+    Lsum += __shfl_xor_sync(0xffffffffu, Lsum, 1);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      A[e] *= c;
+      A[e] += __shfl_xor_sync(0xffffffffu, A[e], 1);
     }
     const float inv = Lsum > 0.f ? 1.f / Lsum : 0.f;
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      out[h * D + d + e] = wf_to<t>(A[e] * inv);
+    // Each of the pair writes two of the four dimensions.
+    out[h * D + d + 2 * half] = wf_to<t>((half ? A[2] : A[0]) * inv);
+    out[h * D + d + 2 * half + 1] = wf_to<t>((half ? A[3] : A[1]) * inv);
   }
   consumerBarrier();
   if (threadIdx.x == 0)
@@ -514,6 +564,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   wf_grid_dependency_wait();
   const int pos = s.positions[0], seq = s.slots[0];
   const CacheSlot slot = cacheSlot<C>(pos, seq, s.tables);
+  loadItemPages<C>(s, r, pos, seq, slot.valid); // read after the attention's barrier
   for (int layer = 0; layer < C::LAYERS; ++layer) {
     const Layer<C> &L = layers[layer];
     t *act = s.act + (size_t)layer * actPerLayer<C>();

@@ -203,14 +203,44 @@ __device__ __noinline__ float wf_mass_from(wf_sample_shared<C> &sm, bool inShare
   return wf_block_sum(s, sm);
 }
 
+// The row's best key (wf_key order): 16-byte loads, four in flight per
+// thread, where the row length allows them.
+template <class C> __device__ __forceinline__ unsigned long long wf_row_best(const float *row) {
+  unsigned long long best = 0ull;
+  if constexpr (C::V % 4 == 0) {
+    constexpr int N4 = C::V / 4, U = 4;
+    const float4 *r4 = reinterpret_cast<const float4 *>(row);
+    int j = threadIdx.x;
+    for (; j + (U - 1) * C::THREADS < N4; j += U * C::THREADS) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        v[u] = r4[j + u * C::THREADS];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = 4 * (j + u * C::THREADS);
+        best = wf_max64(best, wf_max64(wf_max64(wf_key(v[u].x, i), wf_key(v[u].y, i + 1)),
+                                       wf_max64(wf_key(v[u].z, i + 2), wf_key(v[u].w, i + 3))));
+      }
+    }
+    for (; j < N4; j += C::THREADS) {
+      const float4 v = r4[j];
+      best = wf_max64(best, wf_max64(wf_max64(wf_key(v.x, 4 * j), wf_key(v.y, 4 * j + 1)),
+                                     wf_max64(wf_key(v.z, 4 * j + 2), wf_key(v.w, 4 * j + 3))));
+    }
+  } else {
+    for (int j = threadIdx.x; j < C::V; j += C::THREADS)
+      best = wf_max64(best, wf_key(row[j], j));
+  }
+  return best;
+}
+
 template <class C, class... Ids>
 __device__ __forceinline__ void argmaxRows(const float *__restrict__ logits,
                                            Ids *__restrict__... ids) {
   const int t = blockIdx.x;
   const float *row = logits + (size_t)t * C::V;
-  unsigned long long best = 0ull;
-  for (int j = threadIdx.x; j < C::V; j += C::THREADS)
-    best = wf_max64(best, wf_key(row[j], j));
+  unsigned long long best = wf_row_best<C>(row);
   best = wf_block_max_in_first<C::THREADS>(best);
   if (threadIdx.x == 0)
     ((ids[t] = wf_key_index(best)), ...);
@@ -226,9 +256,7 @@ __device__ __forceinline__ void sampleRows(const float *__restrict__ logits,
   __shared__ wf_sample_shared<C> sm;
   const int t = blockIdx.x;
   const float *row = logits + (size_t)t * C::V;
-  unsigned long long best = 0ull;
-  for (int j = threadIdx.x; j < C::V; j += C::THREADS)
-    best = wf_max64(best, wf_key(row[j], j));
+  unsigned long long best = wf_row_best<C>(row);
   best = wf_block_max(best, sm);
   const float temp = temperature[t];
   const float top = wf_key_value(best);
