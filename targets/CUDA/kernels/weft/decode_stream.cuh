@@ -200,11 +200,25 @@ __device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
 
 // ---- The consumers ----
 
+// The norm weights of this lane's slice of a K-long input (as loadInput
+// takes them), loaded before the wait for the input: weights never change.
+template <class C, int K>
+__device__ __forceinline__ void loadNormWeights(const typename C::t *norm,
+                                                wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K)]) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int base = w * (K / CW) + lane * 8;
+#pragma unroll
+  for (int j = 0; j < vectorsPerLane(K); ++j)
+    if (norm != nullptr && inSlice<K>(lane, j))
+      g[j] = wf_load<typename C::t, 8>(norm + base + 256 * j);
+}
+
 // This warp's slice of a K-long input, as f32: lane l holds elements
 // w K / CW + 8 l + 256 j (j < VPL; zeros past the slice), RMSNormed with
-// `norm` if given.
+// the norm weights `g` (loadNormWeights) if `normed`.
 template <class C, int K>
-__device__ __forceinline__ void loadInput(const typename C::t *x, const typename C::t *norm,
+__device__ __forceinline__ void loadInput(const typename C::t *x, bool normed,
+                                          const wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K)],
                                           float (&xf)[vectorsPerLane(K) * 8], float *red) {
   using t = typename C::t;
   constexpr int VPL = vectorsPerLane(K);
@@ -223,7 +237,7 @@ __device__ __forceinline__ void loadInput(const typename C::t *x, const typename
     for (int e = 0; e < 8; ++e)
       xf[8 * j + e] = wf_f32(v.v[e]);
   }
-  if (norm == nullptr)
+  if (!normed)
     return;
   float ss = 0.f;
 #pragma unroll
@@ -243,10 +257,9 @@ __device__ __forceinline__ void loadInput(const typename C::t *x, const typename
   for (int j = 0; j < VPL; ++j) {
     if (!inSlice<K>(lane, j))
       continue;
-    const wf_pack<t, 8> g = wf_load<t, 8>(norm + base + 256 * j);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
-      xf[8 * j + e] = wf_round<t>(wf_f32(g.v[e]) * wf_round<t>(xf[8 * j + e] * inv));
+      xf[8 * j + e] = wf_round<t>(wf_f32(g[j].v[e]) * wf_round<t>(xf[8 * j + e] * inv));
   }
 }
 
@@ -261,24 +274,34 @@ template <class t> __device__ __forceinline__ void dot8(uint4 w, const float *x,
 
 // The consumer warps' share of one projection: wait for its input, then
 // per stage each warp's sums of its slice of every row into r.part, then
-// `column(local, sums...)` for each of the block's columns.
+// `column(local, sums..., residual)` for each of the block's columns
+// (residual: the column's element of `residual`, 0 without one).
 template <class C, int KIND, class Column>
 __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typename C::t *x,
-                                        const typename C::t *norm, Ring<C> &r, Column column) {
+                                        const typename C::t *norm, const typename C::t *residual,
+                                        Ring<C> &r, Column column) {
   using P = Proj<C, KIND>;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
+  wf_pack<typename C::t, 8> gamma[P::VPL];
+  loadNormWeights<C, P::K>(norm, gamma);
   if (phase > 0 || layer > 0) {
     const unsigned *dep = phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
     if (threadIdx.x == 0)
       waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
     consumerBarrier();
   }
-  float xf[P::VPL * 8];
-  loadInput<C, P::K>(x, norm, xf, r.red);
-  const int base = w * (P::K / CW) + lane * 8;
   int c0, c1;
   blockChunks<C, P>(c0, c1);
+  const int cols = min((c1 - c0) * P::COLS, P::N - c0 * P::COLS);
+  // The residual of this thread's first column, requested now: its latency
+  // then passes under the stages instead of at the phase's end.
+  float res0 = 0.f;
+  if (residual != nullptr && (int)threadIdx.x < cols)
+    res0 = wf_f32(__ldcg(residual + c0 * P::COLS + threadIdx.x));
+  float xf[P::VPL * 8];
+  loadInput<C, P::K>(x, norm != nullptr, gamma, xf, r.red);
+  const int base = w * (P::K / CW) + lane * 8;
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int st = r.it % C::STAGES;
     mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
@@ -306,7 +329,6 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
   consumerBarrier();
   // The block's columns: local column q of chunk k is rows (k ROWS + q)
   // and, paired, (k ROWS + COLS + q).
-  const int cols = min((c1 - c0) * P::COLS, P::N - c0 * P::COLS);
   for (int q = threadIdx.x; q < cols; q += CW * 32) {
     const int k = q / P::COLS, j = q % P::COLS;
     float a = 0.f, b = 0.f;
@@ -316,7 +338,10 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
       if constexpr (P::PAIRED)
         b += r.part[k * P::ROWS + P::COLS + j][v];
     }
-    column(c0 * P::COLS + q, a, b);
+    const float res = residual == nullptr  ? 0.f
+                      : q == (int)threadIdx.x ? res0
+                                              : wf_f32(__ldcg(residual + c0 * P::COLS + q));
+    column(c0 * P::COLS + q, a, b, res);
   }
   consumerBarrier();
   if (threadIdx.x == 0)
@@ -574,7 +599,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       next = s.out;
     const t *x = layer == 0 ? s.x : s.act + (size_t)(layer - 1) * actPerLayer<C>() +
                                         2 * (size_t)C::HEADS * C::D + C::HIDDEN + C::FFN;
-    consume<C, QKV>(s, layer, x, L.norm1, r, [&](int col, float va, float vb) {
+    consume<C, QKV>(s, layer, x, L.norm1, nullptr, r, [&](int col, float va, float vb, float) {
       const int hh = col / (C::D / 2), i = col % (C::D / 2);
       va = wf_round<t>(va);
       vb = wf_round<t>(vb);
@@ -592,14 +617,14 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       }
     });
     attend<C>(s, L, layer, r, pos, seq, slot.valid);
-    consume<C, O>(s, layer, attn, nullptr, r, [&](int col, float va, float) {
-      h[col] = wf_to<t>(wf_round<t>(va) + wf_f32(__ldcg(x + col)));
+    consume<C, O>(s, layer, attn, nullptr, x, r, [&](int col, float va, float, float res) {
+      h[col] = wf_to<t>(wf_round<t>(va) + res);
     });
-    consume<C, GATE_UP>(s, layer, h, L.norm2, r, [&](int col, float g, float u) {
+    consume<C, GATE_UP>(s, layer, h, L.norm2, nullptr, r, [&](int col, float g, float u, float) {
       a[col] = wf_to<t>(wf_round<t>(wf_silu(wf_round<t>(g))) * wf_round<t>(u));
     });
-    consume<C, DOWN>(s, layer, a, nullptr, r, [&](int col, float va, float) {
-      next[col] = wf_to<t>(wf_round<t>(va) + wf_f32(__ldcg(h + col)));
+    consume<C, DOWN>(s, layer, a, nullptr, h, r, [&](int col, float va, float, float res) {
+      next[col] = wf_to<t>(wf_round<t>(va) + res);
     });
   }
 }
