@@ -43,6 +43,7 @@ struct Proj {
   const __half2 *z, *zu;    // (scale, zero) [rows][K / GROUP]
   const __half *x;
   __half *y;
+  const unsigned char *tiles; // stream4mmaT: the chunks repacked (repackTiles)
 };
 struct Params {
   Proj proj[LAYERS * PROJS];
@@ -411,6 +412,205 @@ __global__ void __launch_bounds__(STHREADS, 1) stream4mma(const __grid_constant_
   }
 }
 
+// ---- The mma stream with one bulk copy a chunk (stream4mmaT) ----
+//
+// stream4mma above copies each of a chunk's 16 rows (and its row of pairs)
+// by its own bulk copy, 32 copies a stage, into padded rows. Here the
+// codes are repacked once (as a compiler or loader would) so that a chunk
+// (tile, kp) is one contiguous run: its 16 rows of KS / 8 words, word j of
+// row r at j ^ ((r & 7) << 2) (an XOR swizzle: lane (g, q) reads words
+// 4 s + q of rows g and g + 8, 32 banks apart without padding), then its
+// 16 rows of KS / GROUP (scale, zero) pairs. The consumer expands a word in
+// 9 instructions (odd nibbles masked in place as 1024 + 16 code and scaled
+// by 1/16 in the same HFMA2 that subtracts the zero), keeps one mma chain
+// per group (the groups' chains independent), and scales each group's sum
+// once.
+__host__ __device__ constexpr int chunkCodeBytes(int K) { return TILE * (K / kParts(K)) / 2; }
+__host__ __device__ constexpr int chunkBytes(int K) {
+  return chunkCodeBytes(K) + TILE * (K / kParts(K)) / GROUP * 4;
+}
+
+__global__ void repackTiles(Proj p, unsigned char *dst) {
+  const int KP = kParts(p.K), KS = p.K / KP, WORDS = KS / 8, GROUPS = KS / GROUP;
+  const int outs = p.glu ? TILE / 2 : TILE, tiles = p.nout / outs;
+  const size_t cb = (size_t)TILE * KS / 2, chunk = cb + (size_t)TILE * GROUPS * 4;
+  const size_t total = (size_t)tiles * KP * TILE * (WORDS + GROUPS);
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const size_t c = i / (TILE * (WORDS + GROUPS));
+    const int rem = (int)(i % (TILE * (WORDS + GROUPS)));
+    const int tile = (int)(c / KP), kp = (int)(c % KP);
+    unsigned char *base = dst + c * chunk;
+    if (rem < TILE * WORDS) {
+      const int r = rem / WORDS, j = rem % WORDS;
+      const bool up = p.glu && r >= TILE / 2;
+      const int o = tile * outs + (up ? r - TILE / 2 : r);
+      const unsigned *src = up ? p.cu : p.c;
+      reinterpret_cast<unsigned *>(base)[r * WORDS + (j ^ ((r & 7) << 2))] =
+          src[(size_t)o * (p.K / 8) + kp * WORDS + j];
+    } else {
+      const int r = (rem - TILE * WORDS) / GROUPS, gi = (rem - TILE * WORDS) % GROUPS;
+      const bool up = p.glu && r >= TILE / 2;
+      const int o = tile * outs + (up ? r - TILE / 2 : r);
+      const __half2 *src = up ? p.zu : p.z;
+      reinterpret_cast<__half2 *>(base + cb)[r * GROUPS + gi] =
+          src[(size_t)o * (p.K / GROUP) + kp * GROUPS + gi];
+    }
+  }
+}
+
+// A word's four pairs (t, t + 4) as (code - zero), exact: t = 0, 2 from the
+// low nibbles (1024 + code), t = 1, 3 from the high ones in place (1024 +
+// 16 code, times 1/16 = 64 + code).
+__device__ __forceinline__ void expand9(unsigned word, __half2 bias, __half2 bias16,
+                                        unsigned (&h)[4]) {
+  const __half2 s16 = __float2half2_rn(1.f / 16.f);
+  const unsigned hi = word >> 8;
+  unsigned u[4] = {(word & 0x000F000Fu) | 0x64006400u, (word & 0x00F000F0u) | 0x64006400u,
+                   (hi & 0x000F000Fu) | 0x64006400u, (hi & 0x00F000F0u) | 0x64006400u};
+  __half2 d[4];
+  d[0] = __hsub2(*reinterpret_cast<const __half2 *>(&u[0]), bias);
+  d[1] = __hfma2(*reinterpret_cast<const __half2 *>(&u[1]), s16, bias16);
+  d[2] = __hsub2(*reinterpret_cast<const __half2 *>(&u[2]), bias);
+  d[3] = __hfma2(*reinterpret_cast<const __half2 *>(&u[3]), s16, bias16);
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    h[t] = *reinterpret_cast<const unsigned *>(&d[t]);
+}
+
+template <int K, bool GLU, int STAGES, bool MATH>
+__device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, const Ring &r,
+                                            float *part, uint4 *xs) {
+  constexpr int KP = kParts(K), KS = K / KP, WORDS = KS / 8, WPW = WORDS / CW;
+  constexpr int OUTS = tileOuts(GLU), GROUPS = KS / GROUP, NG = WPW / 16;
+  static_assert(WPW % 16 == 0, "whole groups per warp");
+  const Proj &p = P.proj[q];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
+  waitInput(P, q);
+  for (int wd = threadIdx.x; wd < K / 8; wd += CW * 32) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * wd));
+    const __half *h = reinterpret_cast<const __half *>(&v);
+    __half2 pr[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      pr[t] = __halves2half2(h[t], h[t + 4]);
+    xs[wd] = *reinterpret_cast<const uint4 *>(pr);
+  }
+  consumerBarrier();
+  const int tiles = p.nout / OUTS;
+  const int tile0 = (int)((long long)tiles * blockIdx.x / gridDim.x);
+  const int t1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x);
+  const int c0 = tile0 * KP, c1 = t1 * KP;
+  const int swz = g << 2;
+  for (int c = c0; c < c1; ++c, ++it) {
+    const int s = it % STAGES, tile = c / KP, kp = c % KP;
+    mbarWait(&r.full[s], (it / STAGES) & 1);
+    const unsigned char *st = r.stage + (size_t)s * STAGE_BYTES;
+    const unsigned *rowG = reinterpret_cast<const unsigned *>(st) + g * WORDS;
+    const unsigned *rowG8 = rowG + 8 * WORDS;
+    const __half2 *pairs = reinterpret_cast<const __half2 *>(st + chunkCodeBytes(K));
+    const uint4 *xk = xs + kp * WORDS;
+    float d[NG][4];
+    __half2 zG[NG], zG8[NG], bG[NG], bG8[NG], b16G[NG], b16G8[NG];
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      const int gi = (w * WPW) / 16 + grp;
+      zG[grp] = pairs[g * GROUPS + gi];
+      zG8[grp] = pairs[(g + 8) * GROUPS + gi];
+      // Biases: 1024 + zero for the low nibbles, -64 - zero for the high.
+      const __half2 h1024 = __float2half2_rn(1024.f), h64 = __float2half2_rn(-64.f);
+      const __half2 zg = __half2half2(__high2half(zG[grp])), zg8 = __half2half2(__high2half(zG8[grp]));
+      bG[grp] = __hadd2(zg, h1024), bG8[grp] = __hadd2(zg8, h1024);
+      b16G[grp] = __hsub2(h64, zg), b16G8[grp] = __hsub2(h64, zg8);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        d[grp][e] = 0.f;
+    }
+#pragma unroll
+    for (int st4 = 0; st4 < (MATH ? 4 : 0); ++st4) {
+#pragma unroll
+      for (int grp = 0; grp < NG; ++grp) { // NG independent mma chains
+        const int word = w * WPW + grp * 16 + 4 * st4 + qd;
+        unsigned hg[4], hg8[4];
+        expand9(rowG[word ^ swz], bG[grp], b16G[grp], hg);
+        expand9(rowG8[word ^ swz], bG8[grp], b16G8[grp], hg8);
+        uint4 xb = make_uint4(0u, 0u, 0u, 0u);
+        if (g == 0)
+          xb = xk[word];
+        const unsigned a0[4] = {hg[0], hg8[0], hg[1], hg8[1]};
+        const unsigned a1[4] = {hg[2], hg8[2], hg[3], hg8[3]};
+        mma16816(d[grp], a0, xb.x, xb.y);
+        mma16816(d[grp], a1, xb.z, xb.w);
+      }
+    }
+    float totG = 0.f, totG8 = 0.f;
+#pragma unroll
+    for (int grp = 0; grp < NG; ++grp) {
+      totG = fmaf(__low2float(zG[grp]), d[grp][0], totG);
+      totG8 = fmaf(__low2float(zG8[grp]), d[grp][2], totG8);
+    }
+    if (qd == 0) {
+      const int base = (tile - tile0) * TILE;
+      part[(base + g) * (KP * CW) + kp * CW + w] = totG;
+      part[(base + g + 8) * (KP * CW) + kp * CW + w] = totG8;
+    }
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&r.empty[s]);
+  }
+  consumerBarrier();
+  const int o0 = tile0 * OUTS, o1 = min(t1 * OUTS, p.nout);
+  for (int t = threadIdx.x; t < o1 - o0; t += CW * 32) {
+    const int tile = t / OUTS, i = t % OUTS;
+    const int rowA = tile * TILE + i, rowB = rowA + (GLU ? TILE / 2 : 0);
+    float a = 0.f, b = 0.f;
+    for (int v = 0; v < KP * CW; ++v) {
+      a += part[rowA * (KP * CW) + v];
+      if constexpr (GLU)
+        b += part[rowB * (KP * CW) + v];
+    }
+    p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
+  }
+  outputsWritten(P, q);
+}
+
+// MATH false: the same copies, waits and sums without the products (what
+// the copies and the projections' boundaries cost alone; wrong sums).
+template <int STAGES, bool MATH = true>
+__global__ void __launch_bounds__(STHREADS, 1) stream4mmaT(const __grid_constant__ Params P) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Ring r;
+  float *part = reinterpret_cast<float *>(makeRing<STAGES>(smem, MMA_X_BYTES, r));
+  uint4 *xs = reinterpret_cast<uint4 *>(smem + STAGES * STAGE_BYTES);
+  int it = 0;
+  if (threadIdx.x >= CW * 32) {
+    if (threadIdx.x != CW * 32)
+      return;
+    for (int q = 0; q < LAYERS * PROJS; ++q) {
+      const Proj &p = P.proj[q];
+      const int KP = kParts(p.K), outs = tileOuts(p.glu), tiles = p.nout / outs;
+      const int c0 = (int)((long long)tiles * blockIdx.x / gridDim.x) * KP;
+      const int c1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x) * KP;
+      const unsigned bytes = (unsigned)chunkBytes(p.K);
+      for (int c = c0; c < c1; ++c, ++it) {
+        const int s = it % STAGES;
+        mbarWait(&r.empty[s], ((it / STAGES) & 1) ^ 1);
+        mbarExpectTx(&r.full[s], bytes);
+        bulkCopy(r.stage + (size_t)s * STAGE_BYTES, p.tiles + (size_t)c * bytes, bytes, &r.full[s]);
+      }
+    }
+    return;
+  }
+  for (int q = 0; q < LAYERS * PROJS; ++q) {
+    switch (q % PROJS) {
+    case 0: consumeMmaT<HIDDEN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
+    case 1: consumeMmaT<HIDDEN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
+    case 2: consumeMmaT<HIDDEN, true, STAGES, MATH>(P, q, it, r, part, xs); break;
+    default: consumeMmaT<FFN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
+    }
+  }
+}
+
 // The reference: a warp per output, f32 from the same codes.
 __global__ void reference(Proj p, float *out) {
   const int o = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -570,6 +770,26 @@ int main() {
   stream(stream4mma<4>, mmaSmem(4), "stream kernel, mma, 4 stages of 36 KiB");
   stream(stream4mma<5>, mmaSmem(5), "stream kernel, mma, 5 stages of 36 KiB");
   check("stream kernel, mma");
+  // The chunks repacked once (timed apart: a compiler or loader's work).
+  unsigned char *tiled;
+  CHECK(cudaMalloc(&tiled, (size_t)layerBytes * LAYERS));
+  {
+    unsigned char *t = tiled;
+    for (int q = 0; q < LAYERS * PROJS; ++q) {
+      Proj &p = P.proj[q];
+      p.tiles = t;
+      repackTiles<<<4 * sms, 256, 0, st>>>(p, t);
+      CHECK(cudaGetLastError());
+      const int KP = kParts(p.K), tiles = p.nout / tileOuts(p.glu);
+      t += (size_t)tiles * KP * chunkBytes(p.K);
+    }
+    CHECK(cudaStreamSynchronize(st));
+  }
+  stream(stream4mmaT<4>, mmaSmem(4), "stream kernel, mma, one copy a chunk, 4 stages");
+  stream(stream4mmaT<5>, mmaSmem(5), "stream kernel, mma, one copy a chunk, 5 stages");
+  check("stream kernel, mma, one copy a chunk");
+  stream(stream4mmaT<4, false>, mmaSmem(4),
+         "same, copies and boundaries only (no products: timing only)");
   unsigned *sink;
   CHECK(cudaMalloc(&sink, 4));
   report("plain read of the same bytes, one kernel", timeMs(st, reps, [&] {
