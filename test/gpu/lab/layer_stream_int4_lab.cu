@@ -44,11 +44,28 @@ struct Proj {
   const __half *x;
   __half *y;
   const unsigned char *tiles; // stream4mmaT: the chunks repacked (repackTiles)
+  unsigned long long *llOut;  // FLAGGED: each output as (epoch << 32 | f16 bits)
+  const unsigned long long *llIn; // FLAGGED: the input's, null for the first
 };
 struct Params {
   Proj proj[LAYERS * PROJS];
   unsigned *done; // [LAYERS * PROJS] finished blocks, zero at launch
+  unsigned *doneW; // [LAYERS * PROJS][CW] finished warps (WARP_RELEASE), zero at launch
+  unsigned long long *stamps; // stream4mmaT's timeline of layer STAMP_LAYER, or null
+  unsigned epoch;             // FLAGGED: this launch's flag, new each launch
 };
+
+// stream4mmaT's timeline of one layer (global timer, ns), per block and
+// projection: input ready, input staged, first chunk landed, chunks done,
+// outputs written.
+constexpr int STAMP_LAYER = 4, STAMP_EVENTS = 5, STAMPS = PROJS * STAMP_EVENTS;
+__device__ __forceinline__ void stamp(const Params &P, int q, int event) {
+  if (P.stamps && q / PROJS == STAMP_LAYER && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    P.stamps[((q % PROJS) * STAMP_EVENTS + event) * gridDim.x + blockIdx.x] = t;
+  }
+}
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
@@ -478,7 +495,23 @@ __device__ __forceinline__ void expand9(unsigned word, __half2 bias, __half2 bia
     h[t] = *reinterpret_cast<const unsigned *>(&d[t]);
 }
 
-template <int K, bool GLU, int STAGES, bool MATH>
+// RELAXED (timing only, no ordering): the finished-block count by a relaxed
+// add, without the release that orders the block's outputs before it.
+__device__ __forceinline__ void outputsWrittenRelaxed(const Params &P, int q) {
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(&P.done[q]) : "memory");
+}
+
+// How a block says its outputs are written: thread 0's release after a
+// barrier (as the library), a relaxed add (timing only: no ordering), or
+// each warp's lane 0 releasing the warp's own outputs into its own count.
+// FLAGGED: no counts, no fences: each output is stored with its flag in
+// one 8-byte store (the launch's epoch beside the value), and readers poll
+// the values themselves until every flag is this launch's.
+enum { BLOCK_RELEASE = 0, RELAXED_ADD = 1, WARP_RELEASE = 2, FLAGGED = 3 };
+
+template <int K, bool GLU, int STAGES, bool MATH, int REL = BLOCK_RELEASE>
 __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, const Ring &r,
                                             float *part, uint4 *xs) {
   constexpr int KP = kParts(K), KS = K / KP, WORDS = KS / 8, WPW = WORDS / CW;
@@ -486,9 +519,43 @@ __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, con
   static_assert(WPW % 16 == 0, "whole groups per warp");
   const Proj &p = P.proj[q];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
-  waitInput(P, q);
+  if constexpr (REL == WARP_RELEASE) {
+    if (q > 0) {
+      if (threadIdx.x == 0)
+        for (int v = 0; v < CW; ++v)
+          waitCount(&P.doneW[(q - 1) * CW + v], gridDim.x);
+      consumerBarrier();
+    }
+  } else if constexpr (REL != FLAGGED) {
+    waitInput(P, q);
+  }
+  stamp(P, q, 0);
   for (int wd = threadIdx.x; wd < K / 8; wd += CW * 32) {
-    const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * wd));
+    uint4 v;
+    if (REL == FLAGGED && p.llIn != nullptr) {
+      // Poll the 8 flagged inputs (four 16-byte loads) until all are this
+      // launch's.
+      unsigned long long e[8];
+      bool ready;
+      do {
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                       : "=l"(e[2 * k]), "=l"(e[2 * k + 1])
+                       : "l"(p.llIn + 8 * wd + 2 * k));
+        ready = true;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          ready &= (unsigned)(e[k] >> 32) == P.epoch;
+      } while (!ready);
+      unsigned short hv[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        hv[k] = (unsigned short)(e[k] & 0xffffu);
+      v = *reinterpret_cast<const uint4 *>(hv);
+    } else {
+      v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * wd));
+    }
     const __half *h = reinterpret_cast<const __half *>(&v);
     __half2 pr[4];
 #pragma unroll
@@ -497,6 +564,7 @@ __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, con
     xs[wd] = *reinterpret_cast<const uint4 *>(pr);
   }
   consumerBarrier();
+  stamp(P, q, 1);
   const int tiles = p.nout / OUTS;
   const int tile0 = (int)((long long)tiles * blockIdx.x / gridDim.x);
   const int t1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x);
@@ -505,6 +573,8 @@ __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, con
   for (int c = c0; c < c1; ++c, ++it) {
     const int s = it % STAGES, tile = c / KP, kp = c % KP;
     mbarWait(&r.full[s], (it / STAGES) & 1);
+    if (c == c0)
+      stamp(P, q, 2);
     const unsigned char *st = r.stage + (size_t)s * STAGE_BYTES;
     const unsigned *rowG = reinterpret_cast<const unsigned *>(st) + g * WORDS;
     const unsigned *rowG8 = rowG + 8 * WORDS;
@@ -558,6 +628,7 @@ __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, con
     if (lane == 0)
       mbarArrive(&r.empty[s]);
   }
+  stamp(P, q, 3);
   consumerBarrier();
   const int o0 = tile0 * OUTS, o1 = min(t1 * OUTS, p.nout);
   for (int t = threadIdx.x; t < o1 - o0; t += CW * 32) {
@@ -569,14 +640,29 @@ __device__ __forceinline__ void consumeMmaT(const Params &P, int q, int &it, con
       if constexpr (GLU)
         b += part[rowB * (KP * CW) + v];
     }
-    p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
+    const __half out = __float2half(GLU ? silu(a) * b : a);
+    p.y[o0 + t] = out;
+    if constexpr (REL == FLAGGED)
+      asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p.llOut + o0 + t),
+                   "l"((unsigned long long)P.epoch << 32 | __half_as_ushort(out))
+                   : "memory");
   }
-  outputsWritten(P, q);
+  if constexpr (REL == FLAGGED) {
+  } else if constexpr (REL == RELAXED_ADD) {
+    outputsWrittenRelaxed(P, q);
+  } else if constexpr (REL == WARP_RELEASE) {
+    __syncwarp();
+    if (lane == 0)
+      addRelease(&P.doneW[q * CW + w]);
+  } else {
+    outputsWritten(P, q);
+  }
+  stamp(P, q, 4);
 }
 
 // MATH false: the same copies, waits and sums without the products (what
 // the copies and the projections' boundaries cost alone; wrong sums).
-template <int STAGES, bool MATH = true>
+template <int STAGES, bool MATH = true, int REL = BLOCK_RELEASE>
 __global__ void __launch_bounds__(STHREADS, 1) stream4mmaT(const __grid_constant__ Params P) {
   extern __shared__ __align__(128) unsigned char smem[];
   Ring r;
@@ -603,10 +689,10 @@ __global__ void __launch_bounds__(STHREADS, 1) stream4mmaT(const __grid_constant
   }
   for (int q = 0; q < LAYERS * PROJS; ++q) {
     switch (q % PROJS) {
-    case 0: consumeMmaT<HIDDEN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
-    case 1: consumeMmaT<HIDDEN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
-    case 2: consumeMmaT<HIDDEN, true, STAGES, MATH>(P, q, it, r, part, xs); break;
-    default: consumeMmaT<FFN, false, STAGES, MATH>(P, q, it, r, part, xs); break;
+    case 0: consumeMmaT<HIDDEN, false, STAGES, MATH, REL>(P, q, it, r, part, xs); break;
+    case 1: consumeMmaT<HIDDEN, false, STAGES, MATH, REL>(P, q, it, r, part, xs); break;
+    case 2: consumeMmaT<HIDDEN, true, STAGES, MATH, REL>(P, q, it, r, part, xs); break;
+    default: consumeMmaT<FFN, false, STAGES, MATH, REL>(P, q, it, r, part, xs); break;
     }
   }
 }
@@ -707,6 +793,7 @@ int main() {
     }
   }
   CHECK(cudaMalloc(&P.done, LAYERS * PROJS * sizeof(unsigned)));
+  CHECK(cudaMalloc(&P.doneW, LAYERS * PROJS * CW * sizeof(unsigned)));
   const int reps = 20;
   auto report = [&](const char *what, float ms) {
     const double us = ms * 1e3 / LAYERS;
@@ -754,7 +841,9 @@ int main() {
     }
     void *args[] = {(void *)&P};
     report(what, timeMs(st, reps, [&] {
+             ++P.epoch;
              CHECK(cudaMemsetAsync(P.done, 0, LAYERS * PROJS * sizeof(unsigned), st));
+             CHECK(cudaMemsetAsync(P.doneW, 0, LAYERS * PROJS * CW * sizeof(unsigned), st));
              CHECK(cudaLaunchCooperativeKernel((void *)kernel, sms, STHREADS, args, smem, st));
            }));
   };
@@ -785,11 +874,76 @@ int main() {
     }
     CHECK(cudaStreamSynchronize(st));
   }
+  {
+    size_t outs = 0;
+    for (int q = 0; q < LAYERS * PROJS; ++q)
+      outs += P.proj[q].nout;
+    unsigned long long *ll;
+    CHECK(cudaMalloc(&ll, outs * 8));
+    CHECK(cudaMemset(ll, 0, outs * 8));
+    for (int q = 0; q < LAYERS * PROJS; ++q) {
+      P.proj[q].llOut = ll, ll += P.proj[q].nout;
+      P.proj[q].llIn = nullptr;
+      for (int k = 0; k < q; ++k) // the input is an earlier projection's output (O: Q's)
+        if (P.proj[k].y == P.proj[q].x)
+          P.proj[q].llIn = P.proj[k].llOut;
+    }
+  }
   stream(stream4mmaT<4>, mmaSmem(4), "stream kernel, mma, one copy a chunk, 4 stages");
   stream(stream4mmaT<5>, mmaSmem(5), "stream kernel, mma, one copy a chunk, 5 stages");
   check("stream kernel, mma, one copy a chunk");
   stream(stream4mmaT<4, false>, mmaSmem(4),
          "same, copies and boundaries only (no products: timing only)");
+  // One more launch of each with the timeline of layer STAMP_LAYER.
+  std::vector<std::string> timelines;
+  auto timeline = [&](auto kernel, size_t smem, const char *what) {
+    unsigned long long *stamps;
+    CHECK(cudaMalloc(&stamps, (size_t)STAMPS * sms * 8));
+    CHECK(cudaMemsetAsync(stamps, 0, (size_t)STAMPS * sms * 8, st));
+    CHECK(cudaMemsetAsync(P.done, 0, LAYERS * PROJS * sizeof(unsigned), st));
+    CHECK(cudaMemsetAsync(P.doneW, 0, LAYERS * PROJS * CW * sizeof(unsigned), st));
+    P.stamps = stamps;
+    ++P.epoch;
+    void *args[] = {(void *)&P};
+    CHECK(cudaLaunchCooperativeKernel((void *)kernel, sms, STHREADS, args, smem, st));
+    CHECK(cudaStreamSynchronize(st));
+    P.stamps = nullptr;
+    std::vector<unsigned long long> t((size_t)STAMPS * sms);
+    CHECK(cudaMemcpy(t.data(), stamps, t.size() * 8, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(stamps));
+    unsigned long long t0 = ~0ull;
+    for (int b = 0; b < sms; ++b)
+      t0 = std::min(t0, t[b]);
+    static const char *proj[PROJS] = {"QKV", "O", "gate/up", "down"};
+    static const char *ev[STAMP_EVENTS] = {"input ready", "input staged", "first chunk landed",
+                                           "chunks done", "outputs written"};
+    std::string out = std::string("\n| layer 4, ") + what +
+                      ": event | first block, us | last block, us | blocks |\n|---|---|---|---|\n";
+    for (int e = 0; e < STAMPS; ++e) {
+      unsigned long long lo = ~0ull, hi = 0;
+      int n = 0;
+      for (int b = 0; b < sms; ++b) {
+        const unsigned long long v = t[(size_t)e * sms + b];
+        if (v == 0)
+          continue;
+        lo = std::min(lo, v), hi = std::max(hi, v), ++n;
+      }
+      char line[160];
+      std::snprintf(line, sizeof line, "| %s %s | %.2f | %.2f | %d |\n", proj[e / STAMP_EVENTS],
+                    ev[e % STAMP_EVENTS], n ? (lo - t0) / 1e3 : 0.0, n ? (hi - t0) / 1e3 : 0.0, n);
+      out += line;
+    }
+    timelines.push_back(out);
+  };
+  stream(stream4mmaT<4, true, RELAXED_ADD>, mmaSmem(4),
+         "same, relaxed block counts (no release: timing only)");
+  stream(stream4mmaT<4, true, WARP_RELEASE>, mmaSmem(4), "same, each warp releases its outputs");
+  check("stream kernel, mma, one copy a chunk, warp releases");
+  stream(stream4mmaT<4, true, FLAGGED>, mmaSmem(4), "same, flags in the data (no counts, no fences)");
+  check("stream kernel, mma, one copy a chunk, flags in the data");
+  timeline(stream4mmaT<4>, mmaSmem(4), "mma, one copy a chunk");
+  timeline(stream4mmaT<4, true, FLAGGED>, mmaSmem(4), "flags in the data");
+  timeline(stream4mmaT<4, false>, mmaSmem(4), "copies and boundaries only");
   unsigned *sink;
   CHECK(cudaMalloc(&sink, 4));
   report("plain read of the same bytes, one kernel", timeMs(st, reps, [&] {
@@ -801,6 +955,8 @@ int main() {
   std::printf("\n");
   for (const std::string &c : checks)
     std::printf("%s\n", c.c_str());
+  for (const std::string &c : timelines)
+    std::printf("%s", c.c_str());
   CHECK(cudaGetLastError());
   return 0;
 }
