@@ -13,7 +13,7 @@
 // inputs by HFMA2 (8 products summed in f16, then f32 times the group's
 // scale), and sum a stage's rows over the warp with one butterfly.
 //
-// A second kernel (stream4mma) takes the products to tensor cores: below.
+// A second kernel (stream4mmaT) takes the products to tensor cores: below.
 //
 // Codes in this lab: word w of a row holds inputs 8w .. 8w + 7, nibble t
 // (bits 4t .. 4t + 3) input 8w + t; the pairs are [row][input / 128] as
@@ -258,26 +258,35 @@ __global__ void __launch_bounds__(STHREADS, 1) stream4(const __grid_constant__ P
   }
 }
 
-// ---- The same stream with the products on tensor cores ----
+// ---- The same stream with the products on tensor cores (stream4mmaT) ----
 //
 // A chunk is a tile of 16 rows (8 SwiGLU outputs: their gate rows, then
 // their up rows) over K / KP inputs (KP = 1 for K 4096, 7 for K 14336;
-// a block takes whole tiles, so each output's sum is its own),
-// each row copied to its own place, 16 bytes apart from the next
-// (conflict-free reads of 8 rows at once). Warp w takes inputs
-// [w, w + 1) * K / KP / CW of the tile; lane (g, q) reads word W = 4 s + q
-// of rows g and g + 8 and expands it to four f16 pairs (code - zero, exact)
-// as mma.m16n8k16's A for two k16 steps. The order of k is free in a dot
-// product, so the token's B fragment (column 0: lanes with g = 0) holds
-// the same inputs: (8W + t, 8W + t + 4) for pair t, read from the
-// projection's input staged in shared memory in that order. A group's
-// (128 inputs) sums are scaled once by its scale (sums of exact
+// a block takes whole tiles, so each output's sum is its own). Warp w
+// takes inputs [w, w + 1) * K / KP / CW of the tile; lane (g, q) reads
+// word W = 4 s + q of rows g and g + 8 and expands it to four f16 pairs
+// (code - zero, exact) as mma.m16n8k16's A for two k16 steps. The order of
+// k is free in a dot product, so the token's B fragment (column 0: lanes
+// with g = 0) holds the same inputs: (8W + t, 8W + t + 4) for pair t, read
+// from the projection's input staged in shared memory in that order. A
+// group's (128 inputs) sums are scaled once by its scale (sums of exact
 // (code - zero) products, as SUM_SCALE in weft/gemv.cuh).
-constexpr int TILE = 16, ROW_PAD = 16;
+//
+// Run 2's version copied each of a chunk's 16 rows (and its row of pairs)
+// by its own bulk copy, 32 copies a stage, into padded rows: 112 us a
+// layer, held by the copies (removed after run 6; in git history at
+// 986d935). Here the codes are repacked once (as a compiler or loader
+// would) so that a chunk (tile, kp) is one contiguous run: its 16 rows of
+// KS / 8 words, word j of row r at j ^ ((r & 7) << 2) (an XOR swizzle:
+// lane (g, q) reads words 4 s + q of rows g and g + 8, 32 banks apart
+// without padding), then its 16 rows of KS / GROUP (scale, zero) pairs.
+// The consumer expands a word in 9 instructions (odd nibbles masked in
+// place as 1024 + 16 code and scaled by 1/16 in the same HFMA2 that
+// subtracts the zero), keeps one mma chain per group (the groups' chains
+// independent), and scales each group's sum once.
+constexpr int TILE = 16;
 __host__ __device__ constexpr int kParts(int K) { return K > 4096 ? 7 : 1; } // K / KP: groups of 1024
 __host__ __device__ constexpr int tileOuts(bool glu) { return glu ? TILE / 2 : TILE; }
-// A stage: 16 padded code rows of K / KP / 2 bytes, then 16 rows of pairs.
-__host__ __device__ constexpr int rowStride(int K) { return K / kParts(K) / 2 + ROW_PAD; }
 constexpr int MMA_X_BYTES = FFN / 8 * 16; // the staged input: a uint4 per word
 constexpr int MMA_PART_FLOATS = 256 * CW; // [rows][KP * CW]
 
@@ -288,160 +297,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// A word's four (code - zero) pairs (t, t + 4).
-__device__ __forceinline__ void expand(unsigned word, __half2 zero1024, unsigned (&h)[4]) {
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    const unsigned u = ((word >> (4 * t)) & 0x000F000Fu) | 0x64006400u;
-    const __half2 d = __hsub2(*reinterpret_cast<const __half2 *>(&u), zero1024);
-    h[t] = *reinterpret_cast<const unsigned *>(&d);
-  }
-}
 
-template <int K, bool GLU, int STAGES>
-__device__ __forceinline__ void consumeMma(const Params &P, int q, int &it, const Ring &r,
-                                           float *part, uint4 *xs) {
-  constexpr int KP = kParts(K), KS = K / KP, WORDS = KS / 8, WPW = WORDS / CW;
-  constexpr int OUTS = tileOuts(GLU), STRIDE = rowStride(K), GROUPS = KS / GROUP;
-  static_assert(WPW % 16 == 0, "whole groups per warp");
-  const Proj &p = P.proj[q];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
-  waitInput(P, q);
-  // The input in shared memory, a word's 8 inputs as pairs (t, t + 4).
-  for (int wd = threadIdx.x; wd < K / 8; wd += CW * 32) {
-    const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.x + 8 * wd));
-    const __half *h = reinterpret_cast<const __half *>(&v);
-    __half2 pr[4];
-#pragma unroll
-    for (int t = 0; t < 4; ++t)
-      pr[t] = __halves2half2(h[t], h[t + 4]);
-    xs[wd] = *reinterpret_cast<const uint4 *>(pr);
-  }
-  consumerBarrier();
-  const int tiles = (p.nout + OUTS - 1) / OUTS;
-  const int tile0 = (int)((long long)tiles * blockIdx.x / gridDim.x);
-  const int t1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x);
-  const int c0 = tile0 * KP, c1 = t1 * KP;
-  for (int c = c0; c < c1; ++c, ++it) {
-    const int s = it % STAGES, tile = c / KP, kp = c % KP;
-    mbarWait(&r.full[s], (it / STAGES) & 1);
-    const unsigned char *st = r.stage + (size_t)s * STAGE_BYTES;
-    const unsigned *rowG = reinterpret_cast<const unsigned *>(st + g * STRIDE);
-    const unsigned *rowG8 = reinterpret_cast<const unsigned *>(st + (g + 8) * STRIDE);
-    const __half2 *pairs = reinterpret_cast<const __half2 *>(st + TILE * STRIDE);
-    const uint4 *xk = xs + kp * WORDS;
-    float totG = 0.f, totG8 = 0.f;
-#pragma unroll 1
-    for (int grp = 0; grp < WPW / 16; ++grp) {
-      const int gi = (w * WPW) / 16 + grp; // group within the stage's inputs
-      const __half2 zG = pairs[g * GROUPS + gi], zG8 = pairs[(g + 8) * GROUPS + gi];
-      const __half2 h1024 = __float2half2_rn(1024.f);
-      const __half2 biasG = __hadd2(__half2half2(__high2half(zG)), h1024);
-      const __half2 biasG8 = __hadd2(__half2half2(__high2half(zG8)), h1024);
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int st4 = 0; st4 < 4; ++st4) { // 4 words a lane quad: 32 inputs, 2 k16 steps
-        const int word = w * WPW + grp * 16 + 4 * st4 + qd;
-        unsigned hg[4], hg8[4];
-        expand(rowG[word], biasG, hg);
-        expand(rowG8[word], biasG8, hg8);
-        uint4 xb = make_uint4(0u, 0u, 0u, 0u);
-        if (g == 0)
-          xb = xk[word];
-        const unsigned a0[4] = {hg[0], hg8[0], hg[1], hg8[1]};
-        const unsigned a1[4] = {hg[2], hg8[2], hg[3], hg8[3]};
-        mma16816(d, a0, xb.x, xb.y);
-        mma16816(d, a1, xb.z, xb.w);
-      }
-      // Column 0 (q = 0): d[0] row g, d[2] row g + 8.
-      totG = fmaf(__low2float(zG), d[0], totG);
-      totG8 = fmaf(__low2float(zG8), d[2], totG8);
-    }
-    if (qd == 0) {
-      const int base = (tile - tile0) * TILE;
-      part[(base + g) * (KP * CW) + kp * CW + w] = totG;
-      part[(base + g + 8) * (KP * CW) + kp * CW + w] = totG8;
-    }
-    __syncwarp();
-    if (lane == 0)
-      mbarArrive(&r.empty[s]);
-  }
-  consumerBarrier();
-  const int o0 = tile0 * OUTS, o1 = min(t1 * OUTS, p.nout);
-  for (int t = threadIdx.x; t < o1 - o0; t += CW * 32) {
-    const int tile = t / OUTS, i = t % OUTS;
-    const int rowA = tile * TILE + i, rowB = rowA + (GLU ? TILE / 2 : 0);
-    float a = 0.f, b = 0.f;
-    for (int v = 0; v < KP * CW; ++v) {
-      a += part[rowA * (KP * CW) + v];
-      if constexpr (GLU)
-        b += part[rowB * (KP * CW) + v];
-    }
-    p.y[o0 + t] = __float2half(GLU ? silu(a) * b : a);
-  }
-  outputsWritten(P, q);
-}
-
-template <int STAGES>
-__global__ void __launch_bounds__(STHREADS, 1) stream4mma(const __grid_constant__ Params P) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  Ring r;
-  float *part = reinterpret_cast<float *>(makeRing<STAGES>(smem, MMA_X_BYTES, r));
-  uint4 *xs = reinterpret_cast<uint4 *>(smem + STAGES * STAGE_BYTES);
-  int it = 0;
-  if (threadIdx.x >= CW * 32) {
-    if (threadIdx.x != CW * 32)
-      return;
-    for (int q = 0; q < LAYERS * PROJS; ++q) {
-      const Proj &p = P.proj[q];
-      const int KP = kParts(p.K), KS = p.K / KP, outs = tileOuts(p.glu);
-      const int tiles = (p.nout + outs - 1) / outs;
-      const int c0 = (int)((long long)tiles * blockIdx.x / gridDim.x) * KP;
-      const int c1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x) * KP;
-      const int stride = rowStride(p.K), cb = KS / 2, pb = KS / GROUP * 4;
-      for (int c = c0; c < c1; ++c, ++it) {
-        const int s = it % STAGES, tile = c / KP, kp = c % KP;
-        const int n = min(outs, p.nout - tile * outs); // outputs in the tile
-        mbarWait(&r.empty[s], ((it / STAGES) & 1) ^ 1);
-        mbarExpectTx(&r.full[s], (unsigned)n * (cb + pb) * (p.glu ? 2 : 1));
-        unsigned char *dst = r.stage + (size_t)s * STAGE_BYTES;
-        for (int i = 0; i < n; ++i)
-          for (int half = 0; half < (p.glu ? 2 : 1); ++half) {
-            const int o = tile * outs + i, row = i + half * (TILE / 2);
-            const unsigned *rows = half ? p.cu : p.c;
-            const __half2 *rowPairs = half ? p.zu : p.z;
-            bulkCopy(dst + row * stride, rows + (size_t)o * (p.K / 8) + kp * (KS / 8), cb,
-                     &r.full[s]);
-            bulkCopy(dst + TILE * stride + row * pb,
-                     rowPairs + (size_t)o * (p.K / GROUP) + kp * (KS / GROUP), pb, &r.full[s]);
-          }
-      }
-    }
-    return;
-  }
-  for (int q = 0; q < LAYERS * PROJS; ++q) {
-    switch (q % PROJS) {
-    case 0: consumeMma<HIDDEN, false, STAGES>(P, q, it, r, part, xs); break;
-    case 1: consumeMma<HIDDEN, false, STAGES>(P, q, it, r, part, xs); break;
-    case 2: consumeMma<HIDDEN, true, STAGES>(P, q, it, r, part, xs); break;
-    default: consumeMma<FFN, false, STAGES>(P, q, it, r, part, xs); break;
-    }
-  }
-}
-
-// ---- The mma stream with one bulk copy a chunk (stream4mmaT) ----
-//
-// stream4mma above copies each of a chunk's 16 rows (and its row of pairs)
-// by its own bulk copy, 32 copies a stage, into padded rows. Here the
-// codes are repacked once (as a compiler or loader would) so that a chunk
-// (tile, kp) is one contiguous run: its 16 rows of KS / 8 words, word j of
-// row r at j ^ ((r & 7) << 2) (an XOR swizzle: lane (g, q) reads words
-// 4 s + q of rows g and g + 8, 32 banks apart without padding), then its
-// 16 rows of KS / GROUP (scale, zero) pairs. The consumer expands a word in
-// 9 instructions (odd nibbles masked in place as 1024 + 16 code and scaled
-// by 1/16 in the same HFMA2 that subtracts the zero), keeps one mma chain
-// per group (the groups' chains independent), and scales each group's sum
-// once.
 __host__ __device__ constexpr int chunkCodeBytes(int K) { return TILE * (K / kParts(K)) / 2; }
 __host__ __device__ constexpr int chunkBytes(int K) {
   return chunkCodeBytes(K) + TILE * (K / kParts(K)) / GROUP * 4;
@@ -856,9 +712,6 @@ int main() {
   stream(stream4<4>, dotSmem(4), "stream kernel, HFMA2, 4 stages of 36 KiB");
   stream(stream4<5>, dotSmem(5), "stream kernel, HFMA2, 5 stages of 36 KiB");
   check("stream kernel, HFMA2");
-  stream(stream4mma<4>, mmaSmem(4), "stream kernel, mma, 4 stages of 36 KiB");
-  stream(stream4mma<5>, mmaSmem(5), "stream kernel, mma, 5 stages of 36 KiB");
-  check("stream kernel, mma");
   // The chunks repacked once (timed apart: a compiler or loader's work).
   unsigned char *tiled;
   CHECK(cudaMalloc(&tiled, (size_t)layerBytes * LAYERS));
