@@ -401,7 +401,7 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
     m[g] = -1e30f;
     l[g] = 0.f;
   }
-  // The item's pages are in shared memory (itemPages, once a step).
+  // The item's pages are in shared memory (loadItemPages, once a step).
   const int firstPage = lo / C::BLOCK_TOKENS;
   for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
     // U rows of K and V in flight, kept packed (2 registers a row) until used.
