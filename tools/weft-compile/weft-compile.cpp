@@ -8,6 +8,7 @@
 #include "compiler/Pipeline/Pipeline.h"
 #include "compiler/Support/Error.h"
 #include "runtime/base/Progress.h"
+#include "targets/CUDA/KernelLibrary.h"
 #include "targets/CUDA/Nvrtc.h"
 #include "targets/Plan/PlanBackend.h"
 
@@ -126,6 +127,12 @@ cl::opt<std::string> kernelCacheDir(
     "kernel-cache",
     cl::desc("Kernel cache directory (default: $XDG_CACHE_HOME/weft/kernels); "
              "'none' disables it"),
+    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> kernelLibraryDir(
+    "kernel-library",
+    cl::desc("Compile the plan's kernels from DIR/weft/*.cuh over the embedded kernel "
+             "library (a header of the same name replaces the embedded one): for working "
+             "on kernels without rebuilding the compiler"),
     cl::value_desc("DIR"), cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the partition report and write its SVG picture"),
@@ -282,6 +289,8 @@ int main(int argc, char **argv) {
   bool buildsPlan = writePlan || emit == Emit::Plan;
   if (!archOverride.empty() && !buildsPlan)
     return fail("--arch chooses the code a plan holds: give -o FILE.weft or --emit=plan");
+  if (!kernelLibraryDir.empty() && !buildsPlan)
+    return fail("--kernel-library compiles a plan's kernels: give -o FILE.weft or --emit=plan");
 
   weft::pipeline::Options options;
   options.model = spec;
@@ -309,6 +318,14 @@ int main(int argc, char **argv) {
   options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
 
   // The plan back end and what it needs from the command line.
+  if (!kernelLibraryDir.empty()) {
+    llvm::Expected<int> headers = weft::cuda::overlayKernelLibrary(kernelLibraryDir);
+    if (!headers)
+      return fail(llvm::toString(headers.takeError()));
+    llvm::errs() << "weft-compile: kernels compiled with " << *headers << " header"
+                 << (*headers == 1 ? "" : "s") << " from " << kernelLibraryDir
+                 << "/weft over the embedded kernel library\n";
+  }
   std::optional<weft::cuda::KernelCache> cache;
   if (kernelCacheDir != "none")
     cache.emplace(kernelCacheDir.empty() ? weft::cuda::KernelCache::defaultDirectory()
