@@ -8,6 +8,13 @@
 #   python3 test/gpu/check_plans.py DIR                (there: against transformers)
 #   python3 test/gpu/bench_ab.py DIR/weft-run --buckets decode_b1 --contexts 512,4000 \
 #     --labels kernels,stream llama8b:DIR/llama8b-fp16.weft:DIR/llama8b-fp16-stream.weft
+# With WEFT_AB_LIBRARY=LIB (a folder holding weft/*.cuh, e.g. the last commit's
+# weft/decode_stream.cuh from `git show`), also llama8b-fp16-stream-ab.weft: the
+# 32-layer stream plan with its kernels compiled from LIB over the embedded
+# library (weft-compile --kernel-library), the other side of an A/B of a
+# kernel change:
+#   python3 test/gpu/bench_ab.py DIR/weft-run --buckets decode_b1 --contexts 128,512,4000 \
+#     --labels before,after l32:DIR/llama8b-fp16-stream-ab.weft:DIR/llama8b-fp16-stream.weft
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-$root/.gpu-stream}"
@@ -56,6 +63,12 @@ for s in "" -stream; do
     -o "$out/llama8b-fp16$s.weft"
   check "Llama-3.1-8B, all 32 layers${s:+, stream kernel}" "llama8b-fp16$s.weft" cfg/llama8b float16 8 32 1
 done
+if [[ -n ${WEFT_AB_LIBRARY:-} ]]; then
+  build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --kernel-library "$WEFT_AB_LIBRARY" \
+    -o "$out/llama8b-fp16-stream-ab.weft"
+  check "Llama-3.1-8B, all 32 layers, stream kernel from $WEFT_AB_LIBRARY" llama8b-fp16-stream-ab.weft \
+    cfg/llama8b float16 8 32 1
+fi
 rm -rf "$out/ckpt"
 cp "$build/tools/weft-run/weft-run" "$out/"
 mkdir -p "$out/lib"
