@@ -180,6 +180,41 @@ TEST_F(KernelEmitterTest, EveryBuiltinModelEmitsAndCompiles) {
   compileAll(all, "all built-in models");
 }
 
+// Token selection reads its logits row by 16-byte loads where the
+// vocabulary is a multiple of 4 (every built-in model's) and one float at a
+// time otherwise: a vocabulary of 32001 (Llama 2 with a pad token) takes the
+// second path, greedy and sampling, for both architectures.
+TEST_F(KernelEmitterTest, SelectionKernelsCompileForAnOddVocabulary) {
+  Emission odd;
+  for (bool sampling : {false, true}) {
+    llvm::Expected<ModelConfig> config = getBuiltinModel("llama-3.2-1b");
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    config->vocabSize = 32001;
+    ImportOptions io;
+    io.sampling = sampling;
+    mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *config, io);
+    ASSERT_TRUE(module);
+    mlir::PassManager pm(&context);
+    CompileOptions co;
+    co.maxBatch = 2;
+    co.prefillChunks = {32};
+    buildDefaultPipeline(pm, co);
+    ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+    Emission all;
+    emitAll(*module, sampling ? "vocab 32001 (sampling)" : "vocab 32001", all);
+    const char *entry = sampling ? "weft::kernels::sampleRows<" : "weft::kernels::argmaxRows<";
+    size_t found = 0;
+    for (const auto &[source, k] : all.kernels)
+      if (source.find(entry) != std::string::npos) {
+        EXPECT_NE(source.find("V = 32001"), std::string::npos) << k.name;
+        odd.kernels.emplace(source, k);
+        ++found;
+      }
+    EXPECT_GE(found, 1u) << entry;
+  }
+  compileAll(odd, "selection kernels, vocabulary 32001");
+}
+
 TEST_F(KernelEmitterTest, EmissionIsDeterministic) {
   mlir::OwningOpRef<mlir::ModuleOp> a = compile("llama-3.2-1b", false);
   mlir::OwningOpRef<mlir::ModuleOp> b = compile("llama-3.2-1b", false);
