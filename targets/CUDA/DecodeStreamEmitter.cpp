@@ -53,7 +53,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       return refuse("region " + llvm::Twine(i) + " is '" + r.getKind() + "'");
   const int64_t layers = int64_t(regions.size() / kPerLayer);
 
-  int64_t hidden = 0, ffn = 0, heads = 0, kvHeads = 0, headDim = 0;
+  int64_t hidden = 0, ffn = 0, heads = 0, kvHeads = 0, headDim = 0, bits = -1;
   double eps = -1.0, scale = 0.0;
   std::vector<double> invFreq;
   ElementType t = ElementType::F16;
@@ -65,6 +65,12 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   };
   struct LayerParams {
     ParamBinding norm1, qkv, k, v, o, norm2, gateUp, down;
+    ParamBinding qkvPairs, oPairs, gateUpPairs, downPairs; // 4-bit codes
+  };
+  auto pairsOf = [](ParamBinding b) {
+    b.part = 1;
+    b.name += "_pairs";
+    return b;
   };
   std::vector<LayerParams> perLayer;
   ParamBinding x, positions, slots, out;
@@ -86,8 +92,17 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       const Projection &p = *pr[i];
       if (p.tokens != 1)
         return refuse("more than one token");
-      if (p.quantBits != 0)
-        return refuse("quantized weights");
+      // 4-bit integer codes in 16-row tiles with a pair per 128 inputs (the
+      // kernel's tensor-core consumer), f16 only; every projection alike.
+      if (p.quantBits != 0 &&
+          (p.quantBits != 4 || p.quantFormat != QuantFormat::Int || !p.quantTiled ||
+           p.quantGroup != 128 || p.xType != ElementType::F16))
+        return refuse("quantized weights other than 4-bit integer codes in 16-row tiles, "
+                      "group 128, f16");
+      if (bits < 0)
+        bits = p.quantBits;
+      else if (p.quantBits != bits)
+        return refuse("projections of different weight formats");
       if (p.biasIn >= 0)
         return refuse("a projection bias");
       if (p.normOffset != 0.0 || p.gelu)
@@ -192,6 +207,10 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
                    input(r0 + 3, pm.normIn, n + "norm2"),
                    input(r0 + 3, pm.weightIn, n + "gate_up"),
                    input(r0 + 4, pd.weightIn, n + "down")};
+    lp.qkvPairs = pairsOf(lp.qkv);
+    lp.oPairs = pairsOf(lp.o);
+    lp.gateUpPairs = pairsOf(lp.gateUp);
+    lp.downPairs = pairsOf(lp.down);
     perLayer.push_back(lp);
   }
   if (headDim != 128)
@@ -200,6 +219,9 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     return refuse("more than 4 query heads per KV head");
   if (hidden % 64 != 0 || ffn % 64 != 0 || (heads * headDim) % 64 != 0)
     return refuse("widths that are not multiples of 64");
+  const bool codes = bits == 4;
+  if (codes && (hidden % 1024 != 0 || ffn % 1024 != 0 || (heads * headDim) % 1024 != 0))
+    return refuse("4-bit codes with widths that are not multiples of 1024");
 
   // Geometry: a block per SM; KV_HEADS * SPLITS attention items.
   StreamGeometry g;
@@ -208,22 +230,43 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   if (g.splits < 1)
     return refuse("fewer SMs than KV heads");
   const int64_t ks[4] = {hidden, heads * headDim, hidden, ffn};
-  g.stageBytes = roundUp(std::max({4 * hidden * 2, 4 * heads * headDim * 2, ffn * 2}), 128);
   const int64_t cw = 8, group = heads / kvHeads;
-  for (int kind = 0; kind < 4; ++kind) {
-    const int64_t k = ks[kind], fit = g.stageBytes / (2 * k);
-    const bool paired = kind == 0 || kind == 2;
-    const int64_t cols = kind == 0 ? divisorAtMost(headDim / 2, fit / 2) : paired ? fit / 2 : fit;
-    const int64_t n = kind == 0 ? (heads + 2 * kvHeads) * headDim / 2 : kind == 2 ? ffn : hidden;
-    const int64_t chunks = ceilDiv(n, cols);
-    g.maxRows = std::max(g.maxRows, ceilDiv(chunks, g.grid) * (paired ? 2 * cols : cols));
+  // 4-bit codes: a unit of one or two 16-row tiles a stage (weft::kernels::
+  // stream::QProj), its pairs in a slot of SCALE_SLOTS; the staged input
+  // shares the attention merge's room.
+  int64_t scaleSlots = 0, scaleSlotBytes = 0, stagedInput = 0;
+  if (codes) {
+    g.stageBytes = 32 * 1024;
+    scaleSlots = 3;
+    scaleSlotBytes = std::max({hidden, heads * headDim / 2, ffn / 2});
+    stagedInput = 2 * std::max({hidden, heads * headDim, ffn});
+    const int64_t units[4] = {(heads + 2 * kvHeads) * headDim / 32, hidden / 16, ffn / 16,
+                              hidden / 16};
+    for (int kind = 0; kind < 4; ++kind) {
+      const bool paired = kind == 0 || kind == 2;
+      g.maxRows = std::max(g.maxRows, ceilDiv(units[kind], g.grid) * (paired ? 32 : 16));
+    }
+  } else {
+    g.stageBytes = roundUp(std::max({4 * hidden * 2, 4 * heads * headDim * 2, ffn * 2}), 128);
+    for (int kind = 0; kind < 4; ++kind) {
+      const int64_t k = ks[kind], fit = g.stageBytes / (2 * k);
+      const bool paired = kind == 0 || kind == 2;
+      const int64_t cols =
+          kind == 0 ? divisorAtMost(headDim / 2, fit / 2) : paired ? fit / 2 : fit;
+      const int64_t n =
+          kind == 0 ? (heads + 2 * kvHeads) * headDim / 2 : kind == 2 ? ffn : hidden;
+      const int64_t chunks = ceilDiv(n, cols);
+      g.maxRows = std::max(g.maxRows, ceilDiv(chunks, g.grid) * (paired ? 2 * cols : cols));
+    }
   }
-  // As weft::kernels::stream::sharedBytes (which checks it): barriers, row
-  // sums, norm sums, the attention merge and an item's pages.
+  // As weft::kernels::stream::sharedBytes (which checks it): the pairs'
+  // ring and its barriers, the stages' barriers, row sums, norm sums, the
+  // attention merge (or staged input) and an item's pages.
   const int64_t itemPages = ceilDiv(options.maxBlocksPerSequence, g.splits) + 2;
-  const int64_t rest = 2 * 8 * 8 /*mbarriers*/ + g.maxRows * cw * 4 + cw * 4 +
-                       (cw * group * headDim + 2 * cw * group) * 4 + itemPages * 4;
-  const int64_t staticBytes = layers * 64; // the layer table
+  const int64_t merge = std::max((cw * group * headDim + 2 * cw * group) * 4, stagedInput);
+  const int64_t rest = scaleSlots * (scaleSlotBytes + 16) + 2 * 8 * 8 /*mbarriers*/ +
+                       g.maxRows * cw * 4 + cw * 4 + merge + itemPages * 4;
+  const int64_t staticBytes = layers * 96; // the layer table
   const int64_t budget = 227 * 1024 - staticBytes - rest;
   g.stages = std::min<int64_t>(6, budget / g.stageBytes);
   if (g.stages < 2)
@@ -247,6 +290,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   os << "};\n\n"
      << "struct Config {\n"
      << "  using t = " << tn << ";\n"
+     << "  // " << (codes ? "4-bit codes in 16-row tiles, a (scale, zero) pair per 128 inputs"
+                          : "16-bit weights")
+     << "\n"
+     << "  static constexpr int BITS = " << (codes ? 4 : 0) << ";\n"
+     << "  using w_t = " << (codes ? "unsigned" : tn) << ";\n"
      << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
      << ", FFN = " << ffn << ";\n"
      << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
@@ -259,7 +307,8 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << ", MAX_BLOCKS = " << options.maxBlocksPerSequence
      << ", MAX_SEQUENCES = " << options.maxSequences << ";\n"
      << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
-     << ", STAGE_BYTES = " << g.stageBytes << ", MAX_ROWS = " << g.maxRows
+     << ", STAGE_BYTES = " << g.stageBytes << ", SCALE_SLOTS = " << scaleSlots
+     << ", MAX_ROWS = " << g.maxRows
      << ", GRID = " << g.grid << ";\n"
      << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
      << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n"
@@ -272,18 +321,30 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << kNameMarker << "(const Config::t *x, const int *positions, const int *slots,\n"
      << "    const int *block_tables, Config::t *out, Config::t *act, float *partials,\n"
      << "    unsigned *counters";
-  for (int64_t l = 0; l < layers; ++l)
-    os << ",\n    const Config::t *l" << l << "_norm1, const Config::t *l" << l
-       << "_qkv, Config::t *l" << l << "_k, Config::t *l" << l << "_v, const Config::t *l"
-       << l << "_o,\n    const Config::t *l" << l << "_norm2, const Config::t *l" << l
-       << "_gate_up, const Config::t *l" << l << "_down";
+  for (int64_t l = 0; l < layers; ++l) {
+    os << ",\n    const Config::t *l" << l << "_norm1, const Config::w_t *l" << l
+       << "_qkv, Config::t *l" << l << "_k, Config::t *l" << l << "_v, const Config::w_t *l"
+       << l << "_o,\n    const Config::t *l" << l << "_norm2, const Config::w_t *l" << l
+       << "_gate_up, const Config::w_t *l" << l << "_down";
+    if (codes)
+      os << ",\n    const unsigned *l" << l << "_qkv_pairs, const unsigned *l" << l
+         << "_o_pairs, const unsigned *l" << l << "_gate_up_pairs, const unsigned *l" << l
+         << "_down_pairs";
+  }
   os << ") {\n"
      << "  __shared__ weft::kernels::stream::Layer<Config> layers[Config::LAYERS];\n"
      << "  if (threadIdx.x == 0) {\n";
-  for (int64_t l = 0; l < layers; ++l)
+  for (int64_t l = 0; l < layers; ++l) {
     os << "    layers[" << l << "] = {l" << l << "_norm1, l" << l << "_qkv, l" << l << "_o, l"
        << l << "_norm2, l" << l << "_gate_up, l" << l << "_down, l" << l << "_k, l" << l
-       << "_v};\n";
+       << "_v";
+    if (codes)
+      os << ", l" << l << "_qkv_pairs, l" << l << "_o_pairs, l" << l << "_gate_up_pairs, l" << l
+         << "_down_pairs";
+    else
+      os << ", nullptr, nullptr, nullptr, nullptr";
+    os << "};\n";
+  }
   os << "  }\n"
      << "  weft::kernels::stream::decodeStep<Config>(\n"
      << "      {x, positions, slots, block_tables, out, act, partials, counters}, layers);\n"
@@ -295,12 +356,16 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       scratchBinding(0, uint64_t(actBytes), "act"),
       scratchBinding(1, uint64_t(partialBytes), "partials"),
       scratchBinding(2, uint64_t(counters) * 4, "counters")};
-  for (const LayerParams &lp : perLayer)
+  for (const LayerParams &lp : perLayer) {
     for (const ParamBinding &b : {lp.norm1, lp.qkv, lp.k, lp.v, lp.o, lp.norm2, lp.gateUp, lp.down})
       streamParams.push_back(b);
+    if (codes)
+      for (const ParamBinding &b : {lp.qkvPairs, lp.oPairs, lp.gateUpPairs, lp.downPairs})
+        streamParams.push_back(b);
+  }
   std::string base = "weft_decode_stream_l" + std::to_string(layers) + "_h" +
                      std::to_string(hidden) + "_f" + std::to_string(ffn) + "_" +
-                     elementTypeName(t);
+                     elementTypeName(t) + (codes ? "_int4" : "");
   EmittedKernel stream = finishKernel("decode_stream", base, std::move(src), {int(g.grid), 1, 1},
                                       {32 * (int(cw) + 1), 1, 1}, std::move(streamParams));
   stream.sharedBytes = int(g.sharedBytes);

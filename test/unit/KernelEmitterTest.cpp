@@ -49,15 +49,22 @@ protected:
   }
 
   // Imports a built-in model and runs the default pipeline.
+  // quantBits: 4 or 8 quantizes the projections as --weight-dtype int4|int8
+  // (of the model in f16, the type 4-bit codes stream in).
   mlir::OwningOpRef<mlir::ModuleOp> compile(llvm::StringRef model, bool sampling,
-                                            std::vector<int64_t> decodeBuckets = {}) {
+                                            std::vector<int64_t> decodeBuckets = {},
+                                            int quantBits = 0) {
     llvm::Expected<ModelConfig> config = getBuiltinModel(model);
     EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
     if (!config)
       return nullptr;
+    if (quantBits)
+      config->dtype = io::DType::F16;
     ImportOptions io;
     io.sampling = sampling;
     mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *config, io);
+    if (quantBits)
+      quantizeProjections(*module, quantBits);
     mlir::PassManager pm(&context);
     CompileOptions co;
     co.maxBatch = 4;
@@ -423,6 +430,51 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
   EXPECT_TRUE(steps->empty());
   EXPECT_NE(why.find(" is '"), std::string::npos) << why;
+}
+
+// With 4-bit codes (--weight-dtype int4: 16-row tiles, a pair per 128
+// inputs) the stream kernel binds each projection's codes and pairs and
+// compiles for sm_90; 8-bit codes are refused with the reason.
+TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = compile("llama-3.1-8b", false, {}, 4);
+  ASSERT_TRUE(module);
+  std::vector<FusionOp> layers = decodeLayers(*module);
+  ASSERT_EQ(layers.size(), 32u * 5);
+  EmitOptions o;
+  o.computeCapability = 90;
+  o.smCount = 132;
+  std::string why;
+  llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
+  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
+  ASSERT_EQ(steps->size(), 2u) << why;
+  const EmittedKernel &reset = *(*steps)[0].kernel, &stream = *(*steps)[1].kernel;
+  EXPECT_NE(stream.name.find("_int4"), std::string::npos) << stream.name;
+  EXPECT_NE(stream.source.find("BITS = 4"), std::string::npos);
+  EXPECT_LE(stream.sharedBytes, 227 * 1024);
+  // Per layer: the 8 of 16-bit weights, then the pairs of its 4 projections.
+  ASSERT_EQ(stream.params.size(), 8u + 12u * 32u);
+  const ParamBinding &qkv0 = stream.params[8 + 1], &qkvPairs0 = stream.params[8 + 8];
+  EXPECT_EQ(qkv0.part, 0);
+  EXPECT_EQ(qkvPairs0.kind, ParamBinding::Kind::RegionInput);
+  EXPECT_EQ(qkvPairs0.index, qkv0.index);
+  EXPECT_EQ(qkvPairs0.region, qkv0.region);
+  EXPECT_EQ(qkvPairs0.part, 1);
+  EXPECT_EQ(qkvPairs0.name, "l0_qkv_pairs");
+  EXPECT_EQ(stream.params.back().name, "l31_down_pairs");
+  EXPECT_EQ(stream.params.back().part, 1);
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  llvm::Expected<std::vector<CompiledKernel>> compiled =
+      compileKernels({reset, stream}, "sm_90", &cache);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  EXPECT_FALSE((*compiled)[1].cubin.empty());
+
+  mlir::OwningOpRef<mlir::ModuleOp> int8 = compile("llama-3.1-8b", false, {}, 8);
+  ASSERT_TRUE(int8);
+  steps = emitDecodeStream(decodeLayers(*int8), o, why);
+  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
+  EXPECT_TRUE(steps->empty());
+  EXPECT_NE(why.find("quantized weights other than 4-bit"), std::string::npos) << why;
 }
 
 EmittedKernel tinyKernel(const std::string &name, const std::string &body) {

@@ -34,14 +34,31 @@
 // FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4),
 // QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
 // BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, STAGE_BYTES,
-// MAX_ROWS (a block's rows of one projection, at most), GRID (blocks),
+// SCALE_SLOTS (4-bit codes; else 0), MAX_ROWS (a block's rows of one
+// projection, at most), GRID (blocks),
 // SHARED_BYTES (the dynamic shared memory the launch gives, at least
 // sharedBytes<C>()); static double invFreq(int i) (the rope's inverse
-// frequencies). HIDDEN, FFN and HEADS D are multiples of 64.
+// frequencies); BITS (0: 16-bit weights of type t; 4: 4-bit codes, below)
+// and w_t (t, or unsigned for codes). HIDDEN, FFN and HEADS D are
+// multiples of 64 (of 1024 with 4-bit codes).
+//
+// 4-bit codes (BITS 4, f16 only): each projection's codes in 16-row tiles
+// of 128 inputs and its (scale, zero) pairs per row and group of 128, as
+// weft/mma_weights.cuh's PackedRows<4, 128, ..., TILED> reads them. A unit
+// is one tile (O, down) or two (QKV: rows i and i + D/2 of a head; gate/up:
+// a tile of gate rows and the same up rows); a ring stage holds a unit's
+// tiles over KS = K / KP inputs (one bulk copy a tile), and a second ring
+// of SCALE_SLOTS slots holds the unit's pairs (one copy a tile). The
+// consumer warps stage the (normed) input in shared memory as f16 and take
+// the products on tensor cores: warp w expands its 128-input steps of rows
+// g and g + 8 (lane g, q) as exact (code - zero) pairs for mma.m16n8k16,
+// one chain per step, scaled once by the step's scale
+// (test/gpu/lab/layer_stream_int4_lab.cu measured the design).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
 #include "weft/bulk_copy.cuh"
+#include "weft/mma_weights.cuh"
 #include "weft/rope_kv_write.cuh"
 
 namespace weft::kernels::stream {
@@ -50,10 +67,15 @@ constexpr int CW = 8;                   // consumer warps
 constexpr int THREADS = (CW + 1) * 32;  // and one producer warp
 constexpr int PHASES = 5;
 
-// One layer's weights and cache, as the generated entry lists them.
+// One layer's weights and cache, as the generated entry lists them (the
+// pairs of 4-bit codes: null for 16-bit weights).
 template <class C> struct Layer {
-  const typename C::t *norm1, *qkv, *o, *norm2, *gateUp, *down;
+  const typename C::t *norm1;
+  const typename C::w_t *qkv, *o;
+  const typename C::t *norm2;
+  const typename C::w_t *gateUp, *down;
   typename C::t *k, *v;
+  const unsigned *qkvPairs, *oPairs, *gateUpPairs, *downPairs;
 };
 
 // The step's inputs, output and working memory.
@@ -73,11 +95,30 @@ template <class C> __host__ __device__ constexpr size_t actPerLayer() {
 template <class C> __host__ __device__ constexpr int itemPages() {
   return (C::MAX_BLOCKS + C::SPLITS - 1) / C::SPLITS + 2;
 }
-// Dynamic shared memory: the ring, its barriers, the row sums, the norm's
-// partial sums, the attention merge and the item's pages.
+__host__ __device__ constexpr int maxOf(int a, int b) { return a > b ? a : b; }
+// 4-bit codes: a slot of the pairs' ring holds a unit's pairs (T tiles of
+// 16 rows, K / 128 pairs a row), at most; the staged input is the widest K.
+template <class C> __host__ __device__ constexpr int scaleSlotBytes() {
+  return maxOf(maxOf(C::HIDDEN /* QKV, gate/up: 2 tiles */, C::HEADS * C::D / 2), C::FFN / 2);
+}
+template <class C> __host__ __device__ constexpr int stagedInputBytes() {
+  return C::BITS == 4 ? 2 * maxOf(maxOf(C::HIDDEN, C::HEADS * C::D), C::FFN) : 0;
+}
+// The attention merge ([CW][GROUP][D] sums, [CW][GROUP] maxima and sums);
+// with 4-bit codes the staged input shares its room (never live together).
+template <class C> __host__ __device__ constexpr size_t mergeBytes() {
+  return ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4 > (size_t)stagedInputBytes<C>()
+             ? ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4
+             : (size_t)stagedInputBytes<C>();
+}
+// Dynamic shared memory: the ring (and with 4-bit codes the pairs' ring),
+// the barriers, the row sums, the norm's partial sums, the attention merge
+// (or staged input) and the item's pages.
 template <class C> __host__ __device__ constexpr size_t sharedBytes() {
-  return (size_t)C::STAGES * C::STAGE_BYTES + 2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 +
-         CW * 4 + ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4 + itemPages<C>() * 4;
+  return (size_t)C::STAGES * C::STAGE_BYTES +
+         (C::BITS == 4 ? (size_t)C::SCALE_SLOTS * (scaleSlotBytes<C>() + 16) : 0) +
+         2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 + CW * 4 + mergeBytes<C>() +
+         itemPages<C>() * 4;
 }
 template <class C> __host__ __device__ constexpr int counterCount() {
   return C::LAYERS * PHASES + C::LAYERS * C::KV_HEADS;
@@ -127,6 +168,51 @@ template <class C, class P> __device__ __forceinline__ void blockChunks(int &c0,
   c1 = (int)((long long)P::CHUNKS * (blockIdx.x + 1) / C::GRID);
 }
 
+// ---- 4-bit projections: units of tiles ----
+
+// Parts of a K-long row a stage takes: the fewest (dividing K / 1024, so
+// each of the CW warps takes whole 128-input steps) whose T tiles fit.
+__host__ __device__ constexpr int quantParts(int K, int T, int stageBytes) {
+  int d = 1;
+  while ((K / 1024) % d != 0 || T * 8 * (K / d) > stageBytes)
+    ++d;
+  return d;
+}
+
+template <class C, int KIND> struct QProj {
+  static constexpr int K = KIND == DOWN ? C::FFN : KIND == O ? C::HEADS * C::D : C::HIDDEN;
+  static constexpr bool PAIRED = KIND == QKV || KIND == GATE_UP;
+  static constexpr int T = PAIRED ? 2 : 1; // tiles a unit
+  static constexpr int ROWS = 16 * T;      // rows a unit (16 columns)
+  static constexpr int KP = quantParts(K, T, C::STAGE_BYTES), KS = K / KP;
+  static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in one stage
+  static constexpr int SPW = KS / (128 * CW);    // 128-input steps per warp and stage
+  static constexpr int GROUPS = K / 128;         // pairs a row
+  static constexpr int UNITS = KIND == QKV ? C::QKV_ROWS / 32 : KIND == GATE_UP ? C::FFN / 16
+                                                                                : C::HIDDEN / 16;
+  static_assert(K % 1024 == 0 && SPW >= 1, "whole 128-input steps per warp");
+  static_assert(T * TILE_BYTES <= C::STAGE_BYTES, "a stage holds a unit's part");
+  static_assert(T * 16 * GROUPS * 4 <= scaleSlotBytes<C>(), "a slot holds a unit's pairs");
+  static_assert((UNITS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
+                "MAX_ROWS must hold a block's rows of every projection");
+  // Tile `tt` of unit u (its first row / 16): QKV pairs rows i and i + D/2
+  // of a head (D / 32 units a head), gate/up a gate tile and its up tile.
+  static __device__ __forceinline__ int tile(int u, int tt) {
+    if constexpr (KIND == QKV)
+      return (u / (C::D / 32)) * (C::D / 16) + u % (C::D / 32) + tt * (C::D / 32);
+    else if constexpr (KIND == GATE_UP)
+      return u + tt * (C::FFN / 16);
+    else
+      return u;
+  }
+};
+
+// This block's units [u0, u1) of a projection: fixed, in order.
+template <class C, class P> __device__ __forceinline__ void blockUnits(int &u0, int &u1) {
+  u0 = (int)((long long)P::UNITS * blockIdx.x / C::GRID);
+  u1 = (int)((long long)P::UNITS * (blockIdx.x + 1) / C::GRID);
+}
+
 // ---- Synchronization ----
 
 __device__ __forceinline__ void waitCount(const unsigned *c, unsigned n) {
@@ -152,6 +238,10 @@ __device__ __forceinline__ void consumerBarrier() {
 template <class C> struct Ring {
   unsigned char *stage;              // STAGES * STAGE_BYTES
   unsigned long long *full, *empty;  // per stage
+  unsigned char *pairs;              // 4-bit codes: SCALE_SLOTS * scaleSlotBytes
+  unsigned long long *pFull, *pEmpty; // per slot
+  int units;                         // pair slots taken so far (4-bit codes)
+  typename C::t *xs;                 // 4-bit codes: the staged input (in attn's room)
   float (*part)[CW];                 // [MAX_ROWS][CW] the warps' row sums
   float *red;                        // [CW]
   float *attn;                       // attention: [CW][GROUP][D + 2]
@@ -198,7 +288,50 @@ __device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
   }
 }
 
+// 4-bit codes: per unit, its pairs into a slot of the pairs' ring, then
+// its KP parts into stages (a bulk copy per tile each).
+template <class C, int KIND>
+__device__ __forceinline__ void produceCodes(const unsigned *codes, const unsigned *pairs,
+                                             Ring<C> &r) {
+  using P = QProj<C, KIND>;
+  int u0, u1;
+  blockUnits<C, P>(u0, u1);
+  constexpr unsigned TILE_PAIR_BYTES = 16 * P::GROUPS * 4;
+  for (int u = u0; u < u1; ++u, ++r.units) {
+    const int ps = r.units % C::SCALE_SLOTS;
+    mbarWait(&r.pEmpty[ps], ((r.units / C::SCALE_SLOTS) & 1) ^ 1);
+    mbarExpectTx(&r.pFull[ps], P::T * TILE_PAIR_BYTES);
+#pragma unroll
+    for (int tt = 0; tt < P::T; ++tt)
+      bulkCopy(r.pairs + (size_t)ps * scaleSlotBytes<C>() + tt * TILE_PAIR_BYTES,
+               pairs + (size_t)P::tile(u, tt) * 16 * P::GROUPS, TILE_PAIR_BYTES, &r.pFull[ps]);
+    for (int kp = 0; kp < P::KP; ++kp, ++r.it) {
+      const int s = r.it % C::STAGES;
+      mbarWait(&r.empty[s], ((r.it / C::STAGES) & 1) ^ 1);
+      mbarExpectTx(&r.full[s], P::T * P::TILE_BYTES);
+#pragma unroll
+      for (int tt = 0; tt < P::T; ++tt)
+        bulkCopy(r.stage + (size_t)s * C::STAGE_BYTES + tt * P::TILE_BYTES,
+                 codes + (size_t)P::tile(u, tt) * 16 * (P::K / 8) + (size_t)kp * 16 * (P::KS / 8),
+                 P::TILE_BYTES, &r.full[s]);
+    }
+  }
+}
+
 // ---- The consumers ----
+
+// Waits (all consumer warps) for what a layer's phase reads: the previous
+// layer's output (phase 0), the attention's KV_HEADS combines (phase 2) or
+// every block's previous phase.
+template <class C>
+__device__ __forceinline__ void waitPhaseInput(const Step<C> &s, int layer, int phase) {
+  if (phase > 0 || layer > 0) {
+    const unsigned *dep = phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
+    if (threadIdx.x == 0)
+      waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
+    consumerBarrier();
+  }
+}
 
 // The norm weights of this lane's slice of a K-long input (as loadInput
 // takes them), loaded before the wait for the input: weights never change.
@@ -285,12 +418,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
   const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
   wf_pack<typename C::t, 8> gamma[P::VPL];
   loadNormWeights<C, P::K>(norm, gamma);
-  if (phase > 0 || layer > 0) {
-    const unsigned *dep = phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
-    if (threadIdx.x == 0)
-      waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
-    consumerBarrier();
-  }
+  waitPhaseInput(s, layer, phase);
   int c0, c1;
   blockChunks<C, P>(c0, c1);
   const int cols = min((c1 - c0) * P::COLS, P::N - c0 * P::COLS);
@@ -342,6 +470,128 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
                       : q == (int)threadIdx.x ? res0
                                               : wf_f32(__ldcg(residual + c0 * P::COLS + q));
     column(c0 * P::COLS + q, a, b, res);
+  }
+  consumerBarrier();
+  if (threadIdx.x == 0)
+    addRelease(doneCounter(s, layer, phase));
+}
+
+// The same with 4-bit codes (BITS 4): the input staged in r.xs as f16,
+// then per unit its pairs' slot and KP stages; each warp's sums of its
+// steps of the unit's rows into r.part, then `column` as above (a unit's
+// 16 columns: rows j and, paired, 16 + j).
+template <class C, int KIND, class Column>
+__device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const typename C::t *x,
+                                             const typename C::t *norm,
+                                             const typename C::t *residual, Ring<C> &r,
+                                             Column column) {
+  using P = QProj<C, KIND>;
+  using t = typename C::t;
+  using W = PackedRows<4, 128, 32, __half, Codes::Int, true>;
+  static_assert(wf_same<t, __half>::value, "4-bit codes with f16 activations");
+  constexpr int K = P::K, VPL = vectorsPerLane(K);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
+  const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
+  wf_pack<t, 8> gamma[VPL];
+  loadNormWeights<C, K>(norm, gamma);
+  waitPhaseInput(s, layer, phase);
+  int u0, u1;
+  blockUnits<C, P>(u0, u1);
+  const int cols = (u1 - u0) * 16;
+  float res0 = 0.f;
+  if (residual != nullptr && (int)threadIdx.x < cols)
+    res0 = wf_f32(__ldcg(residual + u0 * 16 + threadIdx.x));
+  {
+    // The input (normed and rounded as the model does) into r.xs.
+    float xf[VPL * 8];
+    loadInput<C, K>(x, norm != nullptr, gamma, xf, r.red);
+    const int base = w * (K / CW) + lane * 8;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      if (!inSlice<K>(lane, j))
+        continue;
+      wf_pack<t, 8> v;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        v.v[e] = wf_to<t>(xf[8 * j + e]);
+      *reinterpret_cast<uint4 *>(r.xs + base + 256 * j) = *reinterpret_cast<const uint4 *>(&v);
+    }
+    consumerBarrier();
+  }
+  for (int u = u0; u < u1; ++u, ++r.units) {
+    const int ps = r.units % C::SCALE_SLOTS;
+    mbarWait(&r.pFull[ps], (r.units / C::SCALE_SLOTS) & 1);
+    const unsigned *pairs =
+        reinterpret_cast<const unsigned *>(r.pairs + (size_t)ps * scaleSlotBytes<C>());
+    float tot[P::T][2];
+#pragma unroll
+    for (int tt = 0; tt < P::T; ++tt)
+      tot[tt][0] = tot[tt][1] = 0.f;
+    for (int kp = 0; kp < P::KP; ++kp, ++r.it) {
+      const int st = r.it % C::STAGES;
+      mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
+      const unsigned char *stage = r.stage + (size_t)st * C::STAGE_BYTES;
+#pragma unroll
+      for (int tt = 0; tt < P::T; ++tt) {
+#pragma unroll
+        for (int i = 0; i < P::SPW; ++i) {
+          // Step `step` of the stage (128 inputs): this lane's 32 inputs of
+          // rows g and g + 8, words 4 qd .. 4 qd + 3 of each (16 bytes).
+          const int step = w * P::SPW + i, group = kp * (P::KS / 128) + step;
+          const unsigned char *at = stage + tt * P::TILE_BYTES + step * 1024 + g * 64 + qd * 16;
+          const uint4 cg = *reinterpret_cast<const uint4 *>(at);
+          const uint4 cg8 = *reinterpret_cast<const uint4 *>(at + 512);
+          const unsigned sz = pairs[(tt * 16 + g) * P::GROUPS + group];
+          const unsigned sz8 = pairs[(tt * 16 + g + 8) * P::GROUPS + group];
+          // The token's inputs for those words, in the same order (every
+          // lane loads them: B's other columns are never read).
+          const uint4 *xv = reinterpret_cast<const uint4 *>(r.xs + kp * P::KS + step * 128 + 32 * qd);
+          const unsigned wg[4] = {cg.x, cg.y, cg.z, cg.w}, wg8[4] = {cg8.x, cg8.y, cg8.z, cg8.w};
+          float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            unsigned h[4], h8[4];
+            W::expandWord<false>(wg[k], sz, h);
+            W::expandWord<false>(wg8[k], sz8, h8);
+            const uint4 xb = xv[k];
+            wf_mma_m16n8k16<__half>(d, h[0], h8[0], h[1], h8[1], xb.x, xb.y);
+            wf_mma_m16n8k16<__half>(d, h[2], h8[2], h[3], h8[3], xb.z, xb.w);
+          }
+          // Column 0 (the token): d[0] row g, d[2] row g + 8, each step's
+          // sum of exact (code - zero) products times its scale once.
+          tot[tt][0] = fmaf(wf_pair_f32(wf_bits_as<__half2>(sz)).x, d[0], tot[tt][0]);
+          tot[tt][1] = fmaf(wf_pair_f32(wf_bits_as<__half2>(sz8)).x, d[2], tot[tt][1]);
+        }
+      }
+      __syncwarp();
+      if (lane == 0)
+        mbarArrive(&r.empty[st]);
+    }
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&r.pEmpty[ps]);
+    if (qd == 0) {
+#pragma unroll
+      for (int tt = 0; tt < P::T; ++tt) {
+        r.part[(u - u0) * P::ROWS + tt * 16 + g][w] = tot[tt][0];
+        r.part[(u - u0) * P::ROWS + tt * 16 + g + 8][w] = tot[tt][1];
+      }
+    }
+  }
+  consumerBarrier();
+  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+    const int k = q / 16, j = q % 16;
+    float a = 0.f, b = 0.f;
+#pragma unroll
+    for (int v = 0; v < CW; ++v) {
+      a += r.part[k * P::ROWS + j][v];
+      if constexpr (P::PAIRED)
+        b += r.part[k * P::ROWS + 16 + j][v];
+    }
+    const float res = residual == nullptr  ? 0.f
+                      : q == (int)threadIdx.x ? res0
+                                              : wf_f32(__ldcg(residual + u0 * 16 + q));
+    column(u0 * 16 + q, a, b, res);
   }
   consumerBarrier();
   if (threadIdx.x == 0)
@@ -552,25 +802,50 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
 
 // ---- The kernel body ----
 
+// A projection's consumer share for the weights' format.
+template <class C, int KIND, class Column>
+__device__ __forceinline__ void project(const Step<C> &s, int layer, const typename C::t *x,
+                                        const typename C::t *norm, const typename C::t *residual,
+                                        Ring<C> &r, Column column) {
+  if constexpr (C::BITS == 4)
+    consumeCodes<C, KIND>(s, layer, x, norm, residual, r, column);
+  else
+    consume<C, KIND>(s, layer, x, norm, residual, r, column);
+}
+
 template <class C>
 __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *layers) {
   using t = typename C::t;
   extern __shared__ __align__(128) unsigned char smem[];
   Ring<C> r;
+  constexpr bool CODES = C::BITS == 4;
+  static_assert(C::BITS == 0 || C::BITS == 4, "16-bit weights or 4-bit codes");
   r.stage = smem;
-  r.full = reinterpret_cast<unsigned long long *>(smem + (size_t)C::STAGES * C::STAGE_BYTES);
+  r.pairs = smem + (size_t)C::STAGES * C::STAGE_BYTES;
+  unsigned char *afterPairs =
+      r.pairs + (CODES ? (size_t)C::SCALE_SLOTS * scaleSlotBytes<C>() : 0);
+  r.full = reinterpret_cast<unsigned long long *>(afterPairs);
   r.empty = r.full + C::STAGES;
-  r.part = reinterpret_cast<float(*)[CW]>(r.empty + C::STAGES);
+  r.pFull = r.empty + C::STAGES;
+  r.pEmpty = r.pFull + (CODES ? C::SCALE_SLOTS : 0);
+  r.part = reinterpret_cast<float(*)[CW]>(r.pEmpty + (CODES ? C::SCALE_SLOTS : 0));
   r.red = &r.part[C::MAX_ROWS][0];
   r.attn = r.red + CW;
-  r.pages = reinterpret_cast<int *>(r.attn + CW * C::GROUP * C::D + 2 * CW * C::GROUP);
+  r.xs = reinterpret_cast<t *>(r.attn);
+  r.pages = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(r.attn) + mergeBytes<C>());
   static_assert(sharedBytes<C>() <= C::SHARED_BYTES, "SHARED_BYTES holds the layout");
   r.it = 0;
-  if (threadIdx.x == 0)
+  r.units = 0;
+  if (threadIdx.x == 0) {
     for (int i = 0; i < C::STAGES; ++i) {
       mbarInit(&r.full[i], 1);
       mbarInit(&r.empty[i], CW);
     }
+    for (int i = 0; i < (CODES ? C::SCALE_SLOTS : 0); ++i) {
+      mbarInit(&r.pFull[i], 1);
+      mbarInit(&r.pEmpty[i], CW);
+    }
+  }
   __syncthreads(); // also publishes `layers`
   if (threadIdx.x >= CW * 32) {
     // The producer: lane 0 of the last warp copies; weights never change,
@@ -579,10 +854,17 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       return;
     for (int layer = 0; layer < C::LAYERS; ++layer) {
       const Layer<C> &L = layers[layer];
-      produce<C, QKV>(L.qkv, r);
-      produce<C, O>(L.o, r);
-      produce<C, GATE_UP>(L.gateUp, r);
-      produce<C, DOWN>(L.down, r);
+      if constexpr (CODES) {
+        produceCodes<C, QKV>(L.qkv, L.qkvPairs, r);
+        produceCodes<C, O>(L.o, L.oPairs, r);
+        produceCodes<C, GATE_UP>(L.gateUp, L.gateUpPairs, r);
+        produceCodes<C, DOWN>(L.down, L.downPairs, r);
+      } else {
+        produce<C, QKV>(L.qkv, r);
+        produce<C, O>(L.o, r);
+        produce<C, GATE_UP>(L.gateUp, r);
+        produce<C, DOWN>(L.down, r);
+      }
     }
     return;
   }
@@ -599,7 +881,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       next = s.out;
     const t *x = layer == 0 ? s.x : s.act + (size_t)(layer - 1) * actPerLayer<C>() +
                                         2 * (size_t)C::HEADS * C::D + C::HIDDEN + C::FFN;
-    consume<C, QKV>(s, layer, x, L.norm1, nullptr, r, [&](int col, float va, float vb, float) {
+    project<C, QKV>(s, layer, x, L.norm1, nullptr, r, [&](int col, float va, float vb, float) {
       const int hh = col / (C::D / 2), i = col % (C::D / 2);
       va = wf_round<t>(va);
       vb = wf_round<t>(vb);
@@ -617,13 +899,13 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       }
     });
     attend<C>(s, L, layer, r, pos, seq, slot.valid);
-    consume<C, O>(s, layer, attn, nullptr, x, r, [&](int col, float va, float, float res) {
+    project<C, O>(s, layer, attn, nullptr, x, r, [&](int col, float va, float, float res) {
       h[col] = wf_to<t>(wf_round<t>(va) + res);
     });
-    consume<C, GATE_UP>(s, layer, h, L.norm2, nullptr, r, [&](int col, float g, float u, float) {
+    project<C, GATE_UP>(s, layer, h, L.norm2, nullptr, r, [&](int col, float g, float u, float) {
       a[col] = wf_to<t>(wf_round<t>(wf_silu(wf_round<t>(g))) * wf_round<t>(u));
     });
-    consume<C, DOWN>(s, layer, a, nullptr, h, r, [&](int col, float va, float, float res) {
+    project<C, DOWN>(s, layer, a, nullptr, h, r, [&](int col, float va, float, float res) {
       next[col] = wf_to<t>(wf_round<t>(va) + res);
     });
   }
