@@ -93,12 +93,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       if (p.tokens != 1)
         return refuse("more than one token");
       // 4-bit integer codes in 16-row tiles with a pair per 128 inputs (the
-      // kernel's tensor-core consumer), f16 only; every projection alike.
-      if (p.quantBits != 0 &&
-          (p.quantBits != 4 || p.quantFormat != QuantFormat::Int || !p.quantTiled ||
-           p.quantGroup != 128 || p.xType != ElementType::F16))
+      // kernel's tensor-core consumer); every projection alike.
+      if (p.quantBits != 0 && (p.quantBits != 4 || p.quantFormat != QuantFormat::Int ||
+                               !p.quantTiled || p.quantGroup != 128))
         return refuse("quantized weights other than 4-bit integer codes in 16-row tiles, "
-                      "group 128, f16");
+                      "group 128");
       if (bits < 0)
         bits = p.quantBits;
       else if (p.quantBits != bits)

@@ -2,7 +2,7 @@
 # The plans of the decode stream kernel's GPU checks and benchmark (weft-compile
 # --decode-stream; docs/codegen.md), a subset of make_plans.sh's that builds
 # in a few minutes: Llama 3.1 8B layer sizes with 2 layers in fp16, bf16 and
-# int4 (quantized here) and all 32 layers in fp16 and int4, each with the
+# int4 (quantized here from both) and all 32 layers in fp16 and int4, each with the
 # stream kernel and without, their
 # checks.jsonl for check_plans.py, and weft-run.
 #   test/gpu/make_stream_plans.sh DIR                  (here)
@@ -48,17 +48,21 @@ for dt in float16:fp16 bfloat16:bf16; do
   done
 done
 # 4-bit codes (--weight-dtype int4: group 128, 16-row tiles) at these sizes,
-# with the stream kernel's tensor-core consumer and without; check_plans.py
-# writes the codes beside each plan from the weights it makes (rtn4:, the
-# file the compiler wrote from this header-only checkpoint holds zeros).
-model llama8b-2l-int4 2 float16
-for s in "" -stream; do
-  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --max-batch 1 --prefill-chunks 8,32 \
-    --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/llama8b-2l-int4$s.weft" 2>/dev/null
-  rm -f "$out/llama8b-2l-int4$s.weights.safetensors"
-  check "Llama-3.1-8B sizes, 2 layers, int4 quantized here${s:+, stream kernel}" "llama8b-2l-int4$s.weft" \
-    rtn4:cfg/llama8b-2l-int4 float16 8 32 1
-  check "  same, prompt 20" "llama8b-2l-int4$s.weft" rtn4:cfg/llama8b-2l-int4 float16 20 32 1
+# from fp16 and bf16, with the stream kernel's tensor-core consumer and
+# without; check_plans.py writes the codes beside each plan from the weights
+# it makes (rtn4:, the file the compiler wrote from this header-only
+# checkpoint holds zeros).
+for dt in float16:fp16 bfloat16:bf16; do
+  m="llama8b-2l-int4-${dt#*:}"
+  model "$m" 2 "${dt%:*}"
+  for s in "" -stream; do
+    build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --max-batch 1 --prefill-chunks 8,32 \
+      --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/$m$s.weft" 2>/dev/null
+    rm -f "$out/$m$s.weights.safetensors"
+    check "Llama-3.1-8B sizes, 2 layers, int4 from ${dt#*:}${s:+, stream kernel}" "$m$s.weft" \
+      "rtn4:cfg/$m" "${dt%:*}" 8 32 1
+    check "  same, prompt 20" "$m$s.weft" "rtn4:cfg/$m" "${dt%:*}" 20 32 1
+  done
 done
 # Other shapes the kernel takes: Llama 3.2 3B's (hidden 3072, 3 query heads
 # per KV head: rows that are not whole 2048-wide slices) in bf16, and

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -49,17 +50,18 @@ protected:
   }
 
   // Imports a built-in model and runs the default pipeline.
-  // quantBits: 4 or 8 quantizes the projections as --weight-dtype int4|int8
-  // (of the model in f16, the type 4-bit codes stream in).
+  // quantBits: 4 or 8 quantizes the projections as --weight-dtype int4|int8;
+  // dtype: the checkpoint's type instead of the built-in model's.
   mlir::OwningOpRef<mlir::ModuleOp> compile(llvm::StringRef model, bool sampling,
                                             std::vector<int64_t> decodeBuckets = {},
-                                            int quantBits = 0) {
+                                            int quantBits = 0,
+                                            std::optional<io::DType> dtype = std::nullopt) {
     llvm::Expected<ModelConfig> config = getBuiltinModel(model);
     EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
     if (!config)
       return nullptr;
-    if (quantBits)
-      config->dtype = io::DType::F16;
+    if (dtype)
+      config->dtype = *dtype;
     ImportOptions io;
     io.sampling = sampling;
     mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *config, io);
@@ -434,9 +436,11 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
 
 // With 4-bit codes (--weight-dtype int4: 16-row tiles, a pair per 128
 // inputs) the stream kernel binds each projection's codes and pairs and
-// compiles for sm_90; 8-bit codes are refused with the reason.
+// compiles for sm_90, from an f16 model and from a bf16 one; 8-bit codes
+// are refused with the reason.
 TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = compile("llama-3.1-8b", false, {}, 4);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      compile("llama-3.1-8b", false, {}, 4, io::DType::F16);
   ASSERT_TRUE(module);
   std::vector<FusionOp> layers = decodeLayers(*module);
   ASSERT_EQ(layers.size(), 32u * 5);
@@ -468,6 +472,15 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
       compileKernels({reset, stream}, "sm_90", &cache);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   EXPECT_FALSE((*compiled)[1].cubin.empty());
+
+  mlir::OwningOpRef<mlir::ModuleOp> bf16 = compile("llama-3.1-8b", false, {}, 4);
+  ASSERT_TRUE(bf16);
+  steps = emitDecodeStream(decodeLayers(*bf16), o, why);
+  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
+  ASSERT_EQ(steps->size(), 2u) << why;
+  EXPECT_NE((*steps)[1].kernel->name.find("_bf16_int4"), std::string::npos);
+  compiled = compileKernels({*(*steps)[0].kernel, *(*steps)[1].kernel}, "sm_90", &cache);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
 
   mlir::OwningOpRef<mlir::ModuleOp> int8 = compile("llama-3.1-8b", false, {}, 8);
   ASSERT_TRUE(int8);

@@ -42,7 +42,7 @@
 // and w_t (t, or unsigned for codes). HIDDEN, FFN and HEADS D are
 // multiples of 64 (of 1024 with 4-bit codes).
 //
-// 4-bit codes (BITS 4, f16 only): each projection's codes in 16-row tiles
+// 4-bit codes (BITS 4): each projection's codes in 16-row tiles
 // of 128 inputs and its (scale, zero) pairs per row and group of 128, as
 // weft/mma_weights.cuh's PackedRows<4, 128, ..., TILED> reads them. A unit
 // is one tile (O, down) or two (QKV: rows i and i + D/2 of a head; gate/up:
@@ -51,8 +51,9 @@
 // of SCALE_SLOTS slots holds the unit's pairs (one copy a tile). The
 // consumer warps stage the (normed) input in shared memory as f16 and take
 // the products on tensor cores: warp w expands its 128-input steps of rows
-// g and g + 8 (lane g, q) as exact (code - zero) pairs for mma.m16n8k16,
-// one chain per step, scaled once by the step's scale
+// g and g + 8 (lane g, q) as pairs for mma.m16n8k16, one chain per step:
+// exact (code - zero) scaled once by the step's scale in f16, each weight
+// rounded with its scale in bf16
 // (test/gpu/lab/layer_stream_int4_lab.cu measured the design).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
@@ -487,8 +488,11 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
                                              Column column) {
   using P = QProj<C, KIND>;
   using t = typename C::t;
-  using W = PackedRows<4, 128, 32, __half, Codes::Int, true>;
-  static_assert(wf_same<t, __half>::value, "4-bit codes with f16 activations");
+  using W = PackedRows<4, 128, 32, t, Codes::Int, true>;
+  // f16: each step's sums of exact (code - zero) products times its scale
+  // once; bf16: each weight rounded with its scale first, as the
+  // checkpoint's dequantization (weft/mma_weights.cuh, SUM_SCALE).
+  constexpr bool SUM_SCALE = wf_same<t, __half>::value;
   constexpr int K = P::K, VPL = vectorsPerLane(K);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
   const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
@@ -551,16 +555,20 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             unsigned h[4], h8[4];
-            W::expandWord<false>(wg[k], sz, h);
-            W::expandWord<false>(wg8[k], sz8, h8);
+            W::template expandWord<!SUM_SCALE>(wg[k], sz, h);
+            W::template expandWord<!SUM_SCALE>(wg8[k], sz8, h8);
             const uint4 xb = xv[k];
-            wf_mma_m16n8k16<__half>(d, h[0], h8[0], h[1], h8[1], xb.x, xb.y);
-            wf_mma_m16n8k16<__half>(d, h[2], h8[2], h[3], h8[3], xb.z, xb.w);
+            wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb.x, xb.y);
+            wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb.z, xb.w);
           }
-          // Column 0 (the token): d[0] row g, d[2] row g + 8, each step's
-          // sum of exact (code - zero) products times its scale once.
-          tot[tt][0] = fmaf(wf_pair_f32(wf_bits_as<__half2>(sz)).x, d[0], tot[tt][0]);
-          tot[tt][1] = fmaf(wf_pair_f32(wf_bits_as<__half2>(sz8)).x, d[2], tot[tt][1]);
+          // Column 0 (the token): d[0] row g, d[2] row g + 8.
+          if constexpr (SUM_SCALE) {
+            tot[tt][0] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz)).x, d[0], tot[tt][0]);
+            tot[tt][1] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz8)).x, d[2], tot[tt][1]);
+          } else {
+            tot[tt][0] += d[0];
+            tot[tt][1] += d[2];
+          }
         }
       }
       __syncwarp();
