@@ -477,6 +477,51 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
     addRelease(doneCounter(s, layer, phase));
 }
 
+// 16 bytes of shared memory (a shared-window address), in program order
+// with the barrier waits.
+__device__ __forceinline__ uint4 loadSharedV4(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ unsigned loadSharedU32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+// (v & mask) | magic in one LOP3 (C++ leaves two when both are constants).
+template <unsigned MASK>
+__device__ __forceinline__ unsigned maskOr(unsigned v) {
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "n"(MASK), "n"(0x64006400u));
+  return r;
+}
+// f16, a group's (scale, zero): a word of 4-bit codes (PackedRows' order)
+// as four exact (code - zero) pairs in 9 instructions: per byte half, the
+// low nibbles as 1024 + code (one LOP3) plus -(1024 + zero), the high ones
+// as 1024 + 16 code times 1/16 plus -(64 + zero); the same values as
+// PackedRows::expandWord<false>.
+struct CodeBias {
+  __half2 low, high;
+  __device__ __forceinline__ explicit CodeBias(unsigned sz) {
+    const float zero = __high2float(wf_bits_as<__half2>(sz));
+    low = __float2half2_rn(-1024.0f - zero);
+    high = __float2half2_rn(-64.0f - zero);
+  }
+  __device__ __forceinline__ void expand(unsigned word, unsigned (&h)[4]) const {
+    const __half2 sixteenth = __float2half2_rn(0.0625f);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const unsigned v = word >> (8 * half);
+      h[2 * half] = wf_as_bits(__hadd2(wf_bits_as<__half2>(maskOr<0x000F000Fu>(v)), low));
+      h[2 * half + 1] =
+          wf_as_bits(__hfma2(wf_bits_as<__half2>(maskOr<0x00F000F0u>(v)), sixteenth, high));
+    }
+  }
+};
+
 // The same with 4-bit codes (BITS 4): the input staged in r.xs as f16,
 // then per unit its pairs' slot and KP stages; each warp's sums of its
 // steps of the unit's rows into r.part, then `column` as above (a unit's
@@ -542,24 +587,38 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
           // Step `step` of the stage (128 inputs): this lane's 32 inputs of
           // rows g and g + 8, words 4 qd .. 4 qd + 3 of each (16 bytes).
           const int step = w * P::SPW + i, group = kp * (P::KS / 128) + step;
-          const unsigned char *at = stage + tt * P::TILE_BYTES + step * 1024 + g * 64 + qd * 16;
-          const uint4 cg = *reinterpret_cast<const uint4 *>(at);
-          const uint4 cg8 = *reinterpret_cast<const uint4 *>(at + 512);
-          const unsigned sz = pairs[(tt * 16 + g) * P::GROUPS + group];
-          const unsigned sz8 = pairs[(tt * 16 + g + 8) * P::GROUPS + group];
-          // The token's inputs for those words, in the same order (every
+          const unsigned at = smemAddr(stage + tt * P::TILE_BYTES + step * 1024 + g * 64 + qd * 16);
+          const uint4 cg = loadSharedV4(at), cg8 = loadSharedV4(at + 512);
+          const unsigned pat = smemAddr(pairs + (tt * 16 + g) * P::GROUPS + group);
+          const unsigned sz = loadSharedU32(pat), sz8 = loadSharedU32(pat + 32 * P::GROUPS);
+          // The token's inputs of those words, in the same order (every
           // lane loads them: B's other columns are never read).
-          const uint4 *xv = reinterpret_cast<const uint4 *>(r.xs + kp * P::KS + step * 128 + 32 * qd);
+          const unsigned xat = smemAddr(r.xs + kp * P::KS + step * 128 + 32 * qd);
+          uint4 xb[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+            xb[k] = loadSharedV4(xat + 16 * k);
           const unsigned wg[4] = {cg.x, cg.y, cg.z, cg.w}, wg8[4] = {cg8.x, cg8.y, cg8.z, cg8.w};
           float d[4] = {0.f, 0.f, 0.f, 0.f};
+          if constexpr (SUM_SCALE) {
+            const CodeBias b(sz), b8(sz8);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            unsigned h[4], h8[4];
-            W::template expandWord<!SUM_SCALE>(wg[k], sz, h);
-            W::template expandWord<!SUM_SCALE>(wg8[k], sz8, h8);
-            const uint4 xb = xv[k];
-            wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb.x, xb.y);
-            wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb.z, xb.w);
+            for (int k = 0; k < 4; ++k) {
+              unsigned h[4], h8[4];
+              b.expand(wg[k], h);
+              b8.expand(wg8[k], h8);
+              wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb[k].x, xb[k].y);
+              wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb[k].z, xb[k].w);
+            }
+          } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              unsigned h[4], h8[4];
+              W::template expandWord<true>(wg[k], sz, h);
+              W::template expandWord<true>(wg8[k], sz8, h8);
+              wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb[k].x, xb[k].y);
+              wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb[k].z, xb[k].w);
+            }
           }
           // Column 0 (the token): d[0] row g, d[2] row g + 8.
           if constexpr (SUM_SCALE) {
