@@ -491,18 +491,11 @@ __device__ __forceinline__ unsigned loadSharedU32(unsigned addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
-// (v & mask) | magic in one LOP3 (C++ leaves two when both are constants).
-template <unsigned MASK>
-__device__ __forceinline__ unsigned maskOr(unsigned v) {
-  unsigned r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "n"(MASK), "n"(0x64006400u));
-  return r;
-}
 // f16, a group's (scale, zero): a word of 4-bit codes (PackedRows' order)
 // as four exact (code - zero) pairs in 9 instructions: per byte half, the
-// low nibbles as 1024 + code (one LOP3) plus -(1024 + zero), the high ones
-// as 1024 + 16 code times 1/16 plus -(64 + zero); the same values as
-// PackedRows::expandWord<false>.
+// low nibbles as 1024 + code (one LOP3, wf_mask_or) plus -(1024 + zero),
+// the high ones as 1024 + 16 code times 1/16 plus -(64 + zero); the same
+// values as PackedRows::expandWord<false>.
 struct CodeBias {
   __half2 low, high;
   __device__ __forceinline__ explicit CodeBias(unsigned sz) {
@@ -515,9 +508,10 @@ struct CodeBias {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const unsigned v = word >> (8 * half);
-      h[2 * half] = wf_as_bits(__hadd2(wf_bits_as<__half2>(maskOr<0x000F000Fu>(v)), low));
-      h[2 * half + 1] =
-          wf_as_bits(__hfma2(wf_bits_as<__half2>(maskOr<0x00F000F0u>(v)), sixteenth, high));
+      const unsigned lo = wf_mask_or<0x000F000Fu, 0x64006400u>(v);
+      const unsigned hi = wf_mask_or<0x00F000F0u, 0x64006400u>(v);
+      h[2 * half] = wf_as_bits(__hadd2(wf_bits_as<__half2>(lo), low));
+      h[2 * half + 1] = wf_as_bits(__hfma2(wf_bits_as<__half2>(hi), sixteenth, high));
     }
   }
 };

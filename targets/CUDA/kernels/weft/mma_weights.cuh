@@ -104,6 +104,15 @@ __device__ __forceinline__ unsigned wf_f16x2_to_bf16x2(unsigned h) {
   return wf_as_bits(__float22bfloat162_rn(__half22float2(wf_bits_as<__half2>(h))));
 }
 
+// (v & MASK) | MAGIC in one LOP3: written in C++ with both constants
+// immediate, it compiles to two (an AND, then an OR).
+template <unsigned MASK, unsigned MAGIC>
+__device__ __forceinline__ unsigned wf_mask_or(unsigned v) {
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(v), "n"(MASK), "n"(MAGIC));
+  return r;
+}
+
 template <int BITS, int GROUP, int ME, class M = __half, Codes FORMAT = Codes::Int,
           bool TILED = false>
 struct PackedRows {
@@ -175,7 +184,7 @@ struct PackedRows {
   template <bool BF16>
   static __device__ __forceinline__ unsigned pair(unsigned word, int j) {
     constexpr unsigned MASK = BITS == 4 ? 0x000F000Fu : 0x00FF00FFu;
-    return ((word >> (j * BITS)) & MASK) | (BF16 ? 0x43004300u : 0x64006400u);
+    return wf_mask_or<MASK, BF16 ? 0x43004300u : 0x64006400u>(word >> (j * BITS));
   }
   // The PER_WORD weights of one word as pairs of M, given the word's
   // (scale, zero) pair (integer codes); SCALED = false leaves the scale
@@ -202,9 +211,9 @@ struct PackedRows {
       for (int half = 0; half < 2; ++half) {
         const unsigned v = word >> (8 * half);
         h[2 * half] = wf_as_bits(
-            __hfma2(wf_bits_as<__half2>((v & 0x000F000Fu) | 0x64006400u), one, low));
+            __hfma2(wf_bits_as<__half2>(wf_mask_or<0x000F000Fu, 0x64006400u>(v)), one, low));
         h[2 * half + 1] = wf_as_bits(
-            __hfma2(wf_bits_as<__half2>((v & 0x00F000F0u) | 0x64006400u), sixteenth, high));
+            __hfma2(wf_bits_as<__half2>(wf_mask_or<0x00F000F0u, 0x64006400u>(v)), sixteenth, high));
       }
     } else if constexpr (wf_same<M, __half>::value || BITS == 8) {
       // In f16: (1024 + code) - (1024 + zero) is exact; then, for bf16,
