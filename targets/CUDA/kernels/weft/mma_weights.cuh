@@ -184,7 +184,13 @@ struct PackedRows {
   template <bool BF16>
   static __device__ __forceinline__ unsigned pair(unsigned word, int j) {
     constexpr unsigned MASK = BITS == 4 ? 0x000F000Fu : 0x00FF00FFu;
-    return wf_mask_or<MASK, BF16 ? 0x43004300u : 0x64006400u>(word >> (j * BITS));
+    constexpr unsigned MAGIC = BF16 ? 0x43004300u : 0x64006400u;
+    // 4-bit: one LOP3 (wf_mask_or); 8-bit: C++, which becomes one PRMT (the
+    // fields are whole bytes; a LOP3 after the shift measured 8% slower).
+    if constexpr (BITS == 4)
+      return wf_mask_or<MASK, MAGIC>(word >> (j * BITS));
+    else
+      return ((word >> (j * BITS)) & MASK) | MAGIC;
   }
   // The PER_WORD weights of one word as pairs of M, given the word's
   // (scale, zero) pair (integer codes); SCALED = false leaves the scale
