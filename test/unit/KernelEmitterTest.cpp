@@ -344,6 +344,24 @@ std::vector<FusionOp> decodeLayers(mlir::ModuleOp module) {
   return run;
 }
 
+// An H200 for emitDecodeStream: sm_90, 132 SMs.
+EmitOptions h200() {
+  EmitOptions o;
+  o.computeCapability = 90;
+  o.smCount = 132;
+  return o;
+}
+
+// The steps emitDecodeStream makes of the 32 Llama 3.1 8B layers of
+// `module`'s decode_b1 for an H200 (none, and `why`, if it refuses them).
+void emitLlamaStream(mlir::ModuleOp module, std::vector<EmittedStep> &steps, std::string &why) {
+  std::vector<FusionOp> layers = decodeLayers(module);
+  ASSERT_EQ(layers.size(), 32u * 5);
+  llvm::Expected<std::vector<EmittedStep>> emitted = emitDecodeStream(layers, h200(), why);
+  ASSERT_TRUE(bool(emitted)) << llvm::toString(emitted.takeError());
+  steps = std::move(*emitted);
+}
+
 // Llama 3.1 8B's batch-1 step becomes one cooperative kernel (its counters
 // zeroed by a launch before it) binding every layer's weights and caches,
 // compiled for sm_90; models or GPUs it does not cover say why.
@@ -351,15 +369,12 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   mlir::OwningOpRef<mlir::ModuleOp> module = compile("llama-3.1-8b", false);
   ASSERT_TRUE(module);
   std::vector<FusionOp> layers = decodeLayers(*module);
-  ASSERT_EQ(layers.size(), 32u * 5);
-  EmitOptions o;
-  o.computeCapability = 90;
-  o.smCount = 132;
+  EmitOptions o = h200();
   std::string why;
-  llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
-  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
-  ASSERT_EQ(steps->size(), 2u) << why;
-  const EmittedKernel &reset = *(*steps)[0].kernel, &stream = *(*steps)[1].kernel;
+  std::vector<EmittedStep> emitted;
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
+  ASSERT_EQ(emitted.size(), 2u) << why;
+  const EmittedKernel &reset = *emitted[0].kernel, &stream = *emitted[1].kernel;
   EXPECT_FALSE(reset.cooperative);
   EXPECT_TRUE(stream.cooperative);
   EXPECT_EQ(stream.grid[0], 132);
@@ -389,7 +404,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   EXPECT_FALSE((*compiled)[1].cubin.empty());
 
   o.computeCapability = 86;
-  steps = emitDecodeStream(layers, o, why);
+  llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
   ASSERT_TRUE(bool(steps));
   EXPECT_TRUE(steps->empty());
   EXPECT_NE(why.find("sm_90"), std::string::npos) << why;
@@ -442,16 +457,11 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   mlir::OwningOpRef<mlir::ModuleOp> module =
       compile("llama-3.1-8b", false, {}, 4, io::DType::F16);
   ASSERT_TRUE(module);
-  std::vector<FusionOp> layers = decodeLayers(*module);
-  ASSERT_EQ(layers.size(), 32u * 5);
-  EmitOptions o;
-  o.computeCapability = 90;
-  o.smCount = 132;
   std::string why;
-  llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
-  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
-  ASSERT_EQ(steps->size(), 2u) << why;
-  const EmittedKernel &reset = *(*steps)[0].kernel, &stream = *(*steps)[1].kernel;
+  std::vector<EmittedStep> emitted;
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
+  ASSERT_EQ(emitted.size(), 2u) << why;
+  const EmittedKernel &reset = *emitted[0].kernel, &stream = *emitted[1].kernel;
   EXPECT_NE(stream.name.find("_int4"), std::string::npos) << stream.name;
   EXPECT_NE(stream.source.find("BITS = 4"), std::string::npos);
   EXPECT_LE(stream.sharedBytes, 227 * 1024);
@@ -475,18 +485,16 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
 
   mlir::OwningOpRef<mlir::ModuleOp> bf16 = compile("llama-3.1-8b", false, {}, 4);
   ASSERT_TRUE(bf16);
-  steps = emitDecodeStream(decodeLayers(*bf16), o, why);
-  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
-  ASSERT_EQ(steps->size(), 2u) << why;
-  EXPECT_NE((*steps)[1].kernel->name.find("_bf16_int4"), std::string::npos);
-  compiled = compileKernels({*(*steps)[0].kernel, *(*steps)[1].kernel}, "sm_90", &cache);
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*bf16, emitted, why));
+  ASSERT_EQ(emitted.size(), 2u) << why;
+  EXPECT_NE(emitted[1].kernel->name.find("_bf16_int4"), std::string::npos);
+  compiled = compileKernels({*emitted[0].kernel, *emitted[1].kernel}, "sm_90", &cache);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
 
   mlir::OwningOpRef<mlir::ModuleOp> int8 = compile("llama-3.1-8b", false, {}, 8);
   ASSERT_TRUE(int8);
-  steps = emitDecodeStream(decodeLayers(*int8), o, why);
-  ASSERT_TRUE(bool(steps)) << llvm::toString(steps.takeError());
-  EXPECT_TRUE(steps->empty());
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*int8, emitted, why));
+  EXPECT_TRUE(emitted.empty());
   EXPECT_NE(why.find("quantized weights other than 4-bit"), std::string::npos) << why;
 }
 
