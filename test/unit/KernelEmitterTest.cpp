@@ -362,6 +362,17 @@ void emitLlamaStream(mlir::ModuleOp module, std::vector<EmittedStep> &steps, std
   steps = std::move(*emitted);
 }
 
+// The reset and stream kernels compile for sm_90 through NVRTC.
+void expectStreamCompiles(const std::vector<EmittedStep> &steps) {
+  ASSERT_EQ(steps.size(), 2u);
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  llvm::Expected<std::vector<CompiledKernel>> compiled =
+      compileKernels({*steps[0].kernel, *steps[1].kernel}, "sm_90", &cache);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  EXPECT_FALSE((*compiled)[1].cubin.empty());
+}
+
 // Llama 3.1 8B's batch-1 step becomes one cooperative kernel (its counters
 // zeroed by a launch before it) binding every layer's weights and caches,
 // compiled for sm_90; models or GPUs it does not cover say why.
@@ -396,12 +407,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   EXPECT_EQ(reset.params[0].kind, ParamBinding::Kind::Scratch);
   EXPECT_EQ(reset.params[0].index, stream.params[7].index);
   EXPECT_EQ(reset.params[0].bytes, stream.params[7].bytes);
-  weft::testing::TempDir dir;
-  KernelCache cache(dir.path());
-  llvm::Expected<std::vector<CompiledKernel>> compiled =
-      compileKernels({reset, stream}, "sm_90", &cache);
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-  EXPECT_FALSE((*compiled)[1].cubin.empty());
+  expectStreamCompiles(emitted);
 
   o.computeCapability = 86;
   llvm::Expected<std::vector<EmittedStep>> steps = emitDecodeStream(layers, o, why);
@@ -461,7 +467,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   std::vector<EmittedStep> emitted;
   ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
   ASSERT_EQ(emitted.size(), 2u) << why;
-  const EmittedKernel &reset = *emitted[0].kernel, &stream = *emitted[1].kernel;
+  const EmittedKernel &stream = *emitted[1].kernel;
   EXPECT_NE(stream.name.find("_int4"), std::string::npos) << stream.name;
   EXPECT_NE(stream.source.find("BITS = 4"), std::string::npos);
   EXPECT_LE(stream.sharedBytes, 227 * 1024);
@@ -476,20 +482,14 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   EXPECT_EQ(qkvPairs0.name, "l0_qkv_pairs");
   EXPECT_EQ(stream.params.back().name, "l31_down_pairs");
   EXPECT_EQ(stream.params.back().part, 1);
-  weft::testing::TempDir dir;
-  KernelCache cache(dir.path());
-  llvm::Expected<std::vector<CompiledKernel>> compiled =
-      compileKernels({reset, stream}, "sm_90", &cache);
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
-  EXPECT_FALSE((*compiled)[1].cubin.empty());
+  expectStreamCompiles(emitted);
 
   mlir::OwningOpRef<mlir::ModuleOp> bf16 = compile("llama-3.1-8b", false, {}, 4);
   ASSERT_TRUE(bf16);
   ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*bf16, emitted, why));
   ASSERT_EQ(emitted.size(), 2u) << why;
   EXPECT_NE(emitted[1].kernel->name.find("_bf16_int4"), std::string::npos);
-  compiled = compileKernels({*emitted[0].kernel, *emitted[1].kernel}, "sm_90", &cache);
-  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  expectStreamCompiles(emitted);
 
   mlir::OwningOpRef<mlir::ModuleOp> int8 = compile("llama-3.1-8b", false, {}, 8);
   ASSERT_TRUE(int8);
