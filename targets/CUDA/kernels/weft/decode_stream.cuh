@@ -35,15 +35,14 @@
 // QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
 // BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, STAGE_BYTES,
 // SCALE_SLOTS (4-bit codes; else 0), MAX_ROWS (a block's rows of one
-// projection, at most), GRID (blocks),
-// SHARED_BYTES (the dynamic shared memory the launch gives, at least
-// sharedBytes<C>()); static double invFreq(int i) (the rope's inverse
-// frequencies); BITS (0: 16-bit weights of type t; 4: 4-bit codes, below)
-// and w_t (t, or unsigned for codes). HIDDEN, FFN and HEADS D are
-// multiples of 64 (of 1024 with 4-bit codes).
+// projection, at most), GRID (blocks), SHARED_BYTES (the dynamic shared
+// memory the launch gives, at least sharedBytes<C>()); static double
+// invFreq(int i) (the rope's inverse frequencies); BITS (0: 16-bit weights
+// of type t; 4: 4-bit codes, below) and w_t (t, or unsigned for codes).
+// HIDDEN, FFN and HEADS D are multiples of 64 (of 1024 with 4-bit codes).
 //
-// 4-bit codes (BITS 4): each projection's codes in 16-row tiles
-// of 128 inputs and its (scale, zero) pairs per row and group of 128, as
+// 4-bit codes (BITS 4): each projection's codes in 16-row tiles of 128
+// inputs and its (scale, zero) pairs per row and group of 128, as
 // weft/mma_weights.cuh's PackedRows<4, 128, ..., TILED> reads them. A unit
 // is one tile (O, down) or two (QKV: rows i and i + D/2 of a head; gate/up:
 // a tile of gate rows and the same up rows); a ring stage holds a unit's
@@ -53,8 +52,8 @@
 // the products on tensor cores: warp w expands its 128-input steps of rows
 // g and g + 8 (lane g, q) as pairs for mma.m16n8k16, one chain per step:
 // exact (code - zero) scaled once by the step's scale in f16, each weight
-// rounded with its scale in bf16
-// (test/gpu/lab/layer_stream_int4_lab.cu measured the design).
+// rounded with its scale in bf16 (test/gpu/lab/layer_stream_int4_lab.cu
+// measured the design).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
@@ -108,9 +107,8 @@ template <class C> __host__ __device__ constexpr int stagedInputBytes() {
 // The attention merge ([CW][GROUP][D] sums, [CW][GROUP] maxima and sums);
 // with 4-bit codes the staged input shares its room (never live together).
 template <class C> __host__ __device__ constexpr size_t mergeBytes() {
-  return ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4 > (size_t)stagedInputBytes<C>()
-             ? ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4
-             : (size_t)stagedInputBytes<C>();
+  constexpr size_t merge = ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4;
+  return merge > (size_t)stagedInputBytes<C>() ? merge : (size_t)stagedInputBytes<C>();
 }
 // Dynamic shared memory: the ring (and with 4-bit codes the pairs' ring),
 // the barriers, the row sums, the norm's partial sums, the attention merge
@@ -327,7 +325,8 @@ __device__ __forceinline__ void produceCodes(const unsigned *codes, const unsign
 template <class C>
 __device__ __forceinline__ void waitPhaseInput(const Step<C> &s, int layer, int phase) {
   if (phase > 0 || layer > 0) {
-    const unsigned *dep = phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
+    const unsigned *dep =
+        phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
     if (threadIdx.x == 0)
       waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
     consumerBarrier();
