@@ -593,6 +593,7 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
             xb[k] = loadSharedV4(xat + 16 * k);
           const unsigned wg[4] = {cg.x, cg.y, cg.z, cg.w}, wg8[4] = {cg8.x, cg8.y, cg8.z, cg8.w};
           float d[4] = {0.f, 0.f, 0.f, 0.f};
+          // Column 0 of the product is the token: d[0] row g, d[2] row g + 8.
           if constexpr (SUM_SCALE) {
             const CodeBias b(sz), b8(sz8);
 #pragma unroll
@@ -603,6 +604,8 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
               wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb[k].x, xb[k].y);
               wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb[k].z, xb[k].w);
             }
+            tot[tt][0] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz)).x, d[0], tot[tt][0]);
+            tot[tt][1] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz8)).x, d[2], tot[tt][1]);
           } else {
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -612,12 +615,6 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
               wf_mma_m16n8k16<t>(d, h[0], h8[0], h[1], h8[1], xb[k].x, xb[k].y);
               wf_mma_m16n8k16<t>(d, h[2], h8[2], h[3], h8[3], xb[k].z, xb[k].w);
             }
-          }
-          // Column 0 (the token): d[0] row g, d[2] row g + 8.
-          if constexpr (SUM_SCALE) {
-            tot[tt][0] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz)).x, d[0], tot[tt][0]);
-            tot[tt][1] = fmaf(wf_pair_f32(wf_bits_as<typename W::M2>(sz8)).x, d[2], tot[tt][1]);
-          } else {
             tot[tt][0] += d[0];
             tot[tt][1] += d[2];
           }
