@@ -267,7 +267,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
                        g.maxRows * cw * 4 + cw * 4 + merge + itemPages * 4;
   const int64_t staticBytes = layers * 96; // the layer table
   const int64_t budget = 227 * 1024 - staticBytes - rest;
-  g.stages = std::min<int64_t>(6, budget / g.stageBytes);
+  // 16-bit weights keep up to 6 stages; 4-bit codes 4, which measured 2.5%
+  // faster than 5 at batch 1 (benchmarks.md, "The attention window"): their
+  // consumers, not the copies, set the pace, and every stage in flight
+  // queues ahead of the phases' hand-offs.
+  g.stages = std::min<int64_t>(codes ? 4 : 6, budget / g.stageBytes);
   if (g.stages < 2)
     return refuse("shared memory for fewer than two stages");
   g.sharedBytes = g.stages * g.stageBytes + rest;
