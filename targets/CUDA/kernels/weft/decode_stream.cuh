@@ -248,9 +248,12 @@ template <class C> struct Ring {
   int it;                            // stages taken so far (same count in every thread)
 };
 
+__device__ __forceinline__ unsigned *doneCounter(unsigned *counters, int layer, int phase) {
+  return counters + layer * PHASES + phase;
+}
 template <class C>
 __device__ __forceinline__ unsigned *doneCounter(const Step<C> &s, int layer, int phase) {
-  return s.counters + layer * PHASES + phase;
+  return doneCounter(s.counters, layer, phase);
 }
 
 // ---- The producer: every chunk of every projection of every layer ----
@@ -680,9 +683,17 @@ __device__ __forceinline__ void loadItemPages(const Step<C> &s, Ring<C> &r, int 
 // keeps an online softmax per head over the positions it takes (U at a
 // time, 4 dimensions a lane); the warps merge in shared memory into the
 // item's partial; the last split of kv to arrive weighs the splits together.
+//
+// It takes plain pointers, not the Step and the Ring: reference parameters
+// of a noinline function keep both in local memory (a 200-byte stack frame
+// a thread), which the consumers then read in every stage through an L1
+// that the ring's shared memory leaves small; without them the step is
+// 4-5% faster (benchmarks.md, "Inside a layer of the stream kernel").
 template <class C>
-__device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int layer,
-                                    Ring<C> &r, int pos, int seq, bool valid) {
+__device__ __noinline__ void attend(unsigned *counters, typename C::t *activations,
+                                    float *partials, const typename C::t *kCache,
+                                    const typename C::t *vCache, const int *pages, float *merge,
+                                    float *red, int layer, int pos, bool valid) {
   using t = typename C::t;
   constexpr int G = C::GROUP, D = C::D, U = 8;
   if ((int)blockIdx.x >= C::KV_HEADS * C::SPLITS)
@@ -690,9 +701,9 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
   const int kv = blockIdx.x / C::SPLITS, split = blockIdx.x % C::SPLITS;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   if (threadIdx.x == 0)
-    waitCount(doneCounter(s, layer, 0), (unsigned)C::GRID);
+    waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
   consumerBarrier();
-  t *act = s.act + (size_t)layer * actPerLayer<C>();
+  t *act = activations + (size_t)layer * actPerLayer<C>();
   const t *qv = act;
   t *out = act + (size_t)C::HEADS * D;
   const int n = valid ? pos + 1 : 0;
@@ -718,11 +729,11 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
       const int p = p0 + u * CW;
       if (p < hi) {
         const size_t row =
-            ((size_t)r.pages[p / C::BLOCK_TOKENS - firstPage] * C::BLOCK_TOKENS +
+            ((size_t)pages[p / C::BLOCK_TOKENS - firstPage] * C::BLOCK_TOKENS +
              p % C::BLOCK_TOKENS) *
                 C::KV_HEADS + kv;
-        kp[u] = loadShared<t, 4>(L.k + row * D + lane * 4);
-        vp[u] = loadShared<t, 4>(L.v + row * D + lane * 4);
+        kp[u] = loadShared<t, 4>(kCache + row * D + lane * 4);
+        vp[u] = loadShared<t, 4>(vCache + row * D + lane * 4);
       }
     }
 #pragma unroll
@@ -763,9 +774,9 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
       m[g] = mb;
     }
   }
-  // Merge the warps: r.attn holds [CW][G][D] accumulators, then [CW][G]
+  // Merge the warps: merge holds [CW][G][D] accumulators, then [CW][G]
   // maxima and sums.
-  float *wacc = r.attn, *wm = wacc + CW * G * D, *wl = wm + CW * G;
+  float *wacc = merge, *wm = wacc + CW * G * D, *wl = wm + CW * G;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -775,7 +786,7 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
       wm[w * G + g] = m[g], wl[w * G + g] = l[g];
   }
   consumerBarrier();
-  float *pm = s.partials, *pl = pm + C::HEADS * C::SPLITS, *pacc = pl + C::HEADS * C::SPLITS;
+  float *pm = partials, *pl = pm + C::HEADS * C::SPLITS, *pacc = pl + C::HEADS * C::SPLITS;
   for (int i = threadIdx.x; i < G * D; i += CW * 32) {
     const int g = i / D, d = i % D, h = kv * G + g;
     float M = -1e30f;
@@ -796,12 +807,12 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
   consumerBarrier();
   if (threadIdx.x == 0) {
     const unsigned arrived =
-        addAcqRel(s.counters + C::LAYERS * PHASES + layer * C::KV_HEADS + kv);
-    r.red[0] = arrived == (unsigned)C::SPLITS - 1 ? 1.f : 0.f;
+        addAcqRel(counters + C::LAYERS * PHASES + layer * C::KV_HEADS + kv);
+    red[0] = arrived == (unsigned)C::SPLITS - 1 ? 1.f : 0.f;
   }
   consumerBarrier();
-  const bool last = r.red[0] != 0.f;
-  consumerBarrier(); // r.red is reused
+  const bool last = red[0] != 0.f;
+  consumerBarrier(); // red is reused
   if (!last)
     return;
   // The last split: two threads per (head, 4 dimensions), each over half
@@ -854,7 +865,7 @@ __device__ __noinline__ void attend(const Step<C> &s, const Layer<C> &L, int lay
   }
   consumerBarrier();
   if (threadIdx.x == 0)
-    addRelease(doneCounter(s, layer, 1));
+    addRelease(doneCounter(counters, layer, 1));
 }
 
 // ---- The kernel body ----
@@ -955,7 +966,8 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
         cache[(slot.row + kh) * C::D + i + C::D / 2] = wf_to<t>(vb);
       }
     });
-    attend<C>(s, L, layer, r, pos, seq, slot.valid);
+    attend<C>(s.counters, s.act, s.partials, L.k, L.v, r.pages, r.attn, r.red, layer, pos,
+              slot.valid);
     project<C, O>(s, layer, attn, nullptr, x, r, [&](int col, float va, float, float res) {
       h[col] = wf_to<t>(wf_round<t>(va) + res);
     });
