@@ -115,27 +115,27 @@ __device__ __forceinline__ void tl(int ev) {{
   for (int q = threadIdx.x; q < cols; q += CW * 32) {
     const int k = q / 16, j = q % 16;""")
     # attend
-    rep("""    waitCount(doneCounter(s, layer, 0), (unsigned)C::GRID);
+    rep("""    waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
   consumerBarrier();
-  t *act""", """    waitCount(doneCounter(s, layer, 0), (unsigned)C::GRID);
+  t *act""", """    waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
   consumerBarrier();
   const bool TLL = threadIdx.x == 0 && layer == C::LAYERS / 2;
   if (TLL) tl(24);
   t *act""")
-    rep("""  float *wacc = r.attn, *wm""", """  if (TLL) tl(25);
-  float *wacc = r.attn, *wm""")
+    rep("""  float *wacc = merge, *wm""", """  if (TLL) tl(25);
+  float *wacc = merge, *wm""")
     rep("""  consumerBarrier();
   if (threadIdx.x == 0) {
     const unsigned arrived =""", """  consumerBarrier();
   if (TLL) tl(26);
   if (threadIdx.x == 0) {
     const unsigned arrived =""")
-    rep("""  consumerBarrier(); // r.red is reused
-  if (!last)""", """  consumerBarrier(); // r.red is reused
+    rep("""  consumerBarrier(); // red is reused
+  if (!last)""", """  consumerBarrier(); // red is reused
   if (TLL) tl(27);
   if (!last)""")
-    rep("""    addRelease(doneCounter(s, layer, 1));
-}""", """    addRelease(doneCounter(s, layer, 1));
+    rep("""    addRelease(doneCounter(counters, layer, 1));
+}""", """    addRelease(doneCounter(counters, layer, 1));
   if (TLL) tl(28);
 }""")
     # the kernel body: clear at the start, print at the end of launch 40
