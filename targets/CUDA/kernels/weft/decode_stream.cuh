@@ -686,9 +686,9 @@ __device__ __forceinline__ void loadItemPages(const Step<C> &s, Ring<C> &r, int 
 //
 // It takes plain pointers, not the Step and the Ring: reference parameters
 // of a noinline function keep both in local memory (a 200-byte stack frame
-// a thread), which the consumers then read in every stage through an L1
-// that the ring's shared memory leaves small; without them the step is
-// 4-5% faster (benchmarks.md, "Inside a layer of the stream kernel").
+// a thread, read through an L1 that the ring's shared memory leaves
+// small); with pointers the frame is 32 bytes and the step 4-5% faster
+// (benchmarks.md, "Inside a layer of the stream kernel").
 template <class C>
 __device__ __noinline__ void attend(unsigned *counters, typename C::t *activations,
                                     float *partials, const typename C::t *kCache,
