@@ -81,17 +81,40 @@ __device__ __forceinline__ void gemvItems(unsigned long long *s_best, Item item)
   }
 }
 
-// Adds a thread's sum of squares to its token's: one atomic per warp when
-// the warp's 32 vectors all belong to that token (the rows, or a chunk of
-// them, are a multiple of 32 vectors), else one per thread.
-__device__ __forceinline__ void gemvAddSquares(float *sum, float ss, bool warpOfOneToken) {
+// Adds a thread's sum of squares to its token's in this warp's row of
+// sums (warpSums: [T], written by this warp only): the warp's sum by lane 0
+// when the warp's 32 vectors all belong to that token (the rows, or a chunk
+// of them, are a multiple of 32 vectors), else lane by lane in lane order.
+// The order of the adds never depends on timing, so neither does 1/rms:
+// float atomics would add in arrival order, and a last-bit change there
+// flips a greedy token whose logit ties another's (runs of one plan then
+// disagree).
+__device__ __forceinline__ void gemvAddSquares(float *warpSums, int t, float ss,
+                                               bool warpOfOneToken) {
+  const int lane = threadIdx.x & 31;
   if (warpOfOneToken) {
     ss = wf_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0)
-      atomicAdd(sum, ss);
-  } else {
-    atomicAdd(sum, ss);
+    if (lane == 0)
+      warpSums[t] += ss;
+    __syncwarp();
+    return;
   }
+  const unsigned active = __activemask();
+  for (int l = 0; l < 32; ++l) {
+    if (lane == l)
+      warpSums[t] += ss;
+    __syncwarp(active);
+  }
+}
+
+// Token t's sum of squares: the warps' sums in warp order.
+template <int WARPS, int T>
+__device__ __forceinline__ float gemvSumSquares(const float (&warpSums)[WARPS][T], int t) {
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w)
+    s += warpSums[w][t];
+  return s;
 }
 
 // The sum for token t, row j of block column cl from the warps' results
@@ -189,11 +212,12 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
     const int c = colBase + (m % (C::MMA ? CPW / 16 : 1)) * 16 + g + 8 * half;
     return W(w, scales, C::row(c < C::NC ? c : C::NC - 1, j), K, ME * q);
   };
-  __shared__ float ssum[C::NORM ? T : 1]; // sums of squares over this block's K range
+  // Sums of squares over this block's K range, per warp (gemvAddSquares).
+  __shared__ float ssum[C::NORM ? WARPS : 1][C::NORM ? T : 1];
   __shared__ float inv[C::NORM ? T : 1];
   if constexpr (C::NORM)
-    if (threadIdx.x < T)
-      ssum[threadIdx.x] = 0.0f;
+    for (int i = threadIdx.x; i < WARPS * T; i += THREADS)
+      ssum[i / T][i % T] = 0.0f;
   if constexpr (C::PRENORM) {
     // Every token's rms over the whole row first (the rows are small and
     // in L2: the other blocks read them too).
@@ -206,11 +230,11 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
         ss += wf_f32(xv.v[e]) * wf_f32(xv.v[e]);
-      gemvAddSquares(ssum + t, ss, vecs % 32 == 0);
+      gemvAddSquares(ssum[warp], t, ss, vecs % 32 == 0);
     }
     __syncthreads();
     if (threadIdx.x < T)
-      inv[threadIdx.x] = 1.0f / sqrtf(ssum[threadIdx.x] / K + C::EPS);
+      inv[threadIdx.x] = 1.0f / sqrtf(gemvSumSquares(ssum, threadIdx.x) / K + C::EPS);
   }
   __shared__ unsigned long long s_best[C::ARGMAX && !SPLIT ? T : 1];
   if constexpr (C::ARGMAX && !SPLIT)
@@ -247,7 +271,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
       }
       wf_store<s_t, VEC>(xs + t * XS + i, sv);
       if constexpr (C::NORM && !C::PRENORM)
-        gemvAddSquares(ssum + t, ss, vecs % 32 == 0);
+        gemvAddSquares(ssum[warp], t, ss, vecs % 32 == 0);
     }
     __syncthreads();
     if constexpr (!C::MMA) {
@@ -361,7 +385,7 @@ __device__ __forceinline__ void gemv(const typename C::x_t *__restrict__ x,
   __syncthreads();
   if constexpr (C::NORM && !C::PRENORM) {
     if (threadIdx.x < T) {
-      const float s = ssum[threadIdx.x];
+      const float s = gemvSumSquares(ssum, threadIdx.x);
       if constexpr (SPLIT) {
         // Partial sums of squares after the partial dot products.
         if (blockIdx.x == 0)
