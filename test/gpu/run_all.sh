@@ -6,7 +6,8 @@
 # bandwidth floor and the scheduler against decode_b100 (bench_batches.py),
 # memcheck of the batched plans (sanitize.sh), the correctness table
 # (check_plans.py), the sampler token by token (check_sampling.py), weft-run
-# streaming and --chat (check_interactive.sh), and a summary last. WEFT_FULL=1 adds the batch-1
+# streaming and --chat (check_interactive.sh), greedy decoding run to run
+# (check_determinism.py), and a summary last. WEFT_FULL=1 adds the batch-1
 # comparison with transformers, the GEMV switch sweep and two-device decode.
 # OUT (default DIR/results) keeps every output.
 set -uo pipefail
@@ -69,16 +70,24 @@ sampling_rc=${PIPESTATUS[0]}
 bash "$here/check_interactive.sh" "$dir" 2>&1 | tee "$out/interactive.txt"
 interactive_rc=${PIPESTATUS[0]}
 
+# Greedy decoding gives the same tokens in every run (batch 1, stream
+# kernel; 16 sequences together through the batched buckets).
+python3 "$here/check_determinism.py" "$run" "$dir/llama8b-fp16.weft" \
+  "$dir/llama8b-fp16-b100.weft:16" 2>&1 | tee "$out/determinism.txt"
+determinism_rc=${PIPESTATUS[0]}
+
 
 echo
 echo "== summary =="
 tail -1 "$out/check.txt"
 tail -1 "$out/sampling.txt"
 tail -1 "$out/interactive.txt"
+grep -E "^\|" "$out/determinism.txt"
 cat "$out/e2e.txt"
 grep -E "^(\||copy)" "$out/batches-table.txt"
 grep -E "^\|" "$out/quantized.txt"
 sed 's/^/  /' "$out/sanitize.txt" | grep memcheck
 [[ -f "$out/gemv.txt" ]] && sed 's/^/  /' "$out/gemv.txt"
 [[ -f "$out/tp.txt" ]] && sed 's/^/  /' "$out/tp.txt"
-[[ $check_rc == 0 && $san_rc == 0 && $sampling_rc == 0 && $interactive_rc == 0 ]]
+[[ $check_rc == 0 && $san_rc == 0 && $sampling_rc == 0 && $interactive_rc == 0 &&
+   $determinism_rc == 0 ]]
