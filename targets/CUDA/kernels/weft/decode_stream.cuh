@@ -493,30 +493,6 @@ __device__ __forceinline__ unsigned loadSharedU32(unsigned addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
-// f16, a group's (scale, zero): a word of 4-bit codes (PackedRows' order)
-// as four exact (code - zero) pairs in 9 instructions: per byte half, the
-// low nibbles as 1024 + code (one LOP3, wf_mask_or) plus -(1024 + zero),
-// the high ones as 1024 + 16 code times 1/16 plus -(64 + zero); the same
-// values as PackedRows::expandWord<false>.
-struct CodeBias {
-  __half2 low, high;
-  __device__ __forceinline__ explicit CodeBias(unsigned sz) {
-    const float zero = __high2float(wf_bits_as<__half2>(sz));
-    low = __float2half2_rn(-1024.0f - zero);
-    high = __float2half2_rn(-64.0f - zero);
-  }
-  __device__ __forceinline__ void expand(unsigned word, unsigned (&h)[4]) const {
-    const __half2 sixteenth = __float2half2_rn(0.0625f);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const unsigned v = word >> (8 * half);
-      const unsigned lo = wf_mask_or<0x000F000Fu, 0x64006400u>(v);
-      const unsigned hi = wf_mask_or<0x00F000F0u, 0x64006400u>(v);
-      h[2 * half] = wf_as_bits(__hadd2(wf_bits_as<__half2>(lo), low));
-      h[2 * half + 1] = wf_as_bits(__hfma2(wf_bits_as<__half2>(hi), sixteenth, high));
-    }
-  }
-};
 
 // The same with 4-bit codes (BITS 4): the input staged in r.xs as f16,
 // then per unit its pairs' slot and KP stages; each warp's sums of its

@@ -113,6 +113,33 @@ __device__ __forceinline__ unsigned wf_mask_or(unsigned v) {
   return r;
 }
 
+// f16, a group's (scale, zero): a word of 4-bit codes (PackedRows' order)
+// as four exact (code - zero) pairs in 9 instructions: per byte half, the
+// low nibbles as 1024 + code (one LOP3, wf_mask_or) plus -(1024 + zero),
+// the high ones as 1024 + 16 code (exact: ulp 1 below 2048) times 1/16 plus
+// -(64 + zero). The bias is made once per group: the decode stream kernel
+// keeps one per 128-input step; PackedRows::expandWord<false> makes it per
+// word.
+struct CodeBias {
+  __half2 low, high;
+  __device__ __forceinline__ explicit CodeBias(unsigned sz) {
+    const float zero = __high2float(wf_bits_as<__half2>(sz));
+    low = __float2half2_rn(-1024.0f - zero);
+    high = __float2half2_rn(-64.0f - zero);
+  }
+  __device__ __forceinline__ void expand(unsigned word, unsigned (&h)[4]) const {
+    const __half2 sixteenth = __float2half2_rn(0.0625f);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const unsigned v = word >> (8 * half);
+      const unsigned lo = wf_mask_or<0x000F000Fu, 0x64006400u>(v);
+      const unsigned hi = wf_mask_or<0x00F000F0u, 0x64006400u>(v);
+      h[2 * half] = wf_as_bits(__hadd2(wf_bits_as<__half2>(lo), low));
+      h[2 * half + 1] = wf_as_bits(__hfma2(wf_bits_as<__half2>(hi), sixteenth, high));
+    }
+  }
+};
+
 template <int BITS, int GROUP, int ME, class M = __half, Codes FORMAT = Codes::Int,
           bool TILED = false>
 struct PackedRows {
@@ -205,22 +232,7 @@ struct PackedRows {
         h[j] = wf_same<M, __half>::value ? f : wf_f16x2_to_bf16x2(f);
       }
     } else if constexpr (!SCALED && wf_same<M, __half>::value && BITS == 4) {
-      // (1024 + code) from one LOP3 for the low nibbles of each half word,
-      // (1024 + 16 code) for the next ones (exact: ulp 1 below 2048), so
-      // one shift serves four pairs; then one FMA to (code - zero).
-      const float zero = __high2float(wf_bits_as<__half2>(szBits));
-      const __half2 low = __float2half2_rn(-1024.0f - zero);
-      const __half2 high = __float2half2_rn(-64.0f - zero);
-      const __half2 sixteenth = __float2half2_rn(0.0625f);
-      const __half2 one = __float2half2_rn(1.0f);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const unsigned v = word >> (8 * half);
-        h[2 * half] = wf_as_bits(
-            __hfma2(wf_bits_as<__half2>(wf_mask_or<0x000F000Fu, 0x64006400u>(v)), one, low));
-        h[2 * half + 1] = wf_as_bits(
-            __hfma2(wf_bits_as<__half2>(wf_mask_or<0x00F000F0u, 0x64006400u>(v)), sixteenth, high));
-      }
+      CodeBias(szBits).expand(word, h);
     } else if constexpr (wf_same<M, __half>::value || BITS == 8) {
       // In f16: (1024 + code) - (1024 + zero) is exact; then, for bf16,
       // converted (exact) and scaled in bf16.
