@@ -10,7 +10,10 @@ token that differs between runs wherever two logits nearly tie, which
 random weights make common.
 
   test/gpu/check_determinism.py WEFT_RUN PLAN[:N] [PLAN[:N] ...] [--runs 5]
-      [--max-tokens 48]
+      [--max-tokens 48] [--sample T,K,P,SEED]
+
+--sample decodes by sampling instead (temperature T, top-k K, top-p P, seed
+SEED; the plan must sample): the same seed must give the same tokens.
 Prints a table (plan, prompts, runs, distinct outputs, first position where
 two runs differ); exits 1 if any plan gives more than one output.
 """
@@ -29,6 +32,9 @@ def prompt(seed, n):
 def run_once(weft_run, plan, prompts_file):
     cmd = [weft_run, plan, "--random-weights", "--quiet", "--prompts", prompts_file,
            "--max-tokens", str(ARGS.max_tokens)]
+    if ARGS.sample:
+        t, k, p, seed = ARGS.sample.split(",")
+        cmd += ["--temperature", t, "--top-k", k, "--top-p", p, "--seed", seed]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{os.path.basename(plan)}: weft-run failed: {p.stderr.strip()[-300:]}")
@@ -54,6 +60,7 @@ def main():
     ap.add_argument("plans", nargs="+", help="PLAN or PLAN:N (N prompts decoded together)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--sample", help="T,K,P,SEED: sample with these settings instead of greedy")
     global ARGS
     ARGS = ap.parse_args()
     rows, failed = [], False

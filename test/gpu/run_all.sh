@@ -6,8 +6,8 @@
 # bandwidth floor and the scheduler against decode_b100 (bench_batches.py),
 # memcheck of the batched plans (sanitize.sh), the correctness table
 # (check_plans.py), the sampler token by token (check_sampling.py), weft-run
-# streaming and --chat (check_interactive.sh), greedy decoding run to run
-# (check_determinism.py), and a summary last. WEFT_FULL=1 adds the batch-1
+# streaming and --chat (check_interactive.sh), decoding run to run, greedy
+# and seeded (check_determinism.py), and a summary last. WEFT_FULL=1 adds the batch-1
 # comparison with transformers, the GEMV switch sweep and two-device decode.
 # OUT (default DIR/results) keeps every output.
 set -uo pipefail
@@ -70,11 +70,15 @@ sampling_rc=${PIPESTATUS[0]}
 bash "$here/check_interactive.sh" "$dir" 2>&1 | tee "$out/interactive.txt"
 interactive_rc=${PIPESTATUS[0]}
 
-# Greedy decoding gives the same tokens in every run (batch 1, stream
-# kernel; 16 sequences together through the batched buckets).
+# Decoding gives the same tokens in every run: greedy (batch 1, stream
+# kernel; 16 sequences together through the batched buckets), then sampled.
 python3 "$here/check_determinism.py" "$run" "$dir/llama8b-fp16.weft" \
   "$dir/llama8b-fp16-b100.weft:16" 2>&1 | tee "$out/determinism.txt"
 determinism_rc=${PIPESTATUS[0]}
+# And sampling with a seed (temperature 1, the whole distribution).
+python3 "$here/check_determinism.py" "$run" "$dir/llama8b-fp16-b100.weft:16" --sample 1.0,0,1.0,5 \
+  2>&1 | tee -a "$out/determinism.txt"
+[[ ${PIPESTATUS[0]} == 0 ]] || determinism_rc=1
 
 
 echo

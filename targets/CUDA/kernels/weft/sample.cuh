@@ -10,7 +10,11 @@
 // boundary, the sampled token) is a search in the total order of wf_key
 // (logit descending, index ascending) by radix selection: 8 bits a pass over
 // histograms of counts or probability mass, REPLICAS copies to spread the
-// atomics.
+// atomics. Masses are added as integers (wf_fixed: units of 2^-40), so no
+// sum depends on the order of the adds: the candidates' slots and the
+// atomics follow the warps' timing, and float sums in that order changed
+// their last bits from run to run, so a seed did not always give the same
+// tokens.
 //
 // Config: V vocabulary (row length), THREADS per block, WARPS;
 // sampling also CAP, REPLICAS, CUT. Grid: (tokens); block: THREADS.
@@ -26,25 +30,38 @@ template <class C> struct wf_sample_shared {
   unsigned long long keys[C::CAP];
   float probs[C::CAP];
   unsigned count[C::REPLICAS][257]; // padded: replicas of one bin sit in different banks
-  float mass[C::REPLICAS][257];
+  unsigned long long mass[C::REPLICAS / 2][257]; // wf_fixed; half the copies (shared memory)
   unsigned long long red64[C::WARPS];
-  float redf[C::WARPS];
   int n;
   int digit;
   unsigned binCount;
-  float targetLeft;
+  unsigned long long targetLeft;
   unsigned rankLeft;
   unsigned long long found;
 };
 
+// A probability (at most 1) as an integer count of 2^-40: a sum of the
+// 128K candidates a row can hold stays below 2^58, and each is off by at
+// most 2^-41, under f32's resolution of any sum that holds the best token
+// (at least 1).
+__device__ __forceinline__ unsigned long long wf_fixed(float p) {
+  return __float2ull_rn(p * 1099511627776.0f);
+}
+__device__ __forceinline__ unsigned long long wf_warp_sum64(unsigned long long v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
 template <class C>
-__device__ __forceinline__ float wf_block_sum(float v, wf_sample_shared<C> &sm) {
-  v = wf_warp_sum(v);
+__device__ __forceinline__ unsigned long long wf_block_sum64(unsigned long long v,
+                                                             wf_sample_shared<C> &sm) {
+  v = wf_warp_sum64(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0)
-    sm.redf[threadIdx.x >> 5] = v;
+    sm.red64[threadIdx.x >> 5] = v;
   __syncthreads();
-  return wf_warp_sum(sm.redf[threadIdx.x & 31]);
+  return wf_warp_sum64(sm.red64[threadIdx.x & 31]);
 }
 
 template <class C>
@@ -85,13 +102,15 @@ enum { WF_RANK = 0, WF_MASS_REACHES = 1, WF_MASS_EXCEEDS = 2 };
 template <class C>
 __device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bool inShared, const float *row,
                                         float top, float invT, unsigned long long lower,
-                                        int mode, unsigned rank, float target) {
+                                        int mode, unsigned rank,
+                                        unsigned long long target) {
   unsigned long long prefix = 0ull, mask = 0ull;
   const int lane = threadIdx.x & 31, rep = lane % C::REPLICAS;
   for (int shift = 56; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < C::REPLICAS * 257; i += C::THREADS) {
       (&sm.count[0][0])[i] = 0u;
-      (&sm.mass[0][0])[i] = 0.0f;
+      if (i < C::REPLICAS / 2 * 257)
+        (&sm.mass[0][0])[i] = 0ull;
     }
     __syncthreads();
     wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
@@ -99,37 +118,38 @@ __device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bo
         const int d = (int)((key >> shift) & 255ull);
         atomicAdd(&sm.count[rep][d], 1u);
         if (mode != WF_RANK)
-          atomicAdd(&sm.mass[rep][d], p);
+          atomicAdd(&sm.mass[rep / 2][d], wf_fixed(p));
       }
     });
     __syncthreads();
     if (threadIdx.x < 32) {
       // Lane l owns bins 255 - 8l down to 248 - 8l: lanes in key order.
       unsigned c8[8];
-      float m8[8];
+      unsigned long long m8[8];
       unsigned cs = 0u;
-      float ms = 0.0f;
+      unsigned long long ms = 0ull;
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         const int d = 255 - 8 * lane - q;
         unsigned c = 0u;
-        float m = 0.0f;
+        unsigned long long m = 0ull;
 #pragma unroll
-        for (int r = 0; r < C::REPLICAS; ++r) {
+        for (int r = 0; r < C::REPLICAS; ++r)
           c += sm.count[r][d];
+#pragma unroll
+        for (int r = 0; r < C::REPLICAS / 2; ++r)
           m += sm.mass[r][d];
-        }
         c8[q] = c;
         m8[q] = m;
         cs += c;
         ms += m;
       }
       unsigned ci = cs;
-      float mi = ms;
+      unsigned long long mi = ms;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
         const unsigned cu = __shfl_up_sync(0xffffffffu, ci, o);
-        const float mu = __shfl_up_sync(0xffffffffu, mi, o);
+        const unsigned long long mu = __shfl_up_sync(0xffffffffu, mi, o);
         if (lane >= o) {
           ci += cu;
           mi += mu;
@@ -143,7 +163,7 @@ __device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bo
       const int owner = hits ? __ffs(hits) - 1 : (nonEmpty ? 31 - __clz(nonEmpty) : 0);
       if (lane == owner) {
         unsigned cBefore = ci - cs;
-        float mBefore = mi - ms;
+        unsigned long long mBefore = mi - ms;
         int pick = -1, last = 0;
         for (int q = 0; q < 8; ++q) {
           if (c8[q] == 0u)
@@ -161,7 +181,7 @@ __device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bo
         }
         if (pick < 0) { // beyond the total: the last candidate
           pick = last;
-          sm.targetLeft = wf_inf();
+          sm.targetLeft = ~0ull;
           sm.rankLeft = c8[last] - 1u;
         } else {
           sm.targetLeft = target - mBefore;
@@ -192,15 +212,22 @@ __device__ __noinline__ unsigned long long wf_select(wf_sample_shared<C> &sm, bo
   return prefix;
 }
 
+// The mass (wf_fixed) of the candidates with keys >= lower.
 template <class C>
-__device__ __noinline__ float wf_mass_from(wf_sample_shared<C> &sm, bool inShared, const float *row, float top,
-                              float invT, unsigned long long lower) {
-  float s = 0.0f;
+__device__ __noinline__ unsigned long long wf_mass_from(wf_sample_shared<C> &sm, bool inShared,
+                                                        const float *row, float top, float invT,
+                                                        unsigned long long lower) {
+  unsigned long long s = 0ull;
   wf_each(sm, inShared, row, top, invT, [&](unsigned long long key, float p) {
     if (key >= lower)
-      s += p;
+      s += wf_fixed(p);
   });
-  return wf_block_sum(s, sm);
+  return wf_block_sum64(s, sm);
+}
+
+// share * mass, for a share in [0, 1].
+__device__ __forceinline__ unsigned long long wf_fixed_share(float share, unsigned long long mass) {
+  return (unsigned long long)((double)share * (double)mass);
 }
 
 // The row's best key (wf_key order): 16-byte loads, four in flight per
@@ -297,17 +324,19 @@ __device__ __forceinline__ void sampleRows(const float *__restrict__ logits,
   const int k = top_k[t];
   if (k > 0 && k < n)
     lower = wf_select(sm, inShared, row, top, invT, 0ull, WF_RANK, (unsigned)(k - 1), 0.0f);
-  const float total = wf_mass_from(sm, inShared, row, top, invT, lower);
+  const unsigned long long total = wf_mass_from(sm, inShared, row, top, invT, lower);
   // Top-p: the shortest prefix whose mass reaches top_p of the total.
-  float kept = total;
+  unsigned long long kept = total;
   const float p = top_p[t];
   if (p < 1.0f) {
-    lower = wf_select(sm, inShared, row, top, invT, lower, WF_MASS_REACHES, 0u, p * total);
+    lower = wf_select(sm, inShared, row, top, invT, lower, WF_MASS_REACHES, 0u,
+                      wf_fixed_share(p, total));
     kept = wf_mass_from(sm, inShared, row, top, invT, lower);
   }
   // The token whose cumulative probability first exceeds uniform.
   const unsigned long long chosen =
-      wf_select(sm, inShared, row, top, invT, lower, WF_MASS_EXCEEDS, 0u, uniform[t] * kept);
+      wf_select(sm, inShared, row, top, invT, lower, WF_MASS_EXCEEDS, 0u,
+                wf_fixed_share(uniform[t], kept));
   if (threadIdx.x == 0)
     ((ids[t] = wf_key_index(chosen)), ...);
 }
