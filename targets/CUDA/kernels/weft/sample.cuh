@@ -30,7 +30,9 @@ template <class C> struct wf_sample_shared {
   unsigned long long keys[C::CAP];
   float probs[C::CAP];
   unsigned count[C::REPLICAS][257]; // padded: replicas of one bin sit in different banks
-  unsigned long long mass[C::REPLICAS / 2][257]; // wf_fixed; half the copies (shared memory)
+  // wf_fixed masses: 8 bytes a bin, so half the copies keep the block's
+  // static shared memory under 48 KB.
+  unsigned long long mass[C::REPLICAS / 2][257];
   unsigned long long red64[C::WARPS];
   int n;
   int digit;
@@ -43,7 +45,8 @@ template <class C> struct wf_sample_shared {
 // A probability (at most 1) as an integer count of 2^-40: a sum of the
 // 128K candidates a row can hold stays below 2^58, and each is off by at
 // most 2^-41, under f32's resolution of any sum that holds the best token
-// (at least 1).
+// (at least 1). A candidate under 2^-41 (below 5e-13 of the best token's
+// probability) weighs 0.
 __device__ __forceinline__ unsigned long long wf_fixed(float p) {
   return __float2ull_rn(p * 1099511627776.0f);
 }
