@@ -12,13 +12,13 @@ random weights make common.
   test/gpu/check_determinism.py WEFT_RUN PLAN[:N] [PLAN[:N] ...] [--runs 5]
       [--max-tokens 48] [--sample T,K,P,SEED]
 
+Prompt ids go up to 128000: plans of a Llama 3-sized vocabulary.
 --sample decodes by sampling instead (temperature T, top-k K, top-p P, seed
 SEED; the plan must sample): the same seed must give the same tokens.
 Prints a table (plan, prompts, runs, distinct outputs, first position where
 two runs differ); exits 1 if any plan gives more than one output.
 """
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
@@ -29,18 +29,19 @@ def prompt(seed, n):
     return [7 + (997 * i + 131 * seed) % 128000 for i in range(n)]
 
 
-def run_once(weft_run, plan, prompts_file):
-    cmd = [weft_run, plan, "--random-weights", "--quiet", "--prompts", prompts_file,
-           "--max-tokens", str(ARGS.max_tokens)]
-    if ARGS.sample:
-        t, k, p, seed = ARGS.sample.split(",")
+def run_once(args, plan, prompts_file):
+    """The ids weft-run generates for each prompt, as a tuple of tuples."""
+    cmd = [args.run, plan, "--random-weights", "--quiet", "--prompts", prompts_file,
+           "--max-tokens", str(args.max_tokens)]
+    if args.sample:
+        t, k, p, seed = args.sample
         cmd += ["--temperature", t, "--top-k", k, "--top-p", p, "--seed", seed]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{os.path.basename(plan)}: weft-run failed: {p.stderr.strip()[-300:]}")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{os.path.basename(plan)}: weft-run failed: {out.stderr.strip()[-300:]}")
     # One "sequence I tokens: ..." line per prompt.
-    lines = [l.split("tokens:", 1)[1].split() for l in p.stdout.splitlines()
-             if l.startswith("sequence ") and "tokens:" in l]
+    lines = tuple(tuple(l.split("tokens:", 1)[1].split()) for l in out.stdout.splitlines()
+                  if l.startswith("sequence ") and "tokens:" in l)
     if not lines:
         sys.exit(f"{os.path.basename(plan)}: weft-run printed no tokens")
     return lines
@@ -61,30 +62,30 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--sample", help="T,K,P,SEED: sample with these settings instead of greedy")
-    global ARGS
-    ARGS = ap.parse_args()
+    args = ap.parse_args()
+    if args.sample:
+        args.sample = args.sample.split(",")
+        if len(args.sample) != 4:
+            ap.error("--sample takes T,K,P,SEED (four comma-separated values)")
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
-        for spec in ARGS.plans:
+        for spec in args.plans:
             plan, _, n = spec.partition(":")
             n = int(n or 1)
             path = os.path.join(tmp, f"prompts-{n}.txt")
             with open(path, "w") as f:
                 for s in range(n):
                     f.write(",".join(map(str, prompt(s, 40 - s % 7))) + "\n")
-            outputs = [run_once(ARGS.run, plan, path) for _ in range(ARGS.runs)]
-            digests = {hashlib.sha1(repr(o).encode()).hexdigest() for o in outputs}
-            diff = "-"
-            for o in outputs[1:]:
-                if o != outputs[0]:
-                    diff = first_difference(outputs[0], o)
-                    break
-            ok = len(digests) == 1
+            outputs = [run_once(args, plan, path) for _ in range(args.runs)]
+            distinct = len(set(outputs))
+            diff = next((first_difference(outputs[0], o) for o in outputs[1:] if o != outputs[0]),
+                        "-")
+            ok = distinct == 1
             failed |= not ok
             name = os.path.basename(plan)
-            print(f"{name}: {n} prompts, {ARGS.runs} runs, {len(digests)} distinct outputs",
+            print(f"{name}: {n} prompts, {args.runs} runs, {distinct} distinct outputs",
                   flush=True)
-            rows.append((name, n, ARGS.runs, len(digests), diff, "ok" if ok else "DIFFERS"))
+            rows.append((name, n, args.runs, distinct, diff, "ok" if ok else "DIFFERS"))
     print()
     print("| plan | prompts | runs | distinct outputs | first difference | result |")
     print("|---|---|---|---|---|---|")
