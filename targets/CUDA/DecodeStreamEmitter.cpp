@@ -23,7 +23,8 @@ namespace {
 // Ring stage: room for 4 rows of the widest K among QKV, O and gate/up, or
 // one row of the down projection's; the kernel's Proj derives the chunks.
 struct StreamGeometry {
-  int64_t stageBytes = 0, stages = 0, maxRows = 0, splits = 0, grid = 0, sharedBytes = 0;
+  int64_t stageBytes = 0, stages = 0, inFlight = 0, maxRows = 0, splits = 0, grid = 0,
+          sharedBytes = 0;
 };
 
 int64_t divisorAtMost(int64_t n, int64_t m) {
@@ -274,6 +275,12 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   if (g.stages < 2)
     return refuse("shared memory for fewer than two stages");
   g.sharedBytes = g.stages * g.stageBytes + rest;
+  // Stages requested and not yet landed, at most: with 16-bit weights 2 of
+  // the 6, which took the step 2-3% faster on an H200 than 3, 4 or 6 (1 was
+  // 1.5% slower): copies in flight queue ahead of the hand-offs' loads and
+  // stores, landed ones do not. With 4-bit codes no cap was faster.
+  // (benchmarks.md, "Copies in flight against landed stages".)
+  g.inFlight = codes ? g.stages : std::min<int64_t>(2, g.stages);
 
   const char *tn = cudaType(t);
   const int64_t actBytes = layers * (2 * heads * headDim + 2 * hidden + ffn) * 2;
@@ -309,8 +316,8 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << ", MAX_BLOCKS = " << options.maxBlocksPerSequence
      << ", MAX_SEQUENCES = " << options.maxSequences << ";\n"
      << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
-     << ", STAGE_BYTES = " << g.stageBytes << ", SCALE_SLOTS = " << scaleSlots
-     << ", MAX_ROWS = " << g.maxRows
+     << ", IN_FLIGHT = " << g.inFlight << ", STAGE_BYTES = " << g.stageBytes
+     << ", SCALE_SLOTS = " << scaleSlots << ", MAX_ROWS = " << g.maxRows
      << ", GRID = " << g.grid << ";\n"
      << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
      << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n"

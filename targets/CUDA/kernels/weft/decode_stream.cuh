@@ -33,7 +33,8 @@
 // Config C: t (f16 or bf16: activations, weights, cache), LAYERS, HIDDEN,
 // FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4),
 // QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
-// BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, STAGE_BYTES,
+// BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, IN_FLIGHT (of
+// the stages, at most this many requested and not landed), STAGE_BYTES,
 // SCALE_SLOTS (4-bit codes; else 0), MAX_ROWS (a block's rows of one
 // projection, at most), GRID (blocks), SHARED_BYTES (the dynamic shared
 // memory the launch gives, at least sharedBytes<C>()); static double
@@ -169,13 +170,14 @@ template <class C, class P> __device__ __forceinline__ void blockChunks(int &c0,
 
 // ---- 4-bit projections: units of tiles ----
 
-// Parts of a K-long row a stage takes: the fewest (dividing K / 1024, so
-// each of the CW warps takes whole 128-input steps) whose T tiles fit.
-__host__ __device__ constexpr int quantParts(int K, int T, int stageBytes) {
-  int d = 1;
-  while ((K / 1024) % d != 0 || T * 8 * (K / d) > stageBytes)
-    ++d;
-  return d;
+// Inputs of a K-long row a stage takes: the most, in whole 1024s (each of
+// the CW warps then takes whole 128-input steps), whose T tiles fit. The
+// last of a row's parts may be shorter (FFN 14336 in 4096s: 4096, 4096,
+// 4096, 2048), so a stage is not left half full where K / 1024 has no
+// divisor that fills it.
+__host__ __device__ constexpr int quantStageInputs(int K, int T, int stageBytes) {
+  int ks = stageBytes / (T * 8) / 1024 * 1024;
+  return ks < K ? ks : K;
 }
 
 template <class C, int KIND> struct QProj {
@@ -183,9 +185,16 @@ template <class C, int KIND> struct QProj {
   static constexpr bool PAIRED = KIND == QKV || KIND == GATE_UP;
   static constexpr int T = PAIRED ? 2 : 1; // tiles a unit
   static constexpr int ROWS = 16 * T;      // rows a unit (16 columns)
-  static constexpr int KP = quantParts(K, T, C::STAGE_BYTES), KS = K / KP;
-  static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in one stage
-  static constexpr int SPW = KS / (128 * CW);    // 128-input steps per warp and stage
+  static constexpr int KS = quantStageInputs(K, T, C::STAGE_BYTES), KP = (K + KS - 1) / KS;
+  static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in a full stage
+  static constexpr int SPW = KS / (128 * CW);    // 128-input steps per warp of a full stage
+  // Steps per warp of part kp (the last may be shorter).
+  static __device__ __forceinline__ int stepsPerWarp(int kp) {
+    return kp + 1 < KP ? SPW : (K - (KP - 1) * KS) / (128 * CW);
+  }
+  static __device__ __forceinline__ unsigned tileBytes(int kp) {
+    return kp + 1 < KP ? TILE_BYTES : 16u * (K - (KP - 1) * KS) / 2;
+  }
   static constexpr int GROUPS = K / 128;         // pairs a row
   static constexpr int UNITS = KIND == QKV ? C::QKV_ROWS / 32 : KIND == GATE_UP ? C::FFN / 16
                                                                                 : C::HIDDEN / 16;
@@ -256,6 +265,18 @@ __device__ __forceinline__ unsigned *doneCounter(const Step<C> &s, int layer, in
   return doneCounter(s.counters, layer, phase);
 }
 
+// The producer keeps at most C::IN_FLIGHT stages requested and not landed:
+// landed stages wait in the ring for their consumers, but every copy still
+// in flight queues ahead of the blocks' other loads and stores (the
+// hand-offs' releases, counters and inputs), so a full ring of requests
+// slows every hand-off.
+template <class C> __device__ __forceinline__ void capInFlight(Ring<C> &r) {
+  if (C::IN_FLIGHT < C::STAGES && r.it >= C::IN_FLIGHT) {
+    const int old = r.it - C::IN_FLIGHT;
+    mbarWait(&r.full[old % C::STAGES], (old / C::STAGES) & 1);
+  }
+}
+
 // ---- The producer: every chunk of every projection of every layer ----
 
 template <class C, int KIND>
@@ -265,6 +286,7 @@ __device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
   blockChunks<C, P>(c0, c1);
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int s = r.it % C::STAGES;
+    capInFlight(r);
     mbarWait(&r.empty[s], ((r.it / C::STAGES) & 1) ^ 1);
     unsigned char *dst = r.stage + (size_t)s * C::STAGE_BYTES;
     const int col = c * P::COLS, n = min(P::COLS, P::N - col);
@@ -309,13 +331,15 @@ __device__ __forceinline__ void produceCodes(const unsigned *codes, const unsign
                pairs + (size_t)P::tile(u, tt) * 16 * P::GROUPS, TILE_PAIR_BYTES, &r.pFull[ps]);
     for (int kp = 0; kp < P::KP; ++kp, ++r.it) {
       const int s = r.it % C::STAGES;
+      capInFlight(r);
       mbarWait(&r.empty[s], ((r.it / C::STAGES) & 1) ^ 1);
-      mbarExpectTx(&r.full[s], P::T * P::TILE_BYTES);
+      const unsigned bytes = P::tileBytes(kp);
+      mbarExpectTx(&r.full[s], P::T * bytes);
 #pragma unroll
       for (int tt = 0; tt < P::T; ++tt)
         bulkCopy(r.stage + (size_t)s * C::STAGE_BYTES + tt * P::TILE_BYTES,
                  codes + (size_t)P::tile(u, tt) * 16 * (P::K / 8) + (size_t)kp * 16 * (P::KS / 8),
-                 P::TILE_BYTES, &r.full[s]);
+                 bytes, &r.full[s]);
     }
   }
 }
@@ -552,13 +576,16 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
       const int st = r.it % C::STAGES;
       mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
       const unsigned char *stage = r.stage + (size_t)st * C::STAGE_BYTES;
+      const int spw = P::stepsPerWarp(kp);
 #pragma unroll
       for (int tt = 0; tt < P::T; ++tt) {
 #pragma unroll
         for (int i = 0; i < P::SPW; ++i) {
+          if (i >= spw)
+            break;
           // Step `step` of the stage (128 inputs): this lane's 32 inputs of
           // rows g and g + 8, words 4 qd .. 4 qd + 3 of each (16 bytes).
-          const int step = w * P::SPW + i, group = kp * (P::KS / 128) + step;
+          const int step = w * spw + i, group = kp * (P::KS / 128) + step;
           const unsigned at = smemAddr(stage + tt * P::TILE_BYTES + step * 1024 + g * 64 + qd * 16);
           const uint4 cg = loadSharedV4(at), cg8 = loadSharedV4(at + 512);
           const unsigned pat = smemAddr(pairs + (tt * 16 + g) * P::GROUPS + group);
