@@ -47,14 +47,14 @@
 // weft/mma_weights.cuh's PackedRows<4, 128, ..., TILED> reads them. A unit
 // is one tile (O, down) or two (QKV: rows i and i + D/2 of a head; gate/up:
 // a tile of gate rows and the same up rows); a ring stage holds a unit's
-// tiles over KS = K / KP inputs (one bulk copy a tile), and a second ring
-// of SCALE_SLOTS slots holds the unit's pairs (one copy a tile). The
-// consumer warps stage the (normed) input in shared memory as f16 and take
-// the products on tensor cores: warp w expands its 128-input steps of rows
-// g and g + 8 (lane g, q) as pairs for mma.m16n8k16, one chain per step:
-// exact (code - zero) scaled once by the step's scale in f16, each weight
-// rounded with its scale in bf16 (test/gpu/lab/layer_stream_int4_lab.cu
-// measured the design).
+// tiles over KS inputs, the last of a row's KP parts maybe fewer (one bulk
+// copy a tile), and a second ring of SCALE_SLOTS slots holds the unit's
+// pairs (one copy a tile). The consumer warps stage the (normed) input in
+// shared memory as f16 and take the products on tensor cores: warp w
+// expands its 128-input steps of rows g and g + 8 (lane g, q) as pairs for
+// mma.m16n8k16, one chain per step: exact (code - zero) scaled once by the
+// step's scale in f16, each weight rounded with its scale in bf16
+// (test/gpu/lab/layer_stream_int4_lab.cu measured the design).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
