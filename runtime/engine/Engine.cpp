@@ -51,13 +51,11 @@ Status Engine::Impl::setUpCollectives() {
       return c.status();
     comms[group] = std::move(c.value());
   }
-  // Buckets with NCCL all-reduces stay step by step: captured, Llama 3.1
-  // 8B TP over two H200s took 5.18 ms per token against 4.96 launched.
-  for (uint32_t bi = 0; bi < p->buckets()->size(); ++bi)
-    for (const fb::Step *s : *p->buckets()->Get(bi)->steps())
-      if (const fb::AllReduce *r = s->op_as_AllReduce())
-        if (comms.count(std::vector<int>(r->devices()->begin(), r->devices()->end())))
-          uncapturable.insert(int(bi));
+  // Buckets with NCCL all-reduces are captured like every other bucket
+  // (NCCL records its kernels into the graph), so no step of a bucket is
+  // launched from the host; an NCCL build that cannot be captured fails the
+  // capture, and that bucket runs step by step from then on
+  // (Engine::Impl::enqueueSteps).
   collectives = comms.size() == groups.size()
                     ? "NCCL " + nccl->version()
                     : comms.empty() ? "peer copies (" + why + ")"

@@ -40,7 +40,7 @@ struct Engine::Impl {
   DeviceSet devices;
   KvCacheManager kv;
   std::map<int, cudaGraphExec_t> graphs;           // bucket -> replayable steps
-  std::set<int> uncapturable; // buckets run step by step (NCCL, or a failed capture)
+  std::set<int> uncapturable; // buckets run step by step (their capture failed)
   // NCCL communicators of each tensor-parallel group (by its devices);
   // groups without an entry reduce through peer copies.
   const gpu::Nccl *nccl = nullptr;
