@@ -403,6 +403,9 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
   EXPECT_EQ(down31.kind, ParamBinding::Kind::RegionInput);
   EXPECT_EQ(down31.region, int64_t(layers.size() - 1));
   EXPECT_NE(stream.source.find("LAYERS = 32, HIDDEN = 4096, FFN = 14336"), std::string::npos);
+  // Six 32 KiB stages, at most two of them requested and not landed.
+  EXPECT_NE(stream.source.find("STAGES = 6, IN_FLIGHT = 2, STAGE_BYTES = 32768"),
+            std::string::npos);
   // The reset and the stream share the counters' scratch buffer.
   EXPECT_EQ(reset.params[0].kind, ParamBinding::Kind::Scratch);
   EXPECT_EQ(reset.params[0].index, stream.params[7].index);
@@ -470,6 +473,9 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   const EmittedKernel &stream = *emitted[1].kernel;
   EXPECT_NE(stream.name.find("_int4"), std::string::npos) << stream.name;
   EXPECT_NE(stream.source.find("BITS = 4"), std::string::npos);
+  // Four stages, no cap on those in flight (4-bit consumers set the pace).
+  EXPECT_NE(stream.source.find("STAGES = 4, IN_FLIGHT = 4, STAGE_BYTES = 32768"),
+            std::string::npos);
   EXPECT_LE(stream.sharedBytes, 227 * 1024);
   // Per layer: the 8 of 16-bit weights, then the pairs of its 4 projections.
   ASSERT_EQ(stream.params.size(), 8u + 12u * 32u);
