@@ -188,12 +188,16 @@ template <class C, int KIND> struct QProj {
   static constexpr int KS = quantStageInputs(K, T, C::STAGE_BYTES), KP = (K + KS - 1) / KS;
   static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in a full stage
   static constexpr int SPW = KS / (128 * CW);    // 128-input steps per warp of a full stage
-  // Steps per warp of part kp (the last may be shorter).
+  // Inputs of part kp (the last may be fewer), its 128-input steps per
+  // warp and a tile's bytes of codes in it.
+  static __device__ __forceinline__ int partInputs(int kp) {
+    return kp + 1 < KP ? KS : K - (KP - 1) * KS;
+  }
   static __device__ __forceinline__ int stepsPerWarp(int kp) {
-    return kp + 1 < KP ? SPW : (K - (KP - 1) * KS) / (128 * CW);
+    return partInputs(kp) / (128 * CW);
   }
   static __device__ __forceinline__ unsigned tileBytes(int kp) {
-    return kp + 1 < KP ? TILE_BYTES : 16u * (K - (KP - 1) * KS) / 2;
+    return 16u * partInputs(kp) / 2;
   }
   static constexpr int GROUPS = K / 128;         // pairs a row
   static constexpr int UNITS = KIND == QKV ? C::QKV_ROWS / 32 : KIND == GATE_UP ? C::FFN / 16

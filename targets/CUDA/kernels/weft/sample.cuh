@@ -27,6 +27,8 @@
 namespace weft::kernels {
 
 template <class C> struct wf_sample_shared {
+  // The block reductions read red64[lane]: one entry for each of 32 warps.
+  static_assert(C::WARPS == 32, "wf_block_sum64 and wf_block_max take 32 warps");
   unsigned long long keys[C::CAP];
   float probs[C::CAP];
   unsigned count[C::REPLICAS][257]; // padded: replicas of one bin sit in different banks
