@@ -55,6 +55,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   const int64_t layers = int64_t(regions.size() / kPerLayer);
 
   int64_t hidden = 0, ffn = 0, heads = 0, kvHeads = 0, headDim = 0, bits = -1;
+  QuantFormat format = QuantFormat::Int;
   double eps = -1.0, scale = 0.0;
   std::vector<double> invFreq;
   ElementType t = ElementType::F16;
@@ -66,7 +67,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   };
   struct LayerParams {
     ParamBinding norm1, qkv, k, v, o, norm2, gateUp, down;
-    ParamBinding qkvPairs, oPairs, gateUpPairs, downPairs; // 4-bit codes
+    ParamBinding qkvPairs, oPairs, gateUpPairs, downPairs; // codes: pairs or scales
   };
   auto pairsOf = [](ParamBinding b) {
     b.part = 1;
@@ -94,15 +95,22 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       if (p.tokens != 1)
         return refuse("more than one token");
       // 4-bit integer codes in 16-row tiles with a pair per 128 inputs (the
-      // kernel's tensor-core consumer); every projection alike.
-      if (p.quantBits != 0 && (p.quantBits != 4 || p.quantFormat != QuantFormat::Int ||
-                               !p.quantTiled || p.quantGroup != 128))
-        return refuse("quantized weights other than 4-bit integer codes in 16-row tiles, "
-                      "group 128");
-      if (bits < 0)
+      // kernel's tensor-core consumer), or 8-bit codes in rows with one
+      // pair or scale per row (its CUDA-core consumer); every projection
+      // alike.
+      const bool tiled4 = p.quantBits == 4 && p.quantFormat == QuantFormat::Int &&
+                          p.quantTiled && p.quantGroup == 128;
+      const bool rows8 = p.quantBits == 8 && !p.quantTiled &&
+                         (p.quantFormat == QuantFormat::E4M3 || p.quantGroup == p.k);
+      if (p.quantBits != 0 && !tiled4 && !rows8)
+        return refuse("quantized weights other than 4-bit integer codes in 16-row tiles "
+                      "(group 128) or 8-bit codes with a scale per row");
+      if (bits < 0) {
         bits = p.quantBits;
-      else if (p.quantBits != bits)
+        format = p.quantFormat;
+      } else if (p.quantBits != bits || (bits != 0 && p.quantFormat != format)) {
         return refuse("projections of different weight formats");
+      }
       if (p.biasIn >= 0)
         return refuse("a projection bias");
       if (p.normOffset != 0.0 || p.gelu)
@@ -219,7 +227,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     return refuse("more than 4 query heads per KV head");
   if (hidden % 64 != 0 || ffn % 64 != 0 || (heads * headDim) % 64 != 0)
     return refuse("widths that are not multiples of 64");
-  const bool codes = bits == 4;
+  const bool codes = bits == 4, codes8 = bits == 8;
   if (codes && (hidden % 1024 != 0 || ffn % 1024 != 0 || (heads * headDim) % 1024 != 0))
     return refuse("4-bit codes with widths that are not multiples of 1024");
 
@@ -247,9 +255,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       g.maxRows = std::max(g.maxRows, ceilDiv(units[kind], g.grid) * (paired ? 32 : 16));
     }
   } else {
+    // Whole rows a chunk: 16-bit weights, or 8-bit codes (twice the rows).
     g.stageBytes = roundUp(std::max({4 * hidden * 2, 4 * heads * headDim * 2, ffn * 2}), 128);
+    const int64_t rowBytesPerInput = codes8 ? 1 : 2;
     for (int kind = 0; kind < 4; ++kind) {
-      const int64_t k = ks[kind], fit = g.stageBytes / (2 * k);
+      const int64_t k = ks[kind], fit = g.stageBytes / (rowBytesPerInput * k);
       const bool paired = kind == 0 || kind == 2;
       const int64_t cols =
           kind == 0 ? divisorAtMost(headDim / 2, fit / 2) : paired ? fit / 2 : fit;
@@ -261,11 +271,13 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   }
   // As weft::kernels::stream::sharedBytes (which checks it): the pairs'
   // ring and its barriers, the stages' barriers, row sums, norm sums, the
-  // attention merge (or staged input) and an item's pages.
+  // attention merge (or staged input), an item's pages and, with 8-bit
+  // codes, the rows' pairs or scales.
   const int64_t itemPages = ceilDiv(options.maxBlocksPerSequence, g.splits) + 2;
   const int64_t merge = std::max((cw * group * headDim + 2 * cw * group) * 4, stagedInput);
   const int64_t rest = scaleSlots * (scaleSlotBytes + 16) + 2 * 8 * 8 /*mbarriers*/ +
-                       g.maxRows * cw * 4 + cw * 4 + merge + itemPages * 4;
+                       g.maxRows * cw * 4 + cw * 4 + merge + itemPages * 4 +
+                       (codes8 ? g.maxRows * 4 : 0);
   const int64_t staticBytes = layers * 96; // the layer table
   const int64_t budget = 227 * 1024 - staticBytes - rest;
   // Up to 6 stages with 16-bit weights, 4 with 4-bit codes, whose consumers
@@ -284,6 +296,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   g.inFlight = codes ? g.stages : std::min<int64_t>(2, g.stages);
 
   const char *tn = cudaType(t);
+  const bool e4m3 = codes8 && format == QuantFormat::E4M3;
+  const char *formatNote = codes ? "4-bit codes in 16-row tiles, a (scale, zero) pair per 128 inputs"
+                           : e4m3 ? "FP8 E4M3 codes in rows, an f32 scale per row"
+                           : codes8 ? "8-bit codes in rows, a (scale, zero) pair per row"
+                                    : "16-bit weights";
   const int64_t actBytes = layers * (2 * heads * headDim + 2 * hidden + ffn) * 2;
   const int64_t partialBytes = heads * g.splits * (headDim + 2) * 4;
   const int64_t counters = layers * 5 + layers * kvHeads;
@@ -300,11 +317,11 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   os << "};\n\n"
      << "struct Config {\n"
      << "  using t = " << tn << ";\n"
-     << "  // " << (codes ? "4-bit codes in 16-row tiles, a (scale, zero) pair per 128 inputs"
-                          : "16-bit weights")
-     << "\n"
-     << "  static constexpr int BITS = " << (codes ? 4 : 0) << ";\n"
-     << "  using w_t = " << (codes ? "unsigned" : tn) << ";\n"
+     << "  // " << formatNote << "\n"
+     << "  static constexpr int BITS = " << (codes ? 4 : codes8 ? 8 : 0) << ";\n"
+     << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
+     << (e4m3 ? "E4M3" : "Int") << ";\n"
+     << "  using w_t = " << (codes ? "unsigned" : codes8 ? "unsigned char" : tn) << ";\n"
      << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
      << ", FFN = " << ffn << ";\n"
      << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
@@ -336,7 +353,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
        << "_qkv, Config::t *l" << l << "_k, Config::t *l" << l << "_v, const Config::w_t *l"
        << l << "_o,\n    const Config::t *l" << l << "_norm2, const Config::w_t *l" << l
        << "_gate_up, const Config::w_t *l" << l << "_down";
-    if (codes)
+    if (codes || codes8)
       os << ",\n    const unsigned *l" << l << "_qkv_pairs, const unsigned *l" << l
          << "_o_pairs, const unsigned *l" << l << "_gate_up_pairs, const unsigned *l" << l
          << "_down_pairs";
@@ -348,7 +365,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     os << "    layers[" << l << "] = {l" << l << "_norm1, l" << l << "_qkv, l" << l << "_o, l"
        << l << "_norm2, l" << l << "_gate_up, l" << l << "_down, l" << l << "_k, l" << l
        << "_v";
-    if (codes)
+    if (codes || codes8)
       os << ", l" << l << "_qkv_pairs, l" << l << "_o_pairs, l" << l << "_gate_up_pairs, l" << l
          << "_down_pairs";
     else
@@ -369,13 +386,13 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   for (const LayerParams &lp : perLayer) {
     for (const ParamBinding &b : {lp.norm1, lp.qkv, lp.k, lp.v, lp.o, lp.norm2, lp.gateUp, lp.down})
       streamParams.push_back(b);
-    if (codes)
+    if (codes || codes8)
       for (const ParamBinding &b : {lp.qkvPairs, lp.oPairs, lp.gateUpPairs, lp.downPairs})
         streamParams.push_back(b);
   }
   std::string base = "weft_decode_stream_l" + std::to_string(layers) + "_h" +
                      std::to_string(hidden) + "_f" + std::to_string(ffn) + "_" +
-                     elementTypeName(t) + (codes ? "_int4" : "");
+                     elementTypeName(t) + (codes ? "_int4" : e4m3 ? "_fp8" : codes8 ? "_int8" : "");
   EmittedKernel stream = finishKernel("decode_stream", base, std::move(src), {int(g.grid), 1, 1},
                                       {32 * (int(cw) + 1), 1, 1}, std::move(streamParams));
   stream.sharedBytes = int(g.sharedBytes);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The plans of the decode stream kernel's GPU checks and benchmark (weft-compile
 # --decode-stream; docs/codegen.md), a subset of make_plans.sh's that builds
-# in a few minutes: Llama 3.1 8B layer sizes with 2 layers in fp16, bf16 and
-# int4 (quantized here from both) and all 32 layers in fp16 and int4, each with the
-# stream kernel and without, their
+# in a few minutes: Llama 3.1 8B layer sizes with 2 layers in fp16, bf16,
+# int4, int8 and fp8 (quantized here from both) and all 32 layers in fp16,
+# int4, int8 and fp8, each with the stream kernel and without, their
 # checks.jsonl for check_plans.py, and weft-run.
 #   test/gpu/make_stream_plans.sh DIR                  (here)
 #   python3 test/gpu/check_plans.py DIR                (there: against transformers)
@@ -64,6 +64,24 @@ for dt in float16:fp16 bfloat16:bf16; do
     check "  same, prompt 20" "$m$s.weft" "rtn4:cfg/$m" "${dt%:*}" 20 32 1
   done
 done
+# 8-bit codes with a scale per row (--weight-dtype int8: a (scale, zero)
+# pair per row; fp8: E4M3, an f32 scale per row), from fp16 and bf16, with
+# the stream kernel's CUDA-core consumer and without (rtn8: / fp8: as rtn4:).
+for q in int8:rtn8 fp8:fp8; do
+  for dt in float16:fp16 bfloat16:bf16; do
+    m="llama8b-2l-${q%%:*}-${dt#*:}"
+    model "$m" 2 "${dt%:*}"
+    for s in "" -stream; do
+      build_plan --model "$out/ckpt" --topology h200 --weight-dtype "${q%%:*}" --max-batch 1 \
+        --prefill-chunks 8,32 --decode-stream=$([[ -n $s ]] && echo true || echo false) \
+        -o "$out/$m$s.weft" 2>/dev/null
+      rm -f "$out/$m$s.weights.safetensors"
+      check "Llama-3.1-8B sizes, 2 layers, ${q%%:*} from ${dt#*:}${s:+, stream kernel}" "$m$s.weft" \
+        "${q##*:}:cfg/$m" "${dt%:*}" 8 32 1
+      check "  same, prompt 20" "$m$s.weft" "${q##*:}:cfg/$m" "${dt%:*}" 20 32 1
+    done
+  done
+done
 # Other shapes the kernel takes: Llama 3.2 3B's (hidden 3072, 3 query heads
 # per KV head: rows that are not whole 2048-wide slices) in bf16, and
 # Llama 2 7B's (FFN 11008, a KV head per query head) in fp16; 2 layers each.
@@ -81,12 +99,14 @@ for s in "" -stream; do
     -o "$out/llama8b-fp16$s.weft"
   check "Llama-3.1-8B, all 32 layers${s:+, stream kernel}" "llama8b-fp16$s.weft" cfg/llama8b float16 8 32 1
 done
-# The same in int4 for bench_ab.py (random weights: the zeros the compiler
-# writes beside them are not kept).
-for s in "" -stream; do
-  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --max-batch 1 \
-    --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/llama8b-int4$s.weft" 2>/dev/null
-  rm -f "$out/llama8b-int4$s.weights.safetensors"
+# The same in int4, int8 and fp8 for bench_ab.py (random weights: the
+# zeros the compiler writes beside them are not kept).
+for q in int4 int8 fp8; do
+  for s in "" -stream; do
+    build_plan --model "$out/ckpt" --topology h200 --weight-dtype $q --max-batch 1 \
+      --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/llama8b-$q$s.weft" 2>/dev/null
+    rm -f "$out/llama8b-$q$s.weights.safetensors"
+  done
 done
 if [[ -n ${WEFT_AB_LIBRARY:-} ]]; then
   build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --kernel-library "$WEFT_AB_LIBRARY" \

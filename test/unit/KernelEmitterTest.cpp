@@ -55,7 +55,9 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> compile(llvm::StringRef model, bool sampling,
                                             std::vector<int64_t> decodeBuckets = {},
                                             int quantBits = 0,
-                                            std::optional<io::DType> dtype = std::nullopt) {
+                                            std::optional<io::DType> dtype = std::nullopt,
+                                            QuantFormat format = QuantFormat::Int,
+                                            int64_t group = 0) {
     llvm::Expected<ModelConfig> config = getBuiltinModel(model);
     EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
     if (!config)
@@ -66,7 +68,12 @@ protected:
     io.sampling = sampling;
     mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *config, io);
     if (quantBits)
-      quantizeProjections(*module, quantBits);
+      quantizeProjections(*module, quantBits, format);
+    if (group) // a grouping --weight-dtype does not make (GPTQ's 8-bit group 128)
+      module->walk([&](WeightOp w) {
+        if (QuantAttr q = w.getQuantAttr())
+          w.setQuantAttr(QuantAttr::get(&context, q.getBits(), group, q.getFormat(), false));
+      });
     mlir::PassManager pm(&context);
     CompileOptions co;
     co.maxBatch = 4;
@@ -460,8 +467,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelCoversLlamaLayersAndSaysWhyNot) {
 
 // With 4-bit codes (--weight-dtype int4: 16-row tiles, a pair per 128
 // inputs) the stream kernel binds each projection's codes and pairs and
-// compiles for sm_90, from an f16 model and from a bf16 one; 8-bit codes
-// are refused with the reason.
+// compiles for sm_90, from an f16 model and from a bf16 one.
 TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   mlir::OwningOpRef<mlir::ModuleOp> module =
       compile("llama-3.1-8b", false, {}, 4, io::DType::F16);
@@ -496,12 +502,58 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   ASSERT_EQ(emitted.size(), 2u) << why;
   EXPECT_NE(emitted[1].kernel->name.find("_bf16_int4"), std::string::npos);
   expectStreamCompiles(emitted);
+}
 
-  mlir::OwningOpRef<mlir::ModuleOp> int8 = compile("llama-3.1-8b", false, {}, 8);
-  ASSERT_TRUE(int8);
-  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*int8, emitted, why));
+// 8-bit codes with one scale per row (--weight-dtype int8: a (scale, zero)
+// pair per row; fp8: E4M3 codes, an f32 scale per row) stream in whole rows,
+// twice the rows of 16-bit weights a stage, with each projection's pairs or
+// scales beside its codes; they compile for sm_90 from f16 and bf16 models.
+// 8-bit codes grouped along the row (GPTQ's group 128) are refused with the
+// reason.
+TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
+  struct Case {
+    QuantFormat format;
+    io::DType dtype;
+    const char *suffix;
+  };
+  for (const Case &c : {Case{QuantFormat::Int, io::DType::F16, "_f16_int8"},
+                        Case{QuantFormat::Int, io::DType::BF16, "_bf16_int8"},
+                        Case{QuantFormat::E4M3, io::DType::F16, "_f16_fp8"},
+                        Case{QuantFormat::E4M3, io::DType::BF16, "_bf16_fp8"}}) {
+    SCOPED_TRACE(c.suffix);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        compile("llama-3.1-8b", false, {}, 8, c.dtype, c.format);
+    ASSERT_TRUE(module);
+    std::string why;
+    std::vector<EmittedStep> emitted;
+    ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
+    ASSERT_EQ(emitted.size(), 2u) << why;
+    const EmittedKernel &stream = *emitted[1].kernel;
+    EXPECT_NE(stream.name.find(c.suffix), std::string::npos) << stream.name;
+    EXPECT_NE(stream.source.find("BITS = 8"), std::string::npos);
+    EXPECT_NE(stream.source.find(c.format == QuantFormat::E4M3 ? "Codes::E4M3" : "Codes::Int"),
+              std::string::npos);
+    EXPECT_NE(stream.source.find("using w_t = unsigned char"), std::string::npos);
+    EXPECT_NE(stream.source.find("STAGES = 6, IN_FLIGHT = 2, STAGE_BYTES = 32768"),
+              std::string::npos);
+    EXPECT_LE(stream.sharedBytes, 227 * 1024);
+    ASSERT_EQ(stream.params.size(), 8u + 12u * 32u);
+    const ParamBinding &down31 = stream.params[8 + 12 * 31 + 7],
+                       &downScales31 = stream.params.back();
+    EXPECT_EQ(downScales31.name, "l31_down_pairs");
+    EXPECT_EQ(downScales31.index, down31.index);
+    EXPECT_EQ(downScales31.region, down31.region);
+    EXPECT_EQ(downScales31.part, 1);
+    expectStreamCompiles(emitted);
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> grouped =
+      compile("llama-3.1-8b", false, {}, 8, io::DType::F16, QuantFormat::Int, 128);
+  ASSERT_TRUE(grouped);
+  std::string why;
+  std::vector<EmittedStep> emitted;
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*grouped, emitted, why));
   EXPECT_TRUE(emitted.empty());
-  EXPECT_NE(why.find("quantized weights other than 4-bit"), std::string::npos) << why;
+  EXPECT_NE(why.find("8-bit codes with a scale per row"), std::string::npos) << why;
 }
 
 EmittedKernel tinyKernel(const std::string &name, const std::string &body) {

@@ -39,7 +39,9 @@
 // projection, at most), GRID (blocks), SHARED_BYTES (the dynamic shared
 // memory the launch gives, at least sharedBytes<C>()); static double
 // invFreq(int i) (the rope's inverse frequencies); BITS (0: 16-bit weights
-// of type t; 4: 4-bit codes, below) and w_t (t, or unsigned for codes).
+// of type t; 4: 4-bit codes; 8: 8-bit codes, both below), FORMAT (the
+// codes' Codes::Int or, 8-bit only, Codes::E4M3) and w_t (t; unsigned for
+// 4-bit codes, unsigned char for 8-bit ones).
 // HIDDEN, FFN and HEADS D are multiples of 64 (of 1024 with 4-bit codes).
 //
 // 4-bit codes (BITS 4): each projection's codes in 16-row tiles of 128
@@ -55,6 +57,18 @@
 // mma.m16n8k16, one chain per step: exact (code - zero) scaled once by the
 // step's scale in f16, each weight rounded with its scale in bf16
 // (test/gpu/lab/layer_stream_int4_lab.cu measured the design).
+//
+// 8-bit codes (BITS 8) with one scale per row: integers with a (scale,
+// zero) pair per row (--weight-dtype int8, per-channel GPTQ/AWQ 8-bit) or
+// FP8 E4M3 codes with an f32 scale per row (--weight-dtype fp8), in rows as
+// the checkpoint stores them. They take the 16-bit path's chunks of whole
+// rows (twice the rows a stage) and its CUDA-core consumer: each code
+// expanded as weft/mma_weights.cuh's PackedRows does for the GEMV engine,
+// exact (code - zero) or E4M3 value, then multiplied into the f32 input;
+// the row's scale multiplies its sum once (in bf16 with integer codes each
+// weight is rounded with its scale first, as the checkpoint's
+// dequantization). Each phase first puts its block's rows' pairs or scales
+// in shared memory (r.rowAux).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
@@ -69,7 +83,8 @@ constexpr int THREADS = (CW + 1) * 32;  // and one producer warp
 constexpr int PHASES = 5;
 
 // One layer's weights and cache, as the generated entry lists them (the
-// pairs of 4-bit codes: null for 16-bit weights).
+// pairs of 4-bit codes, the pairs or scales per row of 8-bit codes: null
+// for 16-bit weights).
 template <class C> struct Layer {
   const typename C::t *norm1;
   const typename C::w_t *qkv, *o;
@@ -113,12 +128,13 @@ template <class C> __host__ __device__ constexpr size_t mergeBytes() {
 }
 // Dynamic shared memory: the ring (and with 4-bit codes the pairs' ring),
 // the barriers, the row sums, the norm's partial sums, the attention merge
-// (or staged input) and the item's pages.
+// (or staged input), the item's pages and, with 8-bit codes, the rows'
+// pairs or scales.
 template <class C> __host__ __device__ constexpr size_t sharedBytes() {
   return (size_t)C::STAGES * C::STAGE_BYTES +
          (C::BITS == 4 ? (size_t)C::SCALE_SLOTS * (scaleSlotBytes<C>() + 16) : 0) +
          2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 + CW * 4 + mergeBytes<C>() +
-         itemPages<C>() * 4;
+         itemPages<C>() * 4 + (C::BITS == 8 ? (size_t)C::MAX_ROWS * 4 : 0);
 }
 template <class C> __host__ __device__ constexpr int counterCount() {
   return C::LAYERS * PHASES + C::LAYERS * C::KV_HEADS;
@@ -149,7 +165,8 @@ __host__ __device__ constexpr int divisorAtMost(int n, int m) {
 template <class C, int KIND> struct Proj {
   static constexpr int K = KIND == DOWN ? C::FFN : KIND == O ? C::HEADS * C::D : C::HIDDEN;
   static constexpr bool PAIRED = KIND == QKV || KIND == GATE_UP;
-  static constexpr int FIT = C::STAGE_BYTES / (2 * K); // rows a stage holds
+  static constexpr int ROW_BYTES = K * (int)sizeof(typename C::w_t); // 16-bit or 8-bit
+  static constexpr int FIT = C::STAGE_BYTES / ROW_BYTES; // rows a stage holds
   // Columns per chunk (a QKV chunk stays within one half head).
   static constexpr int COLS = KIND == QKV ? divisorAtMost(C::D / 2, FIT / 2) : PAIRED ? FIT / 2 : FIT;
   static constexpr int ROWS = PAIRED ? 2 * COLS : COLS; // rows per chunk
@@ -160,6 +177,16 @@ template <class C, int KIND> struct Proj {
   static_assert(COLS >= 1 && ROWS <= FIT, "a stage must hold a chunk");
   static_assert((CHUNKS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
                 "MAX_ROWS must hold a block's rows of every projection");
+  // The weight row of a chunk's column `col` (its second row if `second`):
+  // QKV pairs (i, i + D/2) of a head, gate/up a gate row and its up row.
+  static __device__ __forceinline__ int row(int col, bool second) {
+    if constexpr (KIND == QKV)
+      return (col / (C::D / 2)) * C::D + col % (C::D / 2) + (second ? C::D / 2 : 0);
+    else if constexpr (KIND == GATE_UP)
+      return col + (second ? C::FFN : 0);
+    else
+      return col;
+  }
 };
 
 // This block's chunks [c0, c1) of a projection: fixed, in order.
@@ -258,6 +285,7 @@ template <class C> struct Ring {
   float *red;                        // [CW]
   float *attn;                       // attention: [CW][GROUP][D + 2]
   int *pages;                        // attention: the item's pages, [itemPages]
+  unsigned *rowAux;                  // 8-bit codes: [MAX_ROWS] the rows' pairs or scales
   int it;                            // stages taken so far (same count in every thread)
 };
 
@@ -284,7 +312,7 @@ template <class C> __device__ __forceinline__ void capInFlight(Ring<C> &r) {
 // ---- The producer: every chunk of every projection of every layer ----
 
 template <class C, int KIND>
-__device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
+__device__ __forceinline__ void produce(const typename C::w_t *w, Ring<C> &r) {
   using P = Proj<C, KIND>;
   int c0, c1;
   blockChunks<C, P>(c0, c1);
@@ -294,7 +322,7 @@ __device__ __forceinline__ void produce(const typename C::t *w, Ring<C> &r) {
     mbarWait(&r.empty[s], ((r.it / C::STAGES) & 1) ^ 1);
     unsigned char *dst = r.stage + (size_t)s * C::STAGE_BYTES;
     const int col = c * P::COLS, n = min(P::COLS, P::N - col);
-    const unsigned rowBytes = (unsigned)P::K * 2;
+    const unsigned rowBytes = (unsigned)P::ROW_BYTES;
     if constexpr (KIND == QKV) {
       // Pairs (i, i + D/2) of head hh: two runs of n rows.
       const int hh = col / (C::D / 2), i = col % (C::D / 2);
@@ -436,22 +464,78 @@ template <class t> __device__ __forceinline__ void dot8(uint4 w, const float *x,
     acc = fmaf(wf_f32(v.v[e]), x[e], acc);
 }
 
+// 8-bit codes: a lane's 8 codes of a row (8 bytes, inputs k..k+7) times
+// its 8 f32 inputs, into acc; `aux` is the row's (scale, zero) pair
+// (integer codes). Integer codes expand as PackedRows (weft/mma_weights.cuh):
+// a word's pair j is codes j and j + 2, exact (code - zero) in f16, or in
+// bf16 scaled and rounded per weight; E4M3 pairs are codes 2j and 2j + 1,
+// exact in f16. rowSumScale is what the row's sum is then multiplied by.
+template <class C>
+__device__ __forceinline__ void dotCodes8(uint2 w, unsigned aux, const float *x, float &acc) {
+  using t = typename C::t;
+  const unsigned words[2] = {w.x, w.y};
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const float *xk = x + 4 * k;
+    if constexpr (C::FORMAT == Codes::E4M3) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float2 v = __half22float2(wf_bits_as<__half2>(
+            wf_e4m3x2_to_f16x2((unsigned short)(words[k] >> (16 * j)))));
+        acc = fmaf(v.x, xk[2 * j], acc);
+        acc = fmaf(v.y, xk[2 * j + 1], acc);
+      }
+    } else {
+      using W = PackedRows<8, 128, 8, t, Codes::Int>;
+      unsigned h[2];
+      W::template expandWord<!wf_same<t, __half>::value>(words[k], aux, h);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float2 v = wf_pair_f32(wf_bits_as<typename W::M2>(h[j]));
+        acc = fmaf(v.x, xk[j], acc);
+        acc = fmaf(v.y, xk[j + 2], acc);
+      }
+    }
+  }
+}
+template <class C> __device__ __forceinline__ float rowSumScale(unsigned aux) {
+  if constexpr (C::FORMAT == Codes::E4M3)
+    return __uint_as_float(aux);
+  else if constexpr (wf_same<typename C::t, __half>::value)
+    return __low2float(wf_bits_as<__half2>(aux));
+  else
+    return 1.0f; // bf16: each weight was scaled
+}
+
 // The consumer warps' share of one projection: wait for its input, then
 // per stage each warp's sums of its slice of every row into r.part, then
 // `column(local, sums..., residual)` for each of the block's columns
-// (residual: the column's element of `residual`, 0 without one).
+// (residual: the column's element of `residual`, 0 without one). With
+// 8-bit codes `rowAux` holds the projection's pairs or scales per row.
 template <class C, int KIND, class Column>
 __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typename C::t *x,
                                         const typename C::t *norm, const typename C::t *residual,
-                                        Ring<C> &r, Column column) {
+                                        const unsigned *rowAux, Ring<C> &r, Column column) {
   using P = Proj<C, KIND>;
+  constexpr bool CODES8 = C::BITS == 8;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
   wf_pack<typename C::t, 8> gamma[P::VPL];
   loadNormWeights<C, P::K>(norm, gamma);
-  waitPhaseInput(s, layer, phase);
   int c0, c1;
   blockChunks<C, P>(c0, c1);
+  if constexpr (CODES8) {
+    // The block's rows' pairs or scales, in r.part's order, before the
+    // wait (they never change). The wait's barrier, or the norm's for
+    // layer 0's QKV, publishes them to the loop; the last phase's column
+    // sums, which read them, ended with a barrier.
+    for (int q = threadIdx.x; q < (c1 - c0) * P::ROWS; q += CW * 32) {
+      const int i = q % P::ROWS, col = (c0 + q / P::ROWS) * P::COLS + i % P::COLS;
+      if (col < P::N)
+        r.rowAux[q] = __ldg(rowAux + P::row(col, i >= P::COLS));
+    }
+  }
+  waitPhaseInput(s, layer, phase);
   const int cols = min((c1 - c0) * P::COLS, P::N - c0 * P::COLS);
   // The residual of this thread's first column, requested now: its latency
   // then passes under the stages instead of at the phase's end.
@@ -464,19 +548,27 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int st = r.it % C::STAGES;
     mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
-    const typename C::t *rows =
-        reinterpret_cast<const typename C::t *>(r.stage + (size_t)st * C::STAGE_BYTES);
+    const typename C::w_t *rows =
+        reinterpret_cast<const typename C::w_t *>(r.stage + (size_t)st * C::STAGE_BYTES);
     const int n = min(P::COLS, P::N - c * P::COLS);
 #pragma unroll
     for (int i = 0; i < P::ROWS; ++i) {
       if (i % P::COLS >= n)
         continue;
-      const typename C::t *row = rows + (size_t)i * P::K + base;
+      const typename C::w_t *row = rows + (size_t)i * P::K + base;
       float a = 0.f;
+      if constexpr (CODES8) {
+        const unsigned aux = r.rowAux[(c - c0) * P::ROWS + i];
 #pragma unroll
-      for (int j = 0; j < P::VPL; ++j)
-        if (inSlice<P::K>(lane, j))
-          dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+        for (int j = 0; j < P::VPL; ++j)
+          if (inSlice<P::K>(lane, j))
+            dotCodes8<C>(*reinterpret_cast<const uint2 *>(row + 256 * j), aux, xf + 8 * j, a);
+      } else {
+#pragma unroll
+        for (int j = 0; j < P::VPL; ++j)
+          if (inSlice<P::K>(lane, j))
+            dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+      }
       a = wf_warp_sum(a);
       if (lane == 0)
         r.part[(c - c0) * P::ROWS + i][w] = a;
@@ -496,6 +588,11 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
       a += r.part[k * P::ROWS + j][v];
       if constexpr (P::PAIRED)
         b += r.part[k * P::ROWS + P::COLS + j][v];
+    }
+    if constexpr (CODES8) {
+      a *= rowSumScale<C>(r.rowAux[k * P::ROWS + j]);
+      if constexpr (P::PAIRED)
+        b *= rowSumScale<C>(r.rowAux[k * P::ROWS + P::COLS + j]);
     }
     const float res = residual == nullptr  ? 0.f
                       : q == (int)threadIdx.x ? res0
@@ -881,11 +978,11 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
 template <class C, int KIND, class Column>
 __device__ __forceinline__ void project(const Step<C> &s, int layer, const typename C::t *x,
                                         const typename C::t *norm, const typename C::t *residual,
-                                        Ring<C> &r, Column column) {
+                                        const unsigned *pairs, Ring<C> &r, Column column) {
   if constexpr (C::BITS == 4)
     consumeCodes<C, KIND>(s, layer, x, norm, residual, r, column);
   else
-    consume<C, KIND>(s, layer, x, norm, residual, r, column);
+    consume<C, KIND>(s, layer, x, norm, residual, pairs, r, column);
 }
 
 template <class C>
@@ -894,7 +991,8 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   extern __shared__ __align__(128) unsigned char smem[];
   Ring<C> r;
   constexpr bool CODES = C::BITS == 4;
-  static_assert(C::BITS == 0 || C::BITS == 4, "16-bit weights or 4-bit codes");
+  static_assert(C::BITS == 0 || C::BITS == 4 || C::BITS == 8, "16-bit weights, 4- or 8-bit codes");
+  static_assert(C::BITS == 8 || C::FORMAT == Codes::Int, "E4M3 codes are 8 bits");
   r.stage = smem;
   r.pairs = smem + (size_t)C::STAGES * C::STAGE_BYTES;
   unsigned char *afterPairs =
@@ -908,6 +1006,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   r.attn = r.red + CW;
   r.xs = reinterpret_cast<t *>(r.attn);
   r.pages = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(r.attn) + mergeBytes<C>());
+  r.rowAux = reinterpret_cast<unsigned *>(r.pages + itemPages<C>());
   static_assert(sharedBytes<C>() <= C::SHARED_BYTES, "SHARED_BYTES holds the layout");
   r.it = 0;
   r.units = 0;
@@ -956,7 +1055,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
       next = s.out;
     const t *x = layer == 0 ? s.x : s.act + (size_t)(layer - 1) * actPerLayer<C>() +
                                         2 * (size_t)C::HEADS * C::D + C::HIDDEN + C::FFN;
-    project<C, QKV>(s, layer, x, L.norm1, nullptr, r, [&](int col, float va, float vb, float) {
+    project<C, QKV>(s, layer, x, L.norm1, nullptr, L.qkvPairs, r, [&](int col, float va, float vb, float) {
       const int hh = col / (C::D / 2), i = col % (C::D / 2);
       va = wf_round<t>(va);
       vb = wf_round<t>(vb);
@@ -975,13 +1074,13 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
     });
     attend<C>(s.counters, s.act, s.partials, L.k, L.v, r.pages, r.attn, r.red, layer, pos,
               slot.valid);
-    project<C, O>(s, layer, attn, nullptr, x, r, [&](int col, float va, float, float res) {
+    project<C, O>(s, layer, attn, nullptr, x, L.oPairs, r, [&](int col, float va, float, float res) {
       h[col] = wf_to<t>(wf_round<t>(va) + res);
     });
-    project<C, GATE_UP>(s, layer, h, L.norm2, nullptr, r, [&](int col, float g, float u, float) {
+    project<C, GATE_UP>(s, layer, h, L.norm2, nullptr, L.gateUpPairs, r, [&](int col, float g, float u, float) {
       a[col] = wf_to<t>(wf_round<t>(wf_silu(wf_round<t>(g))) * wf_round<t>(u));
     });
-    project<C, DOWN>(s, layer, a, nullptr, h, r, [&](int col, float va, float, float res) {
+    project<C, DOWN>(s, layer, a, nullptr, h, L.downPairs, r, [&](int col, float va, float, float res) {
       next[col] = wf_to<t>(wf_round<t>(va) + res);
     });
   }
