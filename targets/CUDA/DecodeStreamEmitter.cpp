@@ -105,6 +105,9 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       if (p.quantBits != 0 && !tiled4 && !rows8)
         return refuse("quantized weights other than 4-bit integer codes in 16-row tiles "
                       "(group 128) or 8-bit codes with a scale per row");
+      if (rows8 && !options.streamEightBitCodes)
+        return refuse("8-bit codes, which take it only when asked for (--decode-stream given): "
+                      "not yet measured faster than their kernels");
       if (bits < 0) {
         bits = p.quantBits;
         format = p.quantFormat;
@@ -260,6 +263,8 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     const int64_t rowBytesPerInput = codes8 ? 1 : 2;
     for (int kind = 0; kind < 4; ++kind) {
       const int64_t k = ks[kind], fit = g.stageBytes / (rowBytesPerInput * k);
+      if (codes8 && fit > 32) // the consumers' one reduction a chunk takes 32 rows
+        return refuse("8-bit codes with more than 32 rows a stage");
       const bool paired = kind == 0 || kind == 2;
       const int64_t cols =
           kind == 0 ? divisorAtMost(headDim / 2, fit / 2) : paired ? fit / 2 : fit;
@@ -277,7 +282,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   const int64_t merge = std::max((cw * group * headDim + 2 * cw * group) * 4, stagedInput);
   const int64_t rest = scaleSlots * (scaleSlotBytes + 16) + 2 * 8 * 8 /*mbarriers*/ +
                        g.maxRows * cw * 4 + cw * 4 + merge + itemPages * 4 +
-                       (codes8 ? g.maxRows * 4 : 0);
+                       (codes8 ? g.maxRows * 8 : 0);
   const int64_t staticBytes = layers * 96; // the layer table
   const int64_t budget = 227 * 1024 - staticBytes - rest;
   // Up to 6 stages with 16-bit weights, 4 with 4-bit codes, whose consumers

@@ -109,6 +109,10 @@ struct EmitOptions {
   // between its QKV and O projections (RoPE + KV write, decode attention)
   // release the next kernel early too (see addGridDependencyControl).
   bool fourBitProjections = false;
+  // emitDecodeStream takes 8-bit codes with a scale per row too. Off by
+  // default: their CUDA-core consumer has not been measured faster than
+  // their per-region kernels (docs/codegen.md, "8-bit codes").
+  bool streamEightBitCodes = false;
 };
 
 // Whether some weight of `module` holds 4-bit codes (what sets

@@ -792,6 +792,7 @@ public:
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
     eo.fourBitProjections = fourBitProjections;
+    eo.streamEightBitCodes = options.decodeStreamEightBit;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);

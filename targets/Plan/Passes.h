@@ -37,6 +37,8 @@ struct LowerToPlanOptions {
   // allow it (sm_90, cuda::emitDecodeStream); `warn` says why a bucket of
   // one token did not get it.
   bool decodeStream = false;
+  // With decodeStream, 8-bit codes too (cuda::EmitOptions::streamEightBitCodes).
+  bool decodeStreamEightBit = false;
   std::function<void(const std::string &)> warn;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;

@@ -360,11 +360,13 @@ EmitOptions h200() {
 }
 
 // The steps emitDecodeStream makes of the 32 Llama 3.1 8B layers of
-// `module`'s decode_b1 for an H200 (none, and `why`, if it refuses them).
-void emitLlamaStream(mlir::ModuleOp module, std::vector<EmittedStep> &steps, std::string &why) {
+// `module`'s decode_b1 for an H200, or `options` (none, and `why`, if it
+// refuses them).
+void emitLlamaStream(mlir::ModuleOp module, std::vector<EmittedStep> &steps, std::string &why,
+                     const EmitOptions &options = h200()) {
   std::vector<FusionOp> layers = decodeLayers(module);
   ASSERT_EQ(layers.size(), 32u * 5);
-  llvm::Expected<std::vector<EmittedStep>> emitted = emitDecodeStream(layers, h200(), why);
+  llvm::Expected<std::vector<EmittedStep>> emitted = emitDecodeStream(layers, options, why);
   ASSERT_TRUE(bool(emitted)) << llvm::toString(emitted.takeError());
   steps = std::move(*emitted);
 }
@@ -508,7 +510,8 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
 // pair per row; fp8: E4M3 codes, an f32 scale per row) stream in whole rows,
 // twice the rows of 16-bit weights a stage, with each projection's pairs or
 // scales beside its codes; they compile for sm_90 from f16 and bf16 models.
-// 8-bit codes grouped along the row (GPTQ's group 128) are refused with the
+// Only when asked for (streamEightBitCodes); by default they are refused
+// with the reason. 8-bit codes grouped along the row (GPTQ's group 128) are refused with the
 // reason.
 TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
   struct Case {
@@ -526,7 +529,14 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
     ASSERT_TRUE(module);
     std::string why;
     std::vector<EmittedStep> emitted;
+    // Only when asked for (EmitOptions::streamEightBitCodes).
     ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
+    EXPECT_TRUE(emitted.empty());
+    EXPECT_NE(why.find("8-bit codes, which take it only when asked for"), std::string::npos)
+        << why;
+    EmitOptions asked = h200();
+    asked.streamEightBitCodes = true;
+    ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why, asked));
     ASSERT_EQ(emitted.size(), 2u) << why;
     const EmittedKernel &stream = *emitted[1].kernel;
     EXPECT_NE(stream.name.find(c.suffix), std::string::npos) << stream.name;
@@ -551,7 +561,9 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
   ASSERT_TRUE(grouped);
   std::string why;
   std::vector<EmittedStep> emitted;
-  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*grouped, emitted, why));
+  EmitOptions asked = h200();
+  asked.streamEightBitCodes = true;
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*grouped, emitted, why, asked));
   EXPECT_TRUE(emitted.empty());
   EXPECT_NE(why.find("8-bit codes with a scale per row"), std::string::npos) << why;
 }

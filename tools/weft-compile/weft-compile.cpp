@@ -106,8 +106,9 @@ cl::opt<int64_t> maxGemvTokens(
 cl::opt<bool> decodeStream(
     "decode-stream", cl::init(true),
     cl::desc("Run each batch-1 decode step as one persistent kernel where the layers allow "
-             "it (sm_90; Llama-style 16-bit layers, docs/codegen.md; default true). Given "
-             "explicitly, a warning says why a plan cannot"),
+             "it (sm_90; Llama-style layers of 16-bit weights or 4-bit codes, docs/codegen.md; "
+             "default true). Given explicitly, it takes 8-bit codes too, and a warning says "
+             "why a plan cannot"),
     cl::cat(category));
 cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
@@ -337,6 +338,9 @@ int main(int argc, char **argv) {
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
   planOptions.lowering.decodeStream = decodeStream;
+  // Asked for by name, the stream kernel takes 8-bit codes too (not yet
+  // measured faster than their kernels, so not by default).
+  planOptions.lowering.decodeStreamEightBit = decodeStream.getNumOccurrences() > 0;
   if (decodeStream.getNumOccurrences() > 0)
     planOptions.lowering.warn = [](const std::string &message) {
       llvm::errs() << "weft-compile: warning: " << message << "\n";

@@ -134,7 +134,7 @@ template <class C> __host__ __device__ constexpr size_t sharedBytes() {
   return (size_t)C::STAGES * C::STAGE_BYTES +
          (C::BITS == 4 ? (size_t)C::SCALE_SLOTS * (scaleSlotBytes<C>() + 16) : 0) +
          2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 + CW * 4 + mergeBytes<C>() +
-         itemPages<C>() * 4 + (C::BITS == 8 ? (size_t)C::MAX_ROWS * 4 : 0);
+         itemPages<C>() * 4 + (C::BITS == 8 ? (size_t)C::MAX_ROWS * 8 : 0);
 }
 template <class C> __host__ __device__ constexpr int counterCount() {
   return C::LAYERS * PHASES + C::LAYERS * C::KV_HEADS;
@@ -274,6 +274,13 @@ __device__ __forceinline__ void consumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
 }
 
+// 8-bit codes: what a row's products need, made once a phase from its
+// (scale, zero) pair (integer codes) or f32 scale (E4M3): `bias`, 2^23 +
+// zero (integer codes), and `scale`.
+struct RowCodes {
+  float bias, scale;
+};
+
 template <class C> struct Ring {
   unsigned char *stage;              // STAGES * STAGE_BYTES
   unsigned long long *full, *empty;  // per stage
@@ -285,7 +292,7 @@ template <class C> struct Ring {
   float *red;                        // [CW]
   float *attn;                       // attention: [CW][GROUP][D + 2]
   int *pages;                        // attention: the item's pages, [itemPages]
-  unsigned *rowAux;                  // 8-bit codes: [MAX_ROWS] the rows' pairs or scales
+  RowCodes *rowAux;                  // 8-bit codes: [MAX_ROWS] the rows' biases and scales
   int it;                            // stages taken so far (same count in every thread)
 };
 
@@ -464,14 +471,24 @@ template <class t> __device__ __forceinline__ void dot8(uint4 w, const float *x,
     acc = fmaf(wf_f32(v.v[e]), x[e], acc);
 }
 
-// 8-bit codes: a lane's 8 codes of a row (8 bytes, inputs k..k+7) times
-// its 8 f32 inputs, into acc; `aux` is the row's (scale, zero) pair
-// (integer codes). Integer codes expand as PackedRows (weft/mma_weights.cuh):
-// a word's pair j is codes j and j + 2, exact (code - zero) in f16, or in
-// bf16 scaled and rounded per weight; E4M3 pairs are codes 2j and 2j + 1,
-// exact in f16. rowSumScale is what the row's sum is then multiplied by.
+// A row's RowCodes from its (scale, zero) pair or f32 scale.
+template <class C> __device__ __forceinline__ RowCodes rowCodes(unsigned bits) {
+  if constexpr (C::FORMAT == Codes::E4M3) {
+    return {0.f, __uint_as_float(bits)};
+  } else {
+    const float2 sz = wf_pair_f32(wf_bits_as<typename Pair<typename C::t>::type>(bits));
+    return {8388608.0f + sz.y, sz.x};
+  }
+}
+// A lane's 8 codes of a row (8 bytes, inputs k..k+7) times its 8 f32
+// inputs, into acc. Integer codes: byte j as the f32 2^23 + code (one
+// PRMT), minus the row's bias: exact (code - zero); in bf16 then scaled and
+// rounded to bf16 per weight, as the checkpoint's dequantization (and
+// PackedRows::expandWord<true>). E4M3: pairs of codes exactly as f16
+// (cvt.rn.f16x2.e4m3x2). rowSumScale is what the row's sum is then
+// multiplied by.
 template <class C>
-__device__ __forceinline__ void dotCodes8(uint2 w, unsigned aux, const float *x, float &acc) {
+__device__ __forceinline__ void dotCodes8(uint2 w, RowCodes row, const float *x, float &acc) {
   using t = typename C::t;
   const unsigned words[2] = {w.x, w.y};
 #pragma unroll
@@ -486,25 +503,53 @@ __device__ __forceinline__ void dotCodes8(uint2 w, unsigned aux, const float *x,
         acc = fmaf(v.y, xk[2 * j + 1], acc);
       }
     } else {
-      using W = PackedRows<8, 128, 8, t, Codes::Int>;
-      unsigned h[2];
-      W::template expandWord<!wf_same<t, __half>::value>(words[k], aux, h);
+      // Byte b of a word holds input 2 (b % 2) + b / 2 (the codes' order:
+      // input k at bit (k % 2) 16 + (k / 2) 8, so that PackedRows' pair j
+      // is inputs 2j and 2j + 1).
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float2 v = wf_pair_f32(wf_bits_as<typename W::M2>(h[j]));
-        acc = fmaf(v.x, xk[j], acc);
-        acc = fmaf(v.y, xk[j + 2], acc);
+      for (int b = 0; b < 4; ++b) {
+        float d = __uint_as_float(__byte_perm(words[k], 0x4B000000u, 0x7650u + b)) - row.bias;
+        if constexpr (!wf_same<t, __half>::value)
+          d = wf_round<t>(d * row.scale);
+        acc = fmaf(d, xk[2 * (b % 2) + b / 2], acc);
       }
     }
   }
 }
-template <class C> __device__ __forceinline__ float rowSumScale(unsigned aux) {
-  if constexpr (C::FORMAT == Codes::E4M3)
-    return __uint_as_float(aux);
-  else if constexpr (wf_same<typename C::t, __half>::value)
-    return __low2float(wf_bits_as<__half2>(aux));
+template <class C> __device__ __forceinline__ float rowSumScale(RowCodes row) {
+  if constexpr (C::FORMAT == Codes::Int && !wf_same<typename C::t, __half>::value)
+    return 1.0f; // bf16 integer codes: each weight was scaled
   else
-    return 1.0f; // bf16: each weight was scaled
+    return row.scale;
+}
+
+// The smallest power of two at least n.
+__host__ __device__ constexpr int pow2AtLeast(int n) {
+  int p = 1;
+  while (p < n)
+    p *= 2;
+  return p;
+}
+// Each of a lane's N values (N a power of two, at most 32) summed over the
+// warp, in log2(N) halvings and 5 - log2(N) plain steps: log2(N) + N - 1
+// shuffles in all where a sum per value takes 5 N. Value i's sum ends in
+// lanes [i 32 / N, (i + 1) 32 / N); each lane gets its own.
+template <int N> __device__ __forceinline__ float warpSumEach(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two up to 32");
+  int offset = 16;
+#pragma unroll
+  for (int m = N; m > 1; m /= 2, offset /= 2) {
+    const bool upper = lane & offset;
+#pragma unroll
+    for (int i = 0; i < m / 2; ++i) {
+      const float keep = upper ? v[i + m / 2] : v[i], give = upper ? v[i] : v[i + m / 2];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, give, offset);
+    }
+  }
+#pragma unroll
+  for (; offset >= 1; offset /= 2)
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
+  return v[0];
 }
 
 // The consumer warps' share of one projection: wait for its input, then
@@ -525,14 +570,14 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
   int c0, c1;
   blockChunks<C, P>(c0, c1);
   if constexpr (CODES8) {
-    // The block's rows' pairs or scales, in r.part's order, before the
+    // The block's rows' biases and scales, in r.part's order, before the
     // wait (they never change). The wait's barrier, or the norm's for
     // layer 0's QKV, publishes them to the loop; the last phase's column
     // sums, which read them, ended with a barrier.
     for (int q = threadIdx.x; q < (c1 - c0) * P::ROWS; q += CW * 32) {
       const int i = q % P::ROWS, col = (c0 + q / P::ROWS) * P::COLS + i % P::COLS;
       if (col < P::N)
-        r.rowAux[q] = __ldg(rowAux + P::row(col, i >= P::COLS));
+        r.rowAux[q] = rowCodes<C>(__ldg(rowAux + P::row(col, i >= P::COLS)));
     }
   }
   waitPhaseInput(s, layer, phase);
@@ -551,27 +596,43 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
     const typename C::w_t *rows =
         reinterpret_cast<const typename C::w_t *>(r.stage + (size_t)st * C::STAGE_BYTES);
     const int n = min(P::COLS, P::N - c * P::COLS);
+    if constexpr (CODES8) {
+      // Every row's sums first, then one transposed reduction over the
+      // warp for all of them (a sum per row cost 5 shuffles and adds each).
+      constexpr int RP = pow2AtLeast(P::ROWS);
+      static_assert(RP <= 32, "at most 32 rows a chunk");
+      float acc[RP];
 #pragma unroll
-    for (int i = 0; i < P::ROWS; ++i) {
-      if (i % P::COLS >= n)
-        continue;
-      const typename C::w_t *row = rows + (size_t)i * P::K + base;
-      float a = 0.f;
-      if constexpr (CODES8) {
-        const unsigned aux = r.rowAux[(c - c0) * P::ROWS + i];
+      for (int i = 0; i < RP; ++i) {
+        acc[i] = 0.f;
+        if (i >= P::ROWS || i % P::COLS >= n)
+          continue;
+        const typename C::w_t *row = rows + (size_t)i * P::K + base;
+        const RowCodes rc = r.rowAux[(c - c0) * P::ROWS + i];
 #pragma unroll
         for (int j = 0; j < P::VPL; ++j)
           if (inSlice<P::K>(lane, j))
-            dotCodes8<C>(*reinterpret_cast<const uint2 *>(row + 256 * j), aux, xf + 8 * j, a);
-      } else {
+            dotCodes8<C>(*reinterpret_cast<const uint2 *>(row + 256 * j), rc, xf + 8 * j, acc[i]);
+      }
+      const float sum = warpSumEach<RP>(acc, lane);
+      const int i = lane / (32 / RP);
+      if (lane % (32 / RP) == 0 && i < P::ROWS)
+        r.part[(c - c0) * P::ROWS + i][w] = sum;
+    } else {
+#pragma unroll
+      for (int i = 0; i < P::ROWS; ++i) {
+        if (i % P::COLS >= n)
+          continue;
+        const typename C::w_t *row = rows + (size_t)i * P::K + base;
+        float a = 0.f;
 #pragma unroll
         for (int j = 0; j < P::VPL; ++j)
           if (inSlice<P::K>(lane, j))
             dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
+        a = wf_warp_sum(a);
+        if (lane == 0)
+          r.part[(c - c0) * P::ROWS + i][w] = a;
       }
-      a = wf_warp_sum(a);
-      if (lane == 0)
-        r.part[(c - c0) * P::ROWS + i][w] = a;
     }
     __syncwarp();
     if (lane == 0)
@@ -1006,7 +1067,7 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   r.attn = r.red + CW;
   r.xs = reinterpret_cast<t *>(r.attn);
   r.pages = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(r.attn) + mergeBytes<C>());
-  r.rowAux = reinterpret_cast<unsigned *>(r.pages + itemPages<C>());
+  r.rowAux = reinterpret_cast<RowCodes *>(r.pages + itemPages<C>());
   static_assert(sharedBytes<C>() <= C::SHARED_BYTES, "SHARED_BYTES holds the layout");
   r.it = 0;
   r.units = 0;
