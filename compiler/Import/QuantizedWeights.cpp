@@ -104,25 +104,24 @@ uint16_t bfloat16Bits(float v) {
 }
 
 uint8_t e4m3Bits(float v) {
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
-  float a = std::fabs(v);
-  if (std::isnan(v))
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  const uint8_t sign = uint8_t((x >> 24) & 0x80u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) // NaN
     return 0x7f;
-  if (a >= 448.0f)
-    return uint8_t(sign | 0x7e); // the largest finite value
-  // Normal numbers from 2^-6 keep 3 fraction bits; below, subnormals are
-  // multiples of 2^-9. Rounding to that grid is nearbyint (nearest even).
-  int e;
-  std::frexp(a, &e); // a = f * 2^e, f in [0.5, 1)
-  const int step = std::max(e - 1, -6) - 3;
-  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -step)), step);
-  if (q == 0.0f)
-    return sign;
-  std::frexp(q, &e);
-  if (e - 1 < -6) // subnormal: q / 2^-9 in the fraction bits
-    return uint8_t(sign | uint8_t(std::ldexp(q, 9)));
-  const int mantissa = int(std::ldexp(q, 4 - e)) - 8; // q = (8 + m) * 2^(e - 4)
-  return uint8_t(sign | uint8_t((e - 1 + 7) << 3) | uint8_t(mantissa));
+  if (abs >= 0x43e00000u) // 448 and up, infinity: the largest finite value
+    return uint8_t(sign | 0x7e);
+  if (abs < 0x3c800000u) { // below 2^-6: subnormals, multiples of 2^-9
+    float a;
+    std::memcpy(&a, &abs, 4);
+    return uint8_t(sign | uint8_t(std::nearbyint(a * 512.0f))); // 0 .. 8 (8: 2^-6)
+  }
+  // Normal: the f32 mantissa rounded to 3 bits, to nearest even (a carry
+  // moves into the exponent, which is the right rounding; below 448 it
+  // never reaches the NaN code); exponent bias 127 becomes 7.
+  const uint32_t r = (abs + 0x7ffffu + ((abs >> 20) & 1u)) >> 20;
+  return uint8_t(sign | uint8_t(r - ((127u - 7u) << 3)));
 }
 
 float e4m3Value(uint8_t b) {
@@ -268,9 +267,64 @@ llvm::Expected<KernelProjection> repackForKernels(const Quantization &q, llvm::S
   return k;
 }
 
-KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
-                                    int64_t group, bool symmetric, QuantFormat format,
-                                    io::DType scaleType) {
+namespace {
+
+// std::nearbyint in the default rounding mode (to nearest, ties to even),
+// without the library call it compiles to where SSE4.1 is not assumed:
+// adding 1.5 * 2^23 and taking it away again rounds any |x| < 2^22 in the
+// add's own rounding.
+inline float roundToEven(float x) {
+  constexpr float kMagic = 12582912.0f;
+  return std::fabs(x) < 4194304.0f ? (x + kMagic) - kMagic : std::nearbyint(x);
+}
+
+// The minimum, maximum and largest magnitude of a group's n values, as one
+// pass of std::min / std::max from v[0] (and 0 for the magnitude) gives
+// them, in four independent chains: both are exact, so the order does not
+// change them (NaNs are skipped, except in v[0], as in one chain).
+inline void groupRange(const float *v, int64_t n, float &lo, float &hi, float &amax) {
+  float l[4] = {v[0], v[0], v[0], v[0]}, h[4] = {v[0], v[0], v[0], v[0]},
+        a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int c = 0; c < 4; ++c) {
+      l[c] = std::min(l[c], v[i + c]);
+      h[c] = std::max(h[c], v[i + c]);
+      a[c] = std::max(a[c], std::fabs(v[i + c]));
+    }
+  for (; i < n; ++i) {
+    l[0] = std::min(l[0], v[i]);
+    h[0] = std::max(h[0], v[i]);
+    a[0] = std::max(a[0], std::fabs(v[i]));
+  }
+  lo = std::min(std::min(l[0], l[1]), std::min(l[2], l[3]));
+  hi = std::max(std::max(h[0], h[1]), std::max(h[2], h[3]));
+  amax = std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
+}
+
+// A group's n values (n a multiple of 32 / BITS) as integer codes with
+// scale s and zero `zero`, a word at a time into `words`.
+template <int BITS>
+inline void packGroup(const float *v, int64_t n, float s, int zero, uint32_t *words) {
+  constexpr int kPerWord = 32 / BITS;
+  constexpr float kTop = float((1 << BITS) - 1);
+  for (int64_t w = 0; w < n / kPerWord; ++w) {
+    uint32_t word = 0;
+    for (int c = 0; c < kPerWord; ++c) {
+      const float code =
+          std::clamp(roundToEven(v[w * kPerWord + c] / s) + float(zero), 0.0f, kTop);
+      word |= uint32_t(int(code)) << kernelCodeSlot(c, BITS);
+    }
+    words[w] = word;
+  }
+}
+
+// The quantizer of quantizeForKernels, over rows that `rowOf(j, scratch)`
+// gives as f32 (a pointer into the caller's matrix, or into `scratch`, `in`
+// floats of the calling thread).
+KernelProjection quantizeRows(int64_t out, int64_t in, int bits, int64_t group, bool symmetric,
+                              QuantFormat format, io::DType scaleType,
+                              llvm::function_ref<const float *(int64_t, float *)> rowOf) {
   KernelProjection k;
   k.out = out;
   k.in = in;
@@ -281,33 +335,30 @@ KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_
   const int perWord = 32 / bits, top = (1 << bits) - 1;
   const int64_t groups = in / group, wordsPerRow = in / perWord;
   k.codes.assign(size_t(out * wordsPerRow), 0u);
-  if (format == QuantFormat::E4M3) {
+  if (format == QuantFormat::E4M3)
     k.rowScales.resize(size_t(out));
-    llvm::parallelFor(0, size_t(out), [&](size_t row) {
-      const int64_t j = int64_t(row);
-      const float *v = w.data() + j * in;
+  else
+    k.scales.resize(size_t(out * groups * 2));
+  llvm::parallelFor(0, size_t(out), [&](size_t row) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(size_t(in));
+    const int64_t j = int64_t(row);
+    const float *v = rowOf(j, scratch.data());
+    uint32_t *codes = k.codes.data() + j * wordsPerRow;
+    if (format == QuantFormat::E4M3) {
       float amax = 0.0f;
       for (int64_t i = 0; i < in; ++i)
         amax = std::max(amax, std::fabs(v[i]));
       const float s = amax > 0.0f ? amax / 448.0f : 1.0f;
       for (int64_t i = 0; i < in; ++i)
-        k.codes[size_t(j * wordsPerRow + i / 4)] |= uint32_t(e4m3Bits(v[i] / s))
-                                                    << kernelCodeSlot(int(i % 4), 8, format);
+        codes[i / 4] |= uint32_t(e4m3Bits(v[i] / s)) << kernelCodeSlot(int(i % 4), 8, format);
       k.rowScales[row] = s;
-    });
-    return k;
-  }
-  k.scales.resize(size_t(out * groups * 2));
-  llvm::parallelFor(0, size_t(out), [&](size_t row) {
-    const int64_t j = int64_t(row);
+      return;
+    }
     for (int64_t g = 0; g < groups; ++g) {
-      const float *v = w.data() + j * in + g * group;
-      float lo = v[0], hi = v[0], amax = 0.0f;
-      for (int64_t i = 0; i < group; ++i) {
-        lo = std::min(lo, v[i]);
-        hi = std::max(hi, v[i]);
-        amax = std::max(amax, std::fabs(v[i]));
-      }
+      const float *gv = v + g * group;
+      float lo, hi, amax;
+      groupRange(gv, group, lo, hi, amax);
       float scale;
       int zero;
       if (symmetric) {
@@ -321,17 +372,31 @@ KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_
                               float(top)));
       }
       const float s = roundTo(scaleType, scale > 0.0f ? scale : 1e-3f);
-      for (int64_t i = 0; i < group; ++i) {
-        const int code = int(std::clamp(std::nearbyint(v[i] / s) + float(zero), 0.0f, float(top)));
-        const int64_t at = g * group + i;
-        k.codes[size_t(j * wordsPerRow + at / perWord)] |=
-            uint32_t(code) << kernelCodeSlot(int(at % perWord), bits);
-      }
+      if (bits == 4 && group % 8 == 0)
+        packGroup<4>(gv, group, s, zero, codes + g * group / 8);
+      else if (bits == 8 && group % 4 == 0)
+        packGroup<8>(gv, group, s, zero, codes + g * group / 4);
+      else
+        for (int64_t i = 0; i < group; ++i) {
+          const int code =
+              int(std::clamp(roundToEven(gv[i] / s) + float(zero), 0.0f, float(top)));
+          const int64_t at = g * group + i;
+          codes[at / perWord] |= uint32_t(code) << kernelCodeSlot(int(at % perWord), bits);
+        }
       k.scales[size_t((j * groups + g) * 2)] = bitsOf(scaleType, s);
       k.scales[size_t((j * groups + g) * 2 + 1)] = bitsOf(scaleType, float(zero));
     }
   });
   return k;
+}
+
+} // namespace
+
+KernelProjection quantizeForKernels(llvm::ArrayRef<float> w, int64_t out, int64_t in, int bits,
+                                    int64_t group, bool symmetric, QuantFormat format,
+                                    io::DType scaleType) {
+  return quantizeRows(out, in, bits, group, symmetric, format, scaleType,
+                      [&](int64_t j, float *) { return w.data() + j * in; });
 }
 
 float KernelProjection::weight(int64_t j, int64_t i) const {
@@ -464,10 +529,14 @@ llvm::Expected<KernelProjection> quantizeFromCheckpoint(const Checkpoint &ck,
   if (bytes->size() != size_t(w.out * w.in * 2))
     return makeOneLineError(ck.dir + ": tensor '" + w.name + "' is not " +
                             std::to_string(w.out) + " x " + std::to_string(w.in));
-  std::vector<float> f(size_t(w.out * w.in));
-  io::decodeToFloat(type, bytes->data(), f.size(), f.data());
-  return quantizeForKernels(f, w.out, w.in, w.bits, w.group,
-                            /*symmetric=*/w.bits == 8, w.format, type);
+  // Each row decoded to f32 by the thread that quantizes it: no f32 copy
+  // of the whole matrix.
+  const char *data = bytes->data();
+  return quantizeRows(w.out, w.in, w.bits, w.group, /*symmetric=*/w.bits == 8, w.format, type,
+                      [&](int64_t j, float *scratch) {
+                        io::decodeToFloat(type, data + j * w.in * 2, size_t(w.in), scratch);
+                        return static_cast<const float *>(scratch);
+                      });
 }
 
 } // namespace
