@@ -315,6 +315,18 @@ TEST(KernelLayoutTest, E4M3RoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(e4m3Bits(std::ldexp(1.0f, -10)), 0x00);   // tie to even: 0
   EXPECT_EQ(e4m3Bits(std::ldexp(3.0f, -10)), 0x02);   // 1.5 units: 2
   EXPECT_TRUE(std::isnan(e4m3Value(e4m3Bits(std::nanf("")))));
+  // Every f32 between two neighbouring codes and 1 ulp on either side of
+  // their midpoint goes to the nearer one (the even code at the midpoint).
+  for (int b = 0; b < 0x7e; ++b) {
+    const float lo = e4m3Value(uint8_t(b)), hi = e4m3Value(uint8_t(b + 1));
+    const float mid = lo + (hi - lo) / 2; // exact: a few bits of mantissa
+    const int even = b % 2 == 0 ? b : b + 1;
+    EXPECT_EQ(e4m3Bits(mid), even) << mid;
+    EXPECT_EQ(e4m3Bits(std::nextafter(mid, 0.0f)), b) << mid;
+    EXPECT_EQ(e4m3Bits(std::nextafter(mid, 1e9f)), b + 1) << mid;
+    EXPECT_EQ(e4m3Bits(-std::nextafter(mid, 1e9f)), 0x80 | (b + 1)) << mid;
+  }
+  EXPECT_EQ(e4m3Bits(std::nextafter(448.0f, 0.0f)), 0x7e);
   // Neighbours in order within a word, one conversion per pair.
   EXPECT_EQ(kernelCodeSlot(1, 8, QuantFormat::E4M3), 8);
   EXPECT_EQ(kernelCodeSlot(3, 8, QuantFormat::E4M3), 24);
