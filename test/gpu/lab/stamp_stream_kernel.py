@@ -56,9 +56,9 @@ __device__ __forceinline__ void tl(int ev) {{
 """)
     # consume (16-bit weights)
     rep("""  waitPhaseInput(s, layer, phase);
-  int c0, c1;""", """  waitPhaseInput(s, layer, phase);
+  const int cols""", """  waitPhaseInput(s, layer, phase);
   TLP(layer, phase, 0);
-  int c0, c1;""")
+  const int cols""")
     rep("""  loadInput<C, P::K>(x, norm != nullptr, gamma, xf, r.red);
   const int base = w * (P::K / CW) + lane * 8;
   for (int c = c0; c < c1; ++c, ++r.it) {
