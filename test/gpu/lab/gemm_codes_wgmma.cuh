@@ -1,8 +1,8 @@
 // A lab candidate, not used by the compiler and not yet run on a GPU: 4-bit
 // quantized projections of many tokens (batched decode, prefill chunks) on
 // Hopper's warpgroup MMA, y[t, r] = sum_k x[t, k] w[r, k] with
-// w[r, k] = (code - zero) * scale rounded once to f16, as the checkpoint's
-// dequantization gives it.
+// w[r, k] = (code - zero) * scale rounded once to f16 or bf16, as the
+// checkpoint's dequantization gives it.
 //
 // Why: gemm_codes.cuh (mma.sync, codes expanded per warp) reached a third of
 // mma.sync's rate and the plans expand the codes to an f16 matrix for
@@ -22,7 +22,8 @@
 // 5 (row g + 8, 2q + 1), 2 (row g, 2q + 8), 6 (row g, 2q + 9),
 // 3 (row g + 8, 2q + 8), 7 (row g + 8, 2q + 9). One mask-or per pair then
 // gives wgmma's A registers a0..a3 (rows g / g + 8, inputs 2q / 2q + 8) as
-// (1024 + code) or (1024 + 16 code) in f16. A (tile, chunk) is 2 KiB,
+// (1024 + code) or (1024 + 16 code) in f16, or after a shift (128 + code)
+// in bf16 (WgmmaRowPair). A (tile, chunk) is 2 KiB,
 // contiguous. Beside them, (scale, zero) pairs of f16 per row and 128
 // inputs, [NW][K / 128], as the plans keep them.
 //
@@ -34,7 +35,8 @@
 // cp.async STAGES - 2 chunks ahead. A registers are double-buffered: a
 // chunk's expansion overlaps the previous chunk's MMAs.
 //
-// Config: T (tokens, at most TN), TN (wgmma's N: T rounded up to 8, a size
+// Config: m_t (the model's 16-bit type: the tokens, the pairs, the MMAs),
+// T (tokens, at most TN), TN (wgmma's N: T rounded up to 8, a size
 // wgmma_rs.inc has), K, NW, WGS, SPLITS, STAGES; OVERLAP (a chunk's
 // expansion while the previous chunk's MMAs run) or not; SWAP_STRIDES exchanges the
 // descriptor's two strides (the lab runs both: the wrong one fails its
@@ -43,6 +45,8 @@
 #pragma once
 
 #include "gemm_codes.cuh"
+
+#include <cuda_bf16.h>
 
 #include <type_traits>
 
@@ -84,8 +88,17 @@ template <int N> __device__ __forceinline__ void wgmmaWait() {
 __device__ __forceinline__ void wgmmaKeep(unsigned &v) { asm volatile("" : "+r"(v)::"memory"); }
 __device__ __forceinline__ void wgmmaKeep(float &v) { asm volatile("" : "+f"(v)::"memory"); }
 
-// The biases and scales of one lane's two rows (g and g + 8) for one group.
-struct WgmmaRowPair {
+// The biases and scales of one lane's two rows (g and g + 8) for one group,
+// in the model's 16-bit type M, and the expansion of a word of codes into
+// wgmma's A registers: each weight (code - zero) (exact) times its scale,
+// rounded once, as the checkpoint's dequantization.
+template <class M> struct WgmmaRowPair;
+
+// f16: a nibble pair as (1024 + code) (one mask-or), or for the high
+// nibbles (1024 + 16 code) times 1/16; the bias subtracts (1024 + zero) or
+// (64 + zero) in the same add.
+template <> struct WgmmaRowPair<__half> {
+  using Tag = WgmmaF16;
   __half2 biasLow, scaleLow;   // row g: -(1024 + zero), scale
   __half2 biasHigh, scaleHigh; // row g + 8: -(64 + zero), scale
   __device__ __forceinline__ WgmmaRowPair(unsigned low, unsigned high) {
@@ -95,8 +108,6 @@ struct WgmmaRowPair {
     biasHigh = __float2half2_rn(-64.0f - __high2float(h));
     scaleHigh = __low2half2(h);
   }
-  // A word of codes as wgmma's A registers, each weight (code - zero)
-  // (exact) times its scale, rounded once.
   __device__ __forceinline__ void expand(unsigned word, unsigned (&a)[4]) const {
     const __half2 sixteenth = __float2half2_rn(0.0625f);
     const unsigned lo = wf_mask_or<0x000F000Fu, 0x64006400u>(word);
@@ -110,8 +121,32 @@ struct WgmmaRowPair {
   }
 };
 
+// bf16 (7 fraction bits): each nibble pair shifted down first, as
+// (128 + code), minus (128 + zero).
+template <> struct WgmmaRowPair<__nv_bfloat16> {
+  using Tag = WgmmaBf16;
+  __nv_bfloat162 biasLow, scaleLow, biasHigh, scaleHigh; // rows g, g + 8: 128 + zero, scale
+  __device__ __forceinline__ WgmmaRowPair(unsigned low, unsigned high) {
+    const __nv_bfloat162 l = wf_bits_as<__nv_bfloat162>(low),
+                         h = wf_bits_as<__nv_bfloat162>(high);
+    biasLow = __float2bfloat162_rn(128.0f + __high2float(l));
+    scaleLow = __low2bfloat162(l);
+    biasHigh = __float2bfloat162_rn(128.0f + __high2float(h));
+    scaleHigh = __low2bfloat162(h);
+  }
+  __device__ __forceinline__ void expand(unsigned word, unsigned (&a)[4]) const {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_bfloat162 v =
+          wf_bits_as<__nv_bfloat162>(wf_mask_or<0x000F000Fu, 0x43004300u>(word >> (4 * j)));
+      a[j] = wf_as_bits(j % 2 == 0 ? __hmul2(__hsub2(v, biasLow), scaleLow)
+                                   : __hmul2(__hsub2(v, biasHigh), scaleHigh));
+    }
+  }
+};
+
 template <class C>
-__device__ __forceinline__ void wgmmaCodes(const __half *__restrict__ x,
+__device__ __forceinline__ void wgmmaCodes(const typename C::m_t *__restrict__ x,
                                            const unsigned *__restrict__ codes,
                                            const unsigned *__restrict__ pairs,
                                            float *__restrict__ out) {
@@ -184,7 +219,8 @@ __device__ __forceinline__ void wgmmaCodes(const __half *__restrict__ x,
     const uint4 w4 = *reinterpret_cast<const uint4 *>(st + S::X_BYTES + wg * 2048 +
                                                       (warp * 32 + lane) * 16);
     const unsigned *ps = reinterpret_cast<const unsigned *>(st + S::X_BYTES + S::CODE_BYTES);
-    const WgmmaRowPair rp(ps[wg * 64 + warp * 16 + g], ps[wg * 64 + warp * 16 + g + 8]);
+    const WgmmaRowPair<typename C::m_t> rp(ps[wg * 64 + warp * 16 + g],
+                                           ps[wg * 64 + warp * 16 + g + 8]);
     const unsigned words[4] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
     for (int s = 0; s < 4; ++s)
@@ -197,8 +233,8 @@ __device__ __forceinline__ void wgmmaCodes(const __half *__restrict__ x,
       const unsigned long long desc =
           C::SWAP_STRIDES ? wgmmaDescriptor(xs + 256 * s, 1024, 128)
                           : wgmmaDescriptor(xs + 256 * s, 128, 1024);
-      wgmmaRs(WgmmaN<TN>{}, WgmmaF16{}, acc, a[B][s][0], a[B][s][1], a[B][s][2], a[B][s][3],
-              desc, 1);
+      wgmmaRs(WgmmaN<TN>{}, typename WgmmaRowPair<typename C::m_t>::Tag{}, acc, a[B][s][0],
+              a[B][s][1], a[B][s][2], a[B][s][3], desc, 1);
     }
     wgmmaCommit();
     if constexpr (!C::OVERLAP) {
