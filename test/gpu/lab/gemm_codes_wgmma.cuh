@@ -11,10 +11,10 @@
 // rows times all the step's tokens (N up to 256) in wgmma accumulators and
 // expands each code once, in registers, straight into wgmma's A fragment;
 // the tokens are B, read by the tensor cores from shared memory. A code then
-// costs 13 / 8 instructions per 2N products, which at N >= 64 hides under
-// the tensor cores' time.
+// costs 13 / 8 instructions (f16; 15 / 8 in bf16) per 2N products, which at
+// N >= 64 should hide under the tensor cores' time.
 //
-// Codes ("warpgroup fragment order", packWgmmaCodes in the lab): for row
+// Codes ("warpgroup fragment order", as the lab's make() packs them): for row
 // tile m (64 rows), chunk c of 64 inputs, warp w of the warpgroup and lane
 // (g = lane / 4, q = lane % 4), four words, word s for inputs
 // 64 c + 16 s + {2q, 2q + 1, 2q + 8, 2q + 9} of rows 64 m + 16 w + g and
@@ -24,22 +24,24 @@
 // gives wgmma's A registers a0..a3 (rows g / g + 8, inputs 2q / 2q + 8) as
 // (1024 + code) or (1024 + 16 code) in f16, or after a shift (128 + code)
 // in bf16 (WgmmaRowPair). A (tile, chunk) is 2 KiB,
-// contiguous. Beside them, (scale, zero) pairs of f16 per row and 128
-// inputs, [NW][K / 128], as the plans keep them.
+// contiguous. Beside them, (scale, zero) pairs of the 16-bit type per row
+// and 128 inputs, [NW][K / 128], as the plans keep them.
 //
 // Block: WGS warpgroups, each its own 64-row tile; grid (NW / 64 / WGS,
 // SPLITS), each split a range of K. A ring of STAGES shared buffers holds,
 // per 64-input chunk, the tokens (in wgmma's no-swizzle K-major layout:
 // 8-token x 8-input core matrices of 128 bytes, K-adjacent ones 128 bytes
 // apart, N-adjacent ones 1 KiB), the block's codes and pairs, filled by
-// cp.async STAGES - 2 chunks ahead. A registers are double-buffered: a
-// chunk's expansion overlaps the previous chunk's MMAs.
+// cp.async STAGES - 2 chunks ahead. By default a warpgroup waits for its
+// chunk's four MMAs before expanding the next (other warpgroups on the SM
+// keep the tensor cores busy meanwhile); with OVERLAP its A registers are
+// double-buffered so that the expansion runs under the previous chunk's
+// MMAs, which ptxas answers by serializing every MMA (C7513).
 //
 // Config: m_t (the model's 16-bit type: the tokens, the pairs, the MMAs),
 // T (tokens, at most TN), TN (wgmma's N: T rounded up to 8, a size
-// wgmma_rs.inc has), K, NW, WGS, SPLITS, STAGES; OVERLAP (a chunk's
-// expansion while the previous chunk's MMAs run) or not; SWAP_STRIDES exchanges the
-// descriptor's two strides (the lab runs both: the wrong one fails its
+// wgmma_rs.inc has), K, NW, WGS, SPLITS, STAGES, OVERLAP; SWAP_STRIDES
+// exchanges the descriptor's two strides (the lab runs both: the wrong one fails its
 // check). Output: f32 [T][NW], or partials [SPLITS][T][NW] summed by
 // wgmmaCodesReduce.
 #pragma once
