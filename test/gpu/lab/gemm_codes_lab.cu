@@ -27,15 +27,6 @@
 
 using namespace weft::kernels;
 
-#define CHECK_BLAS(x)                                                                              \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d: cublas %d\n", __FILE__, __LINE__, int(s_));                     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
 constexpr int kCopies = 2; // weights in turn (gate/up codes: 2 x 59 MB, past L2)
 
 // K splits for at least `want` blocks, each split whole chunks, at least 4.

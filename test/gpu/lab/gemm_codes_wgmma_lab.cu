@@ -29,15 +29,6 @@
 
 using namespace weft::kernels;
 
-#define CHECK_BLAS(x)                                                                              \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d: cublas %d\n", __FILE__, __LINE__, int(s_));                     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
 template <class M, int T_, int TN_, int K_, int NW_, int WGS_, int SPLITS_, int STAGES_,
           bool SWAP_, bool OVERLAP_ = false>
 struct WCfg {
@@ -181,22 +172,12 @@ template <class M> void release(Layer<M> &l) {
 
 constexpr int kIters = 50;
 
+// Microseconds per call of launch() (lab.cuh's timeMs on the default
+// stream), the last error checked.
 template <class F> float timeUs(F launch) {
-  for (int i = 0; i < 4; ++i)
-    launch();
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  CHECK(cudaEventRecord(a));
-  for (int i = 0; i < kIters; ++i)
-    launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
+  const float ms = timeMs(0, kIters, launch);
   CHECK(cudaGetLastError());
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  return ms * 1000.0f / kIters;
+  return ms * 1000.0f;
 }
 
 cublasHandle_t blas;

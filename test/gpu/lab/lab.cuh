@@ -18,6 +18,16 @@
     }                                                                                              \
   } while (0)
 
+// For the labs that call cuBLAS (cublas_v2.h included before the use).
+#define CHECK_BLAS(x)                                                                              \
+  do {                                                                                             \
+    cublasStatus_t s_ = (x);                                                                       \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+      std::fprintf(stderr, "%s:%d: cublas %d\n", __FILE__, __LINE__, int(s_));                   \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
 __global__ void streamKernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
   unsigned acc = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
