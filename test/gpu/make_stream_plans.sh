@@ -13,7 +13,7 @@
 # weft/decode_stream.cuh from `git show`), also llama8b-fp16-stream-ab.weft: the
 # 32-layer stream plan with its kernels compiled from LIB over the embedded
 # library (weft-compile --kernel-library), the other side of an A/B of a
-# kernel change:
+# kernel change (and llama8b-{int4,int8,fp8}-stream-ab.weft likewise):
 #   python3 test/gpu/bench_ab.py DIR/weft-run --buckets decode_b1 --contexts 128,512,4000 \
 #     --labels before,after l32:DIR/llama8b-fp16-stream-ab.weft:DIR/llama8b-fp16-stream.weft
 # WEFT_STREAM_PLANS=REGEX: only the plans whose file names match (e.g.
@@ -123,6 +123,13 @@ if [[ -n ${WEFT_AB_LIBRARY:-} ]]; then
     -o "$out/llama8b-fp16-stream-ab.weft"
   check "Llama-3.1-8B, all 32 layers, stream kernel from $WEFT_AB_LIBRARY" llama8b-fp16-stream-ab.weft \
     cfg/llama8b float16 8 32 1
+  # The quantized 32-layer stream plans from the same library (bench_ab.py
+  # beside llama8b-{int4,int8,fp8}-stream.weft; random weights).
+  for q in int4 int8 fp8; do
+    build_plan --model "$out/ckpt" --topology h200 --weight-dtype $q --max-batch 1 --decode-stream \
+      --kernel-library "$WEFT_AB_LIBRARY" -o "$out/llama8b-$q-stream-ab.weft" 2>/dev/null
+    rm -f "$out/llama8b-$q-stream-ab.weights.safetensors"
+  done
 fi
 rm -rf "$out/ckpt"
 cp "$build/tools/weft-run/weft-run" "$out/"
