@@ -63,12 +63,13 @@
 // FP8 E4M3 codes with an f32 scale per row (--weight-dtype fp8), in rows as
 // the checkpoint stores them. They take the 16-bit path's chunks of whole
 // rows (twice the rows a stage) and its CUDA-core consumer: each code
-// expanded as weft/mma_weights.cuh's PackedRows does for the GEMV engine,
-// exact (code - zero) or E4M3 value, then multiplied into the f32 input;
-// the row's scale multiplies its sum once (in bf16 with integer codes each
-// weight is rounded with its scale first, as the checkpoint's
-// dequantization). Each phase first puts its block's rows' pairs or scales
-// in shared memory (r.rowAux).
+// becomes its exact value, (code - zero) through 2^23 + code (dotCodes8)
+// or the E4M3 value, multiplied into the f32 input; the row's scale
+// multiplies its sum once (in bf16 with integer codes each weight is
+// rounded with its scale first, as the checkpoint's dequantization), and
+// a warp sums all of a chunk's rows in one transposed reduction
+// (warpSumEach). Each phase first makes its block's rows' RowCodes in
+// shared memory (r.rowAux).
 // Block: THREADS; grid: GRID, every block resident (cooperative launch).
 #pragma once
 
