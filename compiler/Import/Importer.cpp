@@ -307,4 +307,49 @@ void quantizeProjections(ModuleOp module, int bits, QuantFormat format) {
   });
 }
 
+llvm::Error quantizeLmHead(ModuleOp module, int bits, QuantFormat format) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  // The head is the weight operand of each weft.logits, a block argument
+  // of its fusion region once the graph is fused.
+  llvm::SmallVector<OpOperand *> uses;
+  module.walk([&](LogitsOp logits) {
+    Value w = logits.getWeight();
+    if (auto arg = dyn_cast<BlockArgument>(w))
+      if (auto region = dyn_cast<FusionOp>(arg.getOwner()->getParentOp()))
+        uses.push_back(&region->getOpOperand(arg.getArgNumber()));
+    if (!isa<BlockArgument>(w))
+      uses.push_back(&logits->getOpOperand(1));
+  });
+  if (uses.empty())
+    return fail("--lm-head-dtype: the graph has no LM head (weft.logits)");
+  for (OpOperand *use : uses) {
+    auto w = use->get().getDefiningOp<WeightOp>();
+    if (!w)
+      return fail("--lm-head-dtype: the LM head is not a weight of the checkpoint");
+    if (w.getQuantAttr())
+      continue; // another bucket's use of the same op, marked already
+    RankedTensorType t = w.getType();
+    int64_t in = t.getDimSize(1);
+    int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
+    if (format == QuantFormat::E4M3)
+      group = in;
+    auto quant = QuantAttr::get(module.getContext(), bits, group, format,
+                                codesTileable(bits, format, t.getDimSize(0), in));
+    // Tied embeddings: the embedding keeps reading the 16-bit table, the
+    // head reads a quantized copy of it (a weight op of its own).
+    bool shared = llvm::any_of(w->getUses(), [&](OpOperand &u) { return &u != use; });
+    if (shared) {
+      OpBuilder b(use->getOwner());
+      auto copy = cast<WeightOp>(b.clone(*w));
+      copy.setQuantAttr(quant);
+      use->set(copy.getResult());
+    } else {
+      w.setQuantAttr(quant);
+    }
+  }
+  return llvm::Error::success();
+}
+
 } // namespace weft

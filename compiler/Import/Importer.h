@@ -47,6 +47,15 @@ inline constexpr int64_t kCompileTimeGroup = 128;
 void quantizeProjections(mlir::ModuleOp module, int bits,
                          QuantFormat format = QuantFormat::Int);
 
+// --lm-head-dtype int4|int8|fp8: marks the LM head (the weight of every
+// weft.logits) with #weft.quant as quantizeProjections marks the
+// projections, to be quantized by round to nearest into the same file. A
+// head tied to the embedding becomes a weight op of its own, so that the
+// embedding keeps gathering 16-bit rows. An error when the graph has no
+// head or the head is not a checkpoint weight.
+llvm::Error quantizeLmHead(mlir::ModuleOp module, int bits,
+                           QuantFormat format = QuantFormat::Int);
+
 } // namespace weft
 
 #endif // WEFT_COMPILER_IMPORT_IMPORTER_H_

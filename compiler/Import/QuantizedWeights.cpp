@@ -500,12 +500,13 @@ llvm::Expected<KernelProjection> repackFromCheckpoint(const Checkpoint &ck,
 io::DType scaleTypeOf(const Checkpoint &ck, const QuantizedWeightRef &w) {
   std::string scales = llvm::StringRef(w.name).drop_back(std::strlen("weight")).str() +
                        "weight_scale";
-  if (ck.quant.method == QuantMethod::CompressedTensors) { // in the model's dtype
+  if (ck.quant.method == QuantMethod::CompressedTensors &&
+      ck.quant.quantizes(w.name)) { // in the model's dtype
     auto it = ck.tensors.find(scales);
     return it != ck.tensors.end() && it->second.info.dtype == io::DType::BF16 ? io::DType::BF16
                                                                              : io::DType::F16;
   }
-  if (ck.quant.active())
+  if (ck.quant.active() && ck.quant.quantizes(w.name))
     return io::DType::F16;
   auto it = ck.tensors.find(w.name);
   return it != ck.tensors.end() && it->second.info.dtype == io::DType::BF16 ? io::DType::BF16
@@ -629,8 +630,11 @@ writeKernelWeights(const Checkpoint &ck, llvm::ArrayRef<QuantizedWeightRef> weig
   os << json;
   uint64_t done = 0;
   for (const QuantizedWeightRef &w : weights) {
-    llvm::Expected<KernelProjection> k = q.active() ? repackFromCheckpoint(ck, maps, w)
-                                                    : quantizeFromCheckpoint(ck, maps, w);
+    // A quantized checkpoint's projections are repacked; what it keeps in
+    // 16 bits (the LM head under --lm-head-dtype) is quantized here.
+    llvm::Expected<KernelProjection> k = q.active() && q.quantizes(w.name)
+                                             ? repackFromCheckpoint(ck, maps, w)
+                                             : quantizeFromCheckpoint(ck, maps, w);
     if (!k) {
       os.close();
       llvm::sys::fs::remove(tmp);

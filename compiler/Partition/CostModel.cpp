@@ -43,11 +43,23 @@ llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name) {
 }
 
 WeightFormat WeightFormat::outsideLayers() const {
-  if (!quantized())
-    return *this;
+  if (!quantized()) {
+    WeightFormat same = *this;
+    same.lmHead.reset();
+    return same;
+  }
   WeightFormat sixteen;
   sixteen.dtype = WeightDType::BF16;
   return sixteen;
+}
+
+WeightFormat WeightFormat::headFormat() const {
+  if (!lmHead)
+    return outsideLayers();
+  WeightFormat head;
+  head.dtype = *lmHead;
+  head.groupSize = 128;
+  return head;
 }
 
 // Measured on one H200 with Llama 3.1 8B at batch 1 (docs/benchmarks.md,
@@ -159,6 +171,7 @@ llvm::Expected<ModelProfile> profileModel(ModuleOp fused,
       seenLayer = true;
     } else {
       t.inLayer = false;
+      t.lmHead = llvm::StringRef(t.kind).contains("logits");
       (seenLayer ? p.post : p.pre).push_back(t);
     }
   });
@@ -172,7 +185,7 @@ uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,
                             const WeightFormat &format, int tpDegree) {
   uint64_t bytes = 0;
   for (const RegionTerms &r : regions)
-    bytes += (r.inLayer ? format : format.outsideLayers())
+    bytes += (r.inLayer ? format : r.lmHead ? format.headFormat() : format.outsideLayers())
                  .matrixBytes(r.matrixElements, r.matrixRows) +
              r.vectorBytes;
   return bytes / uint64_t(std::max(1, tpDegree));
@@ -211,7 +224,7 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
   double bandwidth = device.effectiveBandwidth();
   StepScale scale = stepScaleAt(device, tokens, prefill);
   double tp = double(std::max(1, tpDegree));
-  const WeightFormat outside = format.outsideLayers();
+  const WeightFormat outside = format.outsideLayers(), head = format.headFormat();
   double seconds = 0;
   for (const RegionTerms &r : regions) {
     const Efficiency &eff = efficiencyFor(r.kind);
@@ -219,7 +232,7 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
     bool attention = llvm::StringRef(r.kind).contains("attention");
     double ctx = double(r.slidingWindow ? std::min(context, r.slidingWindow) : context);
     double T = double(tokens);
-    const WeightFormat &f = r.inLayer ? format : outside;
+    const WeightFormat &f = r.inLayer ? format : r.lmHead ? head : outside;
     double matrix = double(f.matrixBytes(r.matrixElements, r.matrixRows));
     double rate = 1.0;
     double perToken = 0; // the code GEMV's products of each token past the first

@@ -12,6 +12,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace weft::partition {
@@ -40,6 +41,14 @@ struct WeightFormat {
   // and the LM head): quantized checkpoints and --weight-dtype quantize the
   // layers' projections only, so these stay 16-bit.
   WeightFormat outsideLayers() const;
+  // The LM head's dtype when it is quantized apart from the layers
+  // (--lm-head-dtype int8|int4|fp8, by round to nearest as --weight-dtype
+  // quantizes projections: int4 in groups of 128, int8 and fp8 a scale per
+  // row); unset, the head is outsideLayers().
+  std::optional<WeightDType> lmHead;
+  // The LM head's format (a tied head quantized apart is a copy of the
+  // embedding table: the embedding stays outsideLayers()).
+  WeightFormat headFormat() const;
   bool quantized() const {
     return dtype == WeightDType::FP8 || dtype == WeightDType::Int8 || dtype == WeightDType::Int4;
   }
@@ -81,6 +90,7 @@ struct RegionTerms {
   double attnFlopsPerTokenPosition = 0;
   int64_t slidingWindow = 0;
   bool inLayer = true; // else the embedding or the head (WeightFormat::outsideLayers)
+  bool lmHead = false;  // the LM head's region (WeightFormat::headFormat)
 };
 
 // The model as the partitioner sees it: per-layer regions plus the regions

@@ -32,23 +32,22 @@ WeightTable weightTable(const ModelConfig &c, const WeightFormat &format) {
   WeightTable t;
   t.layer.assign(size_t(c.numLayers), 0);
   uint64_t vecBytes = io::dtypeSize(c.dtype);
-  const WeightFormat outside = format.outsideLayers();
+  const WeightFormat outside = format.outsideLayers(), head = format.headFormat();
   for (const ExpectedTensor &e : graphWeights(c)) {
     llvm::StringRef name(e.name);
-    uint64_t bytes;
-    if (e.shape.size() == 2)
-      bytes = (e.layer >= 0 ? format : outside)
-                  .matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));
-    else
-      bytes = uint64_t(e.shape[0]) * vecBytes;
+    auto bytesIn = [&](const WeightFormat &f) {
+      if (e.shape.size() == 2)
+        return f.matrixBytes(uint64_t(e.shape[0] * e.shape[1]), uint64_t(e.shape[0]));
+      return uint64_t(e.shape[0]) * vecBytes;
+    };
     if (e.layer >= 0) {
-      t.layer[size_t(e.layer)] += bytes;
+      t.layer[size_t(e.layer)] += bytesIn(format);
     } else if (name == "model.embed_tokens.weight") {
-      t.embedding += bytes;
-      if (c.tieWordEmbeddings)
-        t.head += bytes;
+      t.embedding += bytesIn(outside);
+      if (c.tieWordEmbeddings) // the table again, or its quantized copy
+        t.head += bytesIn(head);
     } else {
-      t.head += bytes;
+      t.head += bytesIn(e.shape.size() == 2 ? head : outside);
     }
   }
   return t;
@@ -209,10 +208,20 @@ public:
     if (s.embedding)
       memory[size_t(embedDev)].weights += weights.embedding;
     if (s.head) {
-      bool shared = s.embedding && config.tieWordEmbeddings && headDev == embedDev;
+      bool shared = s.embedding && config.tieWordEmbeddings && headDev == embedDev &&
+                    !options.weights.lmHead;
       memory[size_t(headDev)].weights += weights.head - (shared ? weights.embedding : 0);
       memory[size_t(headDev)].activations +=
           uint64_t(options.batch) * uint64_t(config.vocabSize) * 4;
+      // A quantized head's codes expanded for cuBLASLt in the same scratch
+      // as the layers' (what it needs beyond theirs).
+      if (options.weights.lmHead && int64_t(tmax) > kExpandedCodesAbove) {
+        uint64_t head = uint64_t(config.vocabSize) * uint64_t(config.hiddenSize) * 2;
+        uint64_t layers = codes ? 2 * uint64_t(config.intermediateSize) *
+                                    uint64_t(config.hiddenSize) * 2 / uint64_t(n)
+                              : 0;
+        memory[size_t(headDev)].activations += head > layers ? head - layers : 0;
+      }
     }
   }
 

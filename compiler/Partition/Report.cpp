@@ -40,6 +40,14 @@ std::string stepBatchLabel(const Candidate &c, const PartitionOptions &o) {
   return (c.microBatches > 1 ? "mb=" : "b=") + std::to_string(stepBatch(c, o));
 }
 
+// "int4 weights" or "int4 weights, int8 LM head" (--lm-head-dtype).
+std::string weightsText(const PartitionOptions &o) {
+  std::string s = std::string(weightDTypeName(o.weights.dtype)) + " weights";
+  if (o.weights.lmHead)
+    s += std::string(", ") + weightDTypeName(*o.weights.lmHead) + " LM head";
+  return s;
+}
+
 } // namespace
 
 void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
@@ -47,10 +55,10 @@ void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
                           llvm::raw_ostream &os) {
   const Candidate &best = r.best;
   os << llvm::formatv("partition    {0} on {1}: objective {2}, batch {3}, "
-                      "context {4}, {5} weights\n",
+                      "context {4}, {5}\n",
                       config.name, t.name,
                       o.objective == Objective::Latency ? "latency" : "throughput",
-                      o.batch, o.context, weightDTypeName(o.weights.dtype));
+                      o.batch, o.context, weightsText(o));
   os << "chosen       " << best.description << "\n";
   os << "             " << throughputText(best, o) << "\n";
   if (r.memoryProportional) {
@@ -186,8 +194,8 @@ void writePartitionSvg(const PartitionResult &r, const hardware::Topology &t,
                       width, height);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   text(10, 24,
-       llvm::formatv("{0} on {1} ({2} weights, batch {3}, context {4})", config.name, t.name,
-                     weightDTypeName(o.weights.dtype), o.batch, o.context),
+       llvm::formatv("{0} on {1} ({2}, batch {3}, context {4})", config.name, t.name,
+                     weightsText(o), o.batch, o.context),
        " font-size=\"16\" font-weight=\"bold\"");
   text(10, 44, "chosen: " + best.description);
   text(10, 62, llvm::formatv("{0:f1} tok/s at batch 1, {1:f1} tok/s in total at batch {2} "

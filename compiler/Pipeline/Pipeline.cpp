@@ -72,6 +72,38 @@ llvm::Error quantizeHere(Compilation &c) {
   return llvm::Error::success();
 }
 
+// --lm-head-dtype int8|int4|fp8: the LM head quantized by round to
+// nearest, whatever the layers hold; checked before anything is built.
+llvm::Expected<std::optional<partition::WeightDType>> lmHeadDType(const Compilation &c) {
+  using partition::WeightDType;
+  const std::string &name = c.options.lmHeadDType;
+  if (name.empty())
+    return std::nullopt;
+  llvm::Expected<WeightDType> d = partition::parseWeightDType(name);
+  if (!d || (*d != WeightDType::Int8 && *d != WeightDType::Int4 && *d != WeightDType::FP8)) {
+    if (!d)
+      llvm::consumeError(d.takeError());
+    return makeError(llvm::formatv("--lm-head-dtype: expected int8, int4 or fp8, got '{0}' "
+                                   "(without the option the LM head keeps the checkpoint's "
+                                   "16-bit weights)",
+                                   name));
+  }
+  const ModelConfig &config = c.source.config;
+  if (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)
+    return makeError(llvm::formatv(
+        "--lm-head-dtype {0}: quantizing the LM head needs an F16 or BF16 checkpoint "
+        "(its kernels compute in that 16-bit type); {1} is {2}",
+        name, c.options.model, io::dtypeName(config.dtype)));
+  if (*d == WeightDType::FP8)
+    for (const hardware::DeviceProfile &dev : c.topology->devices)
+      if (!dev.hasFp8())
+        return makeError(llvm::formatv(
+            "--lm-head-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 needs "
+            "sm_89 or newer (Ada, Hopper); use --lm-head-dtype int8 instead",
+            dev.name, c.topology->name, dev.computeCapability));
+  return *d;
+}
+
 llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
   const Options &o = c.options;
   llvm::Expected<hardware::Topology> topo = hardware::parseTopologySpec(o.topology);
@@ -86,6 +118,10 @@ llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
   if (!popts)
     return popts.takeError();
   c.partitionOptions = std::move(*popts);
+  llvm::Expected<std::optional<partition::WeightDType>> head = lmHeadDType(c);
+  if (!head)
+    return head.takeError();
+  c.partitionOptions->weights.lmHead = *head;
   using partition::WeightDType;
   const WeightDType wanted = c.partitionOptions->weights.dtype;
   // A plan holds what the runtime executes: the checkpoint's own weights or
@@ -103,6 +139,19 @@ llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
         "to see the prediction)",
         o.weightDType,
         partition::weightDTypeName(partition::nativeWeightDType(c.source.config))));
+  }
+  if (buildsPlan && *head) {
+    const bool fp8 = **head == WeightDType::FP8;
+    if (llvm::Error e = quantizeLmHead(*c.module, **head == WeightDType::Int4 ? 4 : 8,
+                                       fp8 ? QuantFormat::E4M3 : QuantFormat::Int))
+      return e;
+    c.notes.push_back(llvm::formatv(
+        "--lm-head-dtype {0}: the LM head quantized by round to nearest ({1}); its logits "
+        "differ from the 16-bit head's, and more so in 4 bits",
+        o.lmHeadDType,
+        **head == WeightDType::Int4 ? "4-bit, groups of 128 inputs, asymmetric"
+        : fp8                       ? "FP8 E4M3, one scale per row"
+                                    : "8-bit, one scale per row, symmetric"));
   }
   if (buildsPlan && o.hostOffloadGiven && o.hostOffload)
     return makeError("--host-offload: plans cannot keep layers in host RAM yet (the runtime "
@@ -162,6 +211,8 @@ llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
     return makeError("internal error: lowering needs a back end");
   if (!options.stages.empty() && !partitioned)
     return makeError("--stages needs --topology");
+  if (!options.lmHeadDType.empty() && !partitioned)
+    return makeError("--lm-head-dtype needs --topology");
   llvm::Expected<CompileOptions> buckets = bucketOptions(options);
   if (!buckets)
     return buckets.takeError();

@@ -58,6 +58,7 @@ struct Options {
   std::string objective = "throughput";
   int64_t batch = 1;
   std::string weightDType; // "" : the checkpoint's
+  std::string lmHeadDType; // int8|int4|fp8: the LM head quantized; "" : 16-bit
   std::string stages;      // forced layout (partition::parseStageSpec)
   // Whole layers in host RAM when nothing else fits: for reports only, a
   // plan cannot hold them. hostOffloadGiven: the user asked for it.

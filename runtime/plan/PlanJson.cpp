@@ -148,6 +148,7 @@ Json partitionJson(const fb::Partition &p) {
   j["batch"] = p.batch();
   j["context"] = p.context();
   j["weight_dtype"] = text(p.weight_dtype());
+  j["lm_head_dtype"] = text(p.lm_head_dtype()); // "": the checkpoint's 16-bit head
   j["stages"] = tables(p.stages(), stageJson);
   j["chosen"] = table(p.chosen(), predictionJson);
   j["runners_up"] = tables(p.runners_up(), predictionJson);
@@ -478,7 +479,8 @@ void summarizePartition(const fb::Plan &plan, std::string &out) {
   }
   out += "partition: objective " + name(p->objective()) + ", batch " +
          std::to_string(p->batch()) + ", context " + std::to_string(p->context()) +
-         ", weights " + name(p->weight_dtype()) + ", " +
+         ", weights " + name(p->weight_dtype()) +
+         (p->lm_head_dtype() ? ", LM head " + name(p->lm_head_dtype()) : std::string()) + ", " +
          plural(count(p->stages()), "stage", "stages") + "\n";
   for (uint32_t i = 0; i < count(p->stages()); ++i) {
     const fb::Stage &s = *p->stages()->Get(i);

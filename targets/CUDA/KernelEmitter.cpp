@@ -1587,9 +1587,6 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
                                  "built for sm_" + std::to_string(o.computeCapability));
     if (p.k % 32 != 0 || p.quantGroup % 32 != 0)
       return regionError(region, "quantized weights need inputs and groups in multiples of 32");
-    if (p.select != Projection::Select::None)
-      return regionError(region, "quantized LM heads are not supported (the LM head stays "
-                                 "16-bit)");
     if (p.tokens > kMaxTileTokens) {
       // Many tokens: each tile would read and expand the codes again, so
       // expand them once into f16 and let cuBLASLt reuse them across the
@@ -1621,8 +1618,8 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
           /*addBias=*/false));
       return steps;
     };
+    std::vector<EmittedStep> steps;
     if (p.normIn >= 0 && p.tokens > kMaxPrenormTokens) {
-      std::vector<EmittedStep> steps;
       ParamBinding normalized = scratchBinding(
           3, uint64_t(p.tokens * p.k * bytesOf(p.normOutType)), "normalized");
       steps.push_back(emitRmsNormRows(region, p, normalized));
@@ -1631,9 +1628,14 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
       plain.xType = p.normOutType;
       for (EmittedStep &s : quantizedGemv(plain, normalized))
         steps.push_back(std::move(s));
-      return steps;
+    } else {
+      steps = quantizedGemv(p, std::nullopt);
     }
-    return quantizedGemv(p, std::nullopt);
+    // A quantized LM head (--lm-head-dtype): the GEMV writes the logits and
+    // picks argmax candidates itself; sampling is a kernel of its own.
+    if (p.select == Projection::Select::Sample)
+      steps.push_back(emitSample(region, p));
+    return steps;
   }
   if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))
     return emitPrefillProjection(region, p, o);

@@ -323,7 +323,9 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
       b, str(popts.objective == partition::Objective::Latency ? "latency" : "throughput"),
       int32_t(popts.batch), int32_t(popts.context),
       str(partition::weightDTypeName(popts.weights.dtype)), b.CreateVector(stages), chosen,
-      b.CreateVector(runners), memorySplit);
+      b.CreateVector(runners), memorySplit,
+      popts.weights.lmHead ? str(partition::weightDTypeName(*popts.weights.lmHead))
+                           : flatbuffers::Offset<flatbuffers::String>());
 
   // Manifest.
   std::vector<flatbuffers::Offset<fb::SourceFile>> files;

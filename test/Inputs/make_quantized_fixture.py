@@ -20,9 +20,11 @@ model.safetensors) and writes, under OUT_DIR, for each format:
   fp8-dequant/, fp8-bf16-dequant/   f16/ and bf16/ with every projection as
                       the F32 values of --weight-dtype fp8 (E4M3 codes times
                       their row's f32 scale, see quantize_e4m3)
+  rtn4-head-dequant/, ..., fp8-bf16-head-dequant/   each RTN twin with the
+                      LM head quantized the same way too (--lm-head-dtype)
 
 Projections are quantized by round-to-nearest; the embedding, norms and LM
-head stay float, as F16. Packing and decoding follow the formats' public
+head stay float, as F16 (but for the -head twins' LM head). Packing and decoding follow the formats' public
 descriptions (compiler/Import/ModelConfig.h), written here with numpy
 independently of Weft's C++: the interpreter must give the same logits on a
 quantized checkpoint and on its dequantized twin.
@@ -264,6 +266,12 @@ def rtn_group(group, inp):
     return group if group > 0 and inp % group == 0 else -1
 
 
+def quantized(name, head):
+    """Whether an RTN twin holds `name` quantized: the projections, and with
+    `head` (weft-compile --lm-head-dtype) the LM head too."""
+    return name.endswith("_proj.weight") or (head and name == "lm_head.weight")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -281,14 +289,16 @@ def main():
                 group = rtn_group(spec["group"], w.shape[1])
                 q, zero, scale = quantize(w, spec["bits"], group, spec["symmetric"], dtype)
                 return dequantize(q, zero, scale, group, dtype)
-            twins[fmt + tag + "-dequant"] = (
-                {name: stored(rtn(w) if name.endswith("_proj.weight") else w, dtype)
-                 for name, w in source.items()}, torch_dtype)
+            for head in (False, True):
+                twins[fmt + tag + ("-head" if head else "") + "-dequant"] = (
+                    {name: stored(rtn(w) if quantized(name, head) else w, dtype)
+                     for name, w in source.items()}, torch_dtype)
         # FP8: the exact f32 products (the kernels scale the dot products),
         # so the twin is F32.
-        twins["fp8" + tag + "-dequant"] = (
-            {name: fp8_values(w) if name.endswith("_proj.weight") else w
-             for name, w in source.items()}, "float32")
+        for head in (False, True):
+            twins["fp8" + tag + ("-head" if head else "") + "-dequant"] = (
+                {name: fp8_values(w) if quantized(name, head) else w
+                 for name, w in source.items()}, "float32")
     for suffix, (tensors, torch_dtype) in twins.items():
         d = os.path.join(out, suffix)
         os.makedirs(d, exist_ok=True)

@@ -10,6 +10,10 @@ batched steps as a second table. make_plans.sh writes the plans:
   llama8b-gptq8-bench.weft  8-bit codes, one (scale, zero) per row (GPTQ)
   llama8b-fp8-bench.weft    FP8 E4M3 codes, one f32 scale per row
                             (weft-compile --weight-dtype fp8)
+  llama8b-awq-head8-bench.weft, llama8b-awq-head4-bench.weft
+                            AWQ with the LM head quantized too
+                            (--lm-head-dtype int8 / int4); left out when
+                            the directory lacks them
 
     python3 test/gpu/bench_quantized.py DIR WEFT_RUN
 """
@@ -40,9 +44,21 @@ def projection_bytes(kind):
     return total
 
 
+def head_bytes(kind):
+    """The LM head as stored: fp16, or (--lm-head-dtype) int8 codes with a
+    16-bit (scale, zero) pair per row, int4 with one per 128 inputs."""
+    if kind.endswith("-head8"):
+        return VOCAB * HIDDEN + VOCAB * 4
+    if kind.endswith("-head4"):
+        return VOCAB * HIDDEN // 2 + VOCAB * (HIDDEN // 128) * 4
+    return VOCAB * HIDDEN * 2
+
+
 def step_bytes(kind, sequences):
-    """Weights (LM head fp16, one embedding row per token) and KV cache."""
-    weights = LAYERS * (projection_bytes(kind) + 2 * HIDDEN * 2) + VOCAB * HIDDEN * 2 + HIDDEN * 2
+    """Weights (the LM head as stored, one embedding row per token) and KV
+    cache."""
+    layers = kind.split("-")[0]
+    weights = LAYERS * (projection_bytes(layers) + 2 * HIDDEN * 2) + head_bytes(kind) + HIDDEN * 2
     weights += sequences * HIDDEN * 2
     kv = sequences * CONTEXT * LAYERS * 2 * KV_HEADS * HEAD_DIM * 2
     return weights + kv
@@ -68,16 +84,20 @@ def main():
     plans, runner = sys.argv[1], sys.argv[2]
     bw = copy_bandwidth()
     rows = {}
-    for kind in ["fp16", "awq", "gptq8", "fp8"]:
+    for kind in ["fp16", "awq", "gptq8", "fp8", "awq-head8", "awq-head4"]:
+        plan = f"{plans}/llama8b-{kind}-bench.weft"
+        if "-head" in kind and not os.path.exists(plan):
+            continue
         print(f"{kind}:")
-        rows[kind] = bench(runner, f"{plans}/llama8b-{kind}-bench.weft")
-    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; floors: bytes a step reads (weights as stored, "
-          f"LM head fp16, KV cache at context {CONTEXT}) / bandwidth")
+        rows[kind] = bench(runner, plan)
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; floors: bytes a step reads (weights and LM "
+          f"head as stored, KV cache at context {CONTEXT}) / bandwidth")
     print("| weights | batch 1 ms | tok/s | vs floor | vs fp16 | batch 100 ms | tok/s | vs floor "
           "| prefill 512 ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     names = {"fp16": "fp16", "awq": "int4, group 128 (AWQ)", "gptq8": "int8, per row (GPTQ)",
-             "fp8": "fp8 e4m3, per row"}
+             "fp8": "fp8 e4m3, per row", "awq-head8": "int4 (AWQ), int8 LM head",
+             "awq-head4": "int4 (AWQ), int4 LM head"}
     for kind, t in rows.items():
         f1, f100 = step_bytes(kind, 1) / bw, step_bytes(kind, 100) / bw
         b1, b100 = t["decode_b1"], t["decode_b100"]

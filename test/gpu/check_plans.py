@@ -26,7 +26,8 @@ check's dtype, f16 or bf16) whose projections are quantized here by the rule
 of weft-compile --weight-dtype int4 / int8 / fp8: the plan (compiled from a
 checkpoint of headers only) gets the codes in the file beside it,
 transformers runs them expanded (FP8: code * scale rounded to the model's
-dtype, where the kernels keep the f32 product).
+dtype, where the kernels keep the f32 product). "rtn4+rtn8:cfg/NAME"
+quantizes the LM head too, by the rule after the + (--lm-head-dtype int8).
 
 A check with "batch" (a list of prompt lengths) runs all its prompts at once
 through `weft-run --prompts` (the scheduler: decode tokens of many
@@ -84,9 +85,11 @@ def fixture_script():
     return make_quantized_fixture
 
 
-def quantize_projections(model, kind):
+def quantize_projections(model, kind, head_kind=None):
     """Quantizes every projection of `model` in place by the compile-time
-    rule of `kind` ("rtn4", "rtn8", "fp8"; scales in the model's dtype) and
+    rule of `kind` ("rtn4", "rtn8", "fp8"; scales in the model's dtype), and
+    its LM head by `head_kind`'s when given (--lm-head-dtype; an untied
+    head), and
     returns the tensors of the kernels' file: NAME.codes (I32
     [out, in * bits / 32], 4-bit codes with out % 16 == 0 and in % 128 == 0
     in tiles, [out / 16, 16 * in / 8]; integers: input k of a word at bit
@@ -99,11 +102,15 @@ def quantize_projections(model, kind):
     tensors = {}
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if not name.endswith("_proj.weight"):
+            if name.endswith("_proj.weight"):
+                rule = kind
+            elif name == "lm_head.weight" and head_kind:
+                rule = head_kind
+            else:
                 continue
             w = p.float().cpu().numpy()
             out, inp = w.shape
-            if kind == "fp8":
+            if rule == "fp8":
                 codes, scale = mq.quantize_e4m3(w)
                 p.copy_(torch.from_numpy(codes * scale[:, None]))
                 words = mq.e4m3_bits(codes).reshape(out, inp // 4, 4).astype(np.uint64)
@@ -111,8 +118,8 @@ def quantize_projections(model, kind):
                 tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
                 tensors[name + ".scales"] = scale.reshape(out, 1)
                 continue
-            bits = int(kind[3])
-            spec = mq.RTN[kind]
+            bits = int(rule[3])
+            spec = mq.RTN[rule]
             group = mq.rtn_group(spec["group"], inp)
             q, zero, scale = mq.quantize(w, bits, group, spec["symmetric"], dtype)
             p.copy_(torch.from_numpy(
@@ -170,9 +177,11 @@ class Models:
             # same as the compiler's): transformers runs them expanded, and
             # the codes are written as the file weft-compile would put
             # beside the plan (kernel_file).
-            kind = None
-            if spec.startswith(("rtn", "fp8:")):
+            kind = head_kind = None
+            if spec.startswith(("rtn", "fp8")):
                 kind, spec = spec.split(":", 1)
+                if "+" in kind:  # "rtn4+rtn8": the LM head's rule after the +
+                    kind, head_kind = kind.split("+")
             cfg = transformers.AutoConfig.from_pretrained(os.path.join(self.plans, spec))
             torch.manual_seed(0)
             with torch.device("cuda"):
@@ -187,7 +196,7 @@ class Models:
                     else:
                         p.normal_(0, 1.0 / p.shape[-1] ** 0.5)
             if kind:
-                self.kernel_file = quantize_projections(model, kind)
+                self.kernel_file = quantize_projections(model, kind, head_kind)
             d = os.path.join(self.scratch, spec.replace("/", "_"))
             t0 = time.time()
             model.save_pretrained(d, max_shard_size="1000GB")

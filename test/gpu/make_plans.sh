@@ -20,7 +20,7 @@ mkdir -p "$out/cfg"
 checks="$out/checks.jsonl"
 : > "$checks"
 # WEFT_PLANS=REGEX builds (and checks) only the plans whose file names
-# match it, e.g. 'bench' for bench_quantized.py's four: a smaller carry.
+# match it, e.g. 'bench' for bench_quantized.py's six: a smaller carry.
 only="${WEFT_PLANS:-.}"
 build_plan() {
   local plan="${*: -1}"
@@ -167,6 +167,27 @@ build_plan --model "$out/ckpt" --topology h200 --weight-dtype fp8 --max-batch 4 
 rm -f "$out/llama8b-2l-fp8.weights.safetensors"
 check "  same, fp8 quantized here" "llama8b-2l-fp8.weft" "fp8:cfg/llama8b-2l" float16 8 32 1
 check "  same, fp8 quantized here, prompt 100" "llama8b-2l-fp8.weft" "fp8:cfg/llama8b-2l" float16 100 32 1
+# The LM head quantized too (--lm-head-dtype int8 / int4) over int4 layers:
+# every decode bucket to 64 (the quantized GEMV to 32, expanded codes above)
+# and prefill chunks; greedy (argmax candidates in the GEMV) for the int4
+# head. check_plans.py quantizes the head as the projections
+# ("rtn4+rtn8:": projections rtn4, head rtn8).
+for h in 8 4; do
+  build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int$h \
+    --batch 8 --max-batch 64 --prefill-chunks 8,32,128 -o "$out/llama8b-2l-int4-head$h.weft" 2>/dev/null
+  rm -f "$out/llama8b-2l-int4-head$h.weights.safetensors"
+  check "  same, int4 quantized here, int$h LM head" "llama8b-2l-int4-head$h.weft" \
+    "rtn4+rtn$h:cfg/llama8b-2l" float16 8 32 1
+  check "  same, int4, int$h LM head, prompt 100" "llama8b-2l-int4-head$h.weft" \
+    "rtn4+rtn$h:cfg/llama8b-2l" float16 100 32 1
+  check_batch "  same, int4, int$h LM head, 64 sequences" "llama8b-2l-int4-head$h.weft" \
+    "rtn4+rtn$h:cfg/llama8b-2l" float16 8 1 "$(lengths 64 300)"
+done
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int4 --sampling=false \
+  --max-batch 4 --prefill-chunks 8,32,128 -o "$out/llama8b-2l-int4-head4-greedy.weft" 2>/dev/null
+rm -f "$out/llama8b-2l-int4-head4-greedy.weights.safetensors"
+check "  same, int4, int4 LM head, greedy plan (argmax in the GEMV)" "llama8b-2l-int4-head4-greedy.weft" \
+  "rtn4+rtn4:cfg/llama8b-2l" float16 8 32 1
 # 100 sequences at once through int4 codes: decode buckets to 100, whose
 # largest expand the codes for cuBLASLt.
 build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --batch 100 --max-batch 100 \
@@ -384,6 +405,14 @@ for q in awq:128 gptq8:-1; do
   python3 "$sparse" "$out/ckpt" --layers 32 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
   build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
     --prefill-chunks 512 --context 1024 -o "$out/llama8b-${q%%:*}-bench.weft"
+  # AWQ with the LM head quantized too (--lm-head-dtype int8 / int4).
+  if [[ $q == awq:* ]]; then
+    for h in 8 4; do
+      build_plan --model "$out/ckpt" --topology h200 --lm-head-dtype int$h --batch 100 \
+        --decode-buckets 1,16,32,64,100 --prefill-chunks 512 --context 1024 \
+        -o "$out/llama8b-awq-head$h-bench.weft" 2>/dev/null
+    done
+  fi
   rm -rf "$out/ckpt"
   python3 "$sparse" "$out/ckpt" --layers 2 --dtype float16 --quant "${q%%:*}" --group "${q##*:}"
   build_plan --model "$out/ckpt" --topology h200 --batch 8 --max-batch 64 --prefill-chunks 32,512 \

@@ -5,7 +5,8 @@
 # decode buckets 1, 2, 4, 8 and 64 and with a
 # step that mixes prefill chunks of several sequences with decode tokens;
 # then the pipeline with two micro-batches in flight, and sampling; and the
-# quantized projections (4-bit groups, 8-bit rows) on one device, and
+# quantized projections (4-bit groups, 8-bit rows) on one device, with the
+# LM head quantized too (int8, int4), and
 # Qwen3's head norms and Gemma 2 (one device, tensor parallel).
 #   test/gpu/sanitize.sh DIR          (WEFT_SANITIZE=REGEX: only plans matching it)
 # Prints one line per run and exits non-zero on any reported error.
@@ -37,7 +38,8 @@ memcheck() {
 }
 runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0"
       "llama8b-2l-awq-mb64:" "llama8b-2l-gptq8-mb64:" "llama8b-2l-fp8-mb64:"
-      "llama8b-2l-bf16-int4-mb64:" "qwen3-8b-2l-mb64:" "qwen3-8b-2l-tp-mb64:0,0"
+      "llama8b-2l-bf16-int4-mb64:" "llama8b-2l-int4-head8:" "llama8b-2l-int4-head4:"
+      "qwen3-8b-2l-mb64:" "qwen3-8b-2l-tp-mb64:0,0"
       "gemma2-9b-2l-mb64:" "gemma2-9b-2l-tp-mb64:0,0" "gemma2-27b-2l-mb64:")
 if [[ $gpus -ge 2 ]]; then
   runs+=("llama8b-2l-pipeline-mb64:0,1" "llama8b-2l-tp-mb64:0,1")

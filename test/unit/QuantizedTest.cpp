@@ -288,6 +288,91 @@ TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
   EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
 }
 
+// --lm-head-dtype: the head marked too (a weight op of its own when tied),
+// quantized as numpy's -head twin quantizes it, and the interpreter runs the
+// marked model as that twin.
+TEST_P(CompileTimeQuantizationTest, WithTheLmHeadRunsAsTheTwin) {
+  const std::string kind = GetParam().weightDType, src = GetParam().source;
+  const bool fp8 = kind == "fp8";
+  const int bits = kind == "int4" ? 4 : 8;
+  const QuantFormat format = fp8 ? QuantFormat::E4M3 : QuantFormat::Int;
+  const std::string twinName = (fp8 ? std::string("fp8") : "rtn" + std::to_string(bits)) +
+                               (src == "bf16" ? "-bf16" : "") + "-head-dequant";
+  Loaded source = load(kDir + "/" + src);
+  Loaded twin = load(kDir + "/" + twinName);
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> marked = importModel(context, source.source.config);
+  quantizeProjections(*marked, bits, format);
+  llvm::Error e = quantizeLmHead(*marked, bits, format);
+  ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  int heads = 0;
+  marked->walk([&](LogitsOp logits) {
+    auto w = logits.getWeight().getDefiningOp<WeightOp>();
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w.getName(), "lm_head.weight");
+    ASSERT_TRUE(w.getQuantAttr());
+    EXPECT_EQ(w.getQuantAttr().getFormat(), format);
+    EXPECT_EQ(w.getQuantAttr().getGroup(), w.getType().getDimSize(1)); // 64 inputs: one group
+    ++heads;
+  });
+  EXPECT_EQ(heads, 1);
+
+  std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7};
+  mlir::OwningOpRef<mlir::ModuleOp> plain = importModel(context, twin.source.config);
+  auto l1 = reference::runPromptLogits(*marked, source.weights, prompt);
+  auto l2 = reference::runPromptLogits(*plain, twin.weights, prompt);
+  ASSERT_TRUE(bool(l1)) << llvm::toString(l1.takeError());
+  ASSERT_TRUE(bool(l2)) << llvm::toString(l2.takeError());
+  // Against the twin whose head stays 16-bit, the logits must move: the
+  // head is really quantized.
+  Loaded headless = load(kDir + "/" + llvm::StringRef(twinName).drop_back(
+                                          std::strlen("-head-dequant")).str() + "-dequant");
+  mlir::OwningOpRef<mlir::ModuleOp> plainHead = importModel(context, headless.source.config);
+  auto l3 = reference::runPromptLogits(*plainHead, headless.weights, prompt);
+  ASSERT_TRUE(bool(l3)) << llvm::toString(l3.takeError());
+  EXPECT_NE(*l1, *l3);
+  if (!fp8) {
+    EXPECT_EQ(*l1, *l2);
+    return;
+  }
+  ASSERT_EQ(l1->size(), l2->size());
+  float worst = 0.0f, largest = 0.0f;
+  for (size_t i = 0; i < l1->size(); ++i) {
+    worst = std::max(worst, std::fabs((*l1)[i] - (*l2)[i]));
+    largest = std::max(largest, std::fabs((*l2)[i]));
+  }
+  EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
+}
+
+// A head tied to the embedding: the head becomes a quantized copy, the
+// embedding keeps the 16-bit table.
+TEST(LmHeadQuantizationTest, TiedHeadGetsAQuantizedCopy) {
+  llvm::Expected<ModelConfig> builtin = getBuiltinModel("llama-3.2-1b");
+  ASSERT_TRUE(bool(builtin)) << llvm::toString(builtin.takeError());
+  const ModelConfig &config = *builtin;
+  ASSERT_TRUE(config.tieWordEmbeddings);
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, config);
+  llvm::Error e = quantizeLmHead(*module, 8);
+  ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  WeightOp head, table;
+  module->walk([&](LogitsOp l) { head = l.getWeight().getDefiningOp<WeightOp>(); });
+  module->walk([&](EmbeddingOp emb) { table = emb.getTable().getDefiningOp<WeightOp>(); });
+  ASSERT_TRUE(head && table);
+  EXPECT_NE(head, table);
+  EXPECT_EQ(head.getName(), table.getName());
+  ASSERT_TRUE(head.getQuantAttr());
+  EXPECT_EQ(head.getQuantAttr().getBits(), 8);
+  EXPECT_EQ(head.getQuantAttr().getGroup(), config.hiddenSize);
+  EXPECT_FALSE(table.getQuantAttr());
+  // Marking again leaves one quantized head.
+  e = quantizeLmHead(*module, 8);
+  ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  int quantized = 0;
+  module->walk([&](WeightOp w) { quantized += w.getQuantAttr() && w.getName() == table.getName(); });
+  EXPECT_EQ(quantized, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Formats, CompileTimeQuantizationTest,
     ::testing::Values(CompileTimeCase{"int4", "f16"}, CompileTimeCase{"int8", "f16"},

@@ -90,6 +90,12 @@ cl::opt<std::string> weightDType(
              "checkpoint's; other dtypes are predictions for --report only, a plan "
              "holds the checkpoint's)"),
     cl::cat(category));
+cl::opt<std::string> lmHeadDType(
+    "lm-head-dtype",
+    cl::desc("Quantize the LM head too: int8 (a scale per row), int4 (groups of 128) or fp8 "
+             "(sm_89+), by round to nearest, whatever --weight-dtype is (default: the head "
+             "keeps the checkpoint's 16-bit weights)"),
+    cl::cat(category));
 cl::opt<std::string> memoryCap("memory-cap",
                                cl::desc("Cap usable device memory: 10GB, or 0=20GB,1=8GiB"),
                                cl::cat(category));
@@ -185,12 +191,18 @@ void printPlanSummary(weft::pipeline::Compilation &c, const weft::plan::PlanStat
   if (!stats.kernelWeightsPath.empty()) {
     uint64_t size = 0;
     llvm::sys::fs::file_size(stats.kernelWeightsPath, size);
-    os << llvm::formatv("weights      {0}: {1}, the {2} projections as the kernels read them "
+    std::vector<std::string> what;
+    if (c.source.config.quant.active())
+      what.push_back("the " + c.source.config.quant.describe() + " projections");
+    else if (!weightDType.empty() && weightDType != "fp16" && weightDType != "bf16" &&
+             weightDType != "fp32")
+      what.push_back("the --weight-dtype " + weightDType + " projections");
+    if (!lmHeadDType.empty())
+      what.push_back("the --lm-head-dtype " + lmHeadDType + " LM head");
+    os << llvm::formatv("weights      {0}: {1}, {2} as the kernels read them "
                         "(keep it beside the plan)\n",
                         stats.kernelWeightsPath, weft::formatBytes(double(size)),
-                        c.source.config.quant.active()
-                            ? c.source.config.quant.describe()
-                            : "--weight-dtype " + std::string(weightDType));
+                        llvm::join(what, " and "));
   }
   // The buckets, so the batch sizes a plan serves are never a surprise.
   std::vector<std::string> decode, prefill;
@@ -315,6 +327,7 @@ int main(int argc, char **argv) {
   options.objective = objective;
   options.batch = batch;
   options.weightDType = weightDType;
+  options.lmHeadDType = lmHeadDType;
   options.stages = stageSpec;
   options.hostOffload = hostOffload;
   options.fuseProjectionRope = fuseProjectionRope;
