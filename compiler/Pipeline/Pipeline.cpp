@@ -42,24 +42,35 @@ llvm::Expected<CompileOptions> bucketOptions(const Options &o) {
   return c;
 }
 
+// What quantizing `what` at compile time (`option` `dtype`) needs: the
+// checkpoint's own 16-bit weights, and for FP8 every device at sm_89 or
+// newer.
+llvm::Error checkQuantizable(const Compilation &c, llvm::StringRef option, llvm::StringRef dtype,
+                             llvm::StringRef what, bool fp8) {
+  const ModelConfig &config = c.source.config;
+  if (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)
+    return makeError(llvm::formatv(
+        "{0} {1}: quantizing {2} at compile time needs an F16 or BF16 checkpoint (the "
+        "quantized kernels compute in its 16-bit type); {3} is {4}",
+        option, dtype, what, c.options.model, io::dtypeName(config.dtype)));
+  if (fp8)
+    for (const hardware::DeviceProfile &d : c.topology->devices)
+      if (!d.hasFp8())
+        return makeError(llvm::formatv(
+            "{0} fp8: device '{1}' of topology '{2}' is sm_{3}, and FP8 needs sm_89 or newer "
+            "(Ada, Hopper); use {0} int8 instead",
+            option, d.name, c.topology->name, d.computeCapability));
+  return llvm::Error::success();
+}
+
 // --weight-dtype int4|int8|fp8 from a 16-bit checkpoint, for a plan:
 // the projections are quantized here, by round to nearest.
 llvm::Error quantizeHere(Compilation &c) {
   using partition::WeightDType;
   const WeightDType wanted = c.partitionOptions->weights.dtype;
-  const ModelConfig &config = c.source.config;
-  if (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)
-    return makeError(llvm::formatv(
-        "--weight-dtype {0}: quantizing at compile time needs an F16 or BF16 checkpoint "
-        "(the quantized kernels compute in its 16-bit type); {1} is {2}",
-        c.options.weightDType, c.options.model, io::dtypeName(config.dtype)));
-  if (wanted == WeightDType::FP8)
-    for (const hardware::DeviceProfile &d : c.topology->devices)
-      if (!d.hasFp8())
-        return makeError(llvm::formatv(
-            "--weight-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 "
-            "needs sm_89 or newer (Ada, Hopper); use --weight-dtype int8 instead",
-            d.name, c.topology->name, d.computeCapability));
+  if (llvm::Error e = checkQuantizable(c, "--weight-dtype", c.options.weightDType,
+                                       "the projections", wanted == WeightDType::FP8))
+    return e;
   quantizeProjections(*c.module, wanted == WeightDType::Int4 ? 4 : 8,
                       wanted == WeightDType::FP8 ? QuantFormat::E4M3 : QuantFormat::Int);
   c.notes.push_back(llvm::formatv(
@@ -88,19 +99,9 @@ llvm::Expected<std::optional<partition::WeightDType>> lmHeadDType(const Compilat
                                    "16-bit weights)",
                                    name));
   }
-  const ModelConfig &config = c.source.config;
-  if (config.dtype != io::DType::F16 && config.dtype != io::DType::BF16)
-    return makeError(llvm::formatv(
-        "--lm-head-dtype {0}: quantizing the LM head needs an F16 or BF16 checkpoint "
-        "(its kernels compute in that 16-bit type); {1} is {2}",
-        name, c.options.model, io::dtypeName(config.dtype)));
-  if (*d == WeightDType::FP8)
-    for (const hardware::DeviceProfile &dev : c.topology->devices)
-      if (!dev.hasFp8())
-        return makeError(llvm::formatv(
-            "--lm-head-dtype fp8: device '{0}' of topology '{1}' is sm_{2}, and FP8 needs "
-            "sm_89 or newer (Ada, Hopper); use --lm-head-dtype int8 instead",
-            dev.name, c.topology->name, dev.computeCapability));
+  if (llvm::Error e =
+          checkQuantizable(c, "--lm-head-dtype", name, "the LM head", *d == WeightDType::FP8))
+    return std::move(e);
   return *d;
 }
 

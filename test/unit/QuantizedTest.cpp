@@ -238,29 +238,59 @@ struct CompileTimeCase {
   const char *source;      // f16, bf16
 };
 
-class CompileTimeQuantizationTest : public ::testing::TestWithParam<CompileTimeCase> {};
+class CompileTimeQuantizationTest : public ::testing::TestWithParam<CompileTimeCase> {
+protected:
+  std::string kind() const { return GetParam().weightDType; }
+  bool fp8() const { return kind() == "fp8"; }
+  int bits() const { return kind() == "int4" ? 4 : 8; }
+  QuantFormat format() const { return fp8() ? QuantFormat::E4M3 : QuantFormat::Int; }
+  // The numpy twin of this case: "rtn4-bf16-dequant", with `head` the one
+  // whose LM head is quantized too ("rtn4-bf16-head-dequant").
+  std::string twinName(bool head) const {
+    return (fp8() ? std::string("fp8") : "rtn" + std::to_string(bits())) +
+           (std::string(GetParam().source) == "bf16" ? "-bf16" : "") + (head ? "-head" : "") +
+           "-dequant";
+  }
+  // The last prompt token's logits of `module` over `weights`.
+  static std::vector<float> logits(mlir::ModuleOp module, const reference::WeightStore &weights) {
+    const std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7};
+    auto l = reference::runPromptLogits(module, weights, prompt);
+    EXPECT_TRUE(bool(l)) << llvm::toString(l.takeError());
+    return l ? *l : std::vector<float>();
+  }
+  // `got` as the twin's `want`: equal, or with FP8 (whose twin holds the
+  // f32 products as an F32 model) within 16-bit rounding.
+  void expectAsTwin(const std::vector<float> &got, const std::vector<float> &want) const {
+    if (!fp8()) {
+      EXPECT_EQ(got, want);
+      return;
+    }
+    ASSERT_EQ(got.size(), want.size());
+    float worst = 0.0f, largest = 0.0f;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[i] - want[i]));
+      largest = std::max(largest, std::fabs(want[i]));
+    }
+    EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
+  }
+};
 
 TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
-  const std::string kind = GetParam().weightDType, src = GetParam().source;
-  const bool fp8 = kind == "fp8";
-  const int bits = kind == "int4" ? 4 : 8;
-  const std::string twinName = (fp8 ? std::string("fp8") : "rtn" + std::to_string(bits)) +
-                               (src == "bf16" ? "-bf16" : "") + "-dequant";
-  Loaded source = load(kDir + "/" + src);
-  Loaded twin = load(kDir + "/" + twinName);
+  Loaded source = load(kDir + "/" + GetParam().source);
+  Loaded twin = load(kDir + "/" + twinName(false));
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> marked = importModel(context, source.source.config);
-  quantizeProjections(*marked, bits, fp8 ? QuantFormat::E4M3 : QuantFormat::Int);
+  quantizeProjections(*marked, bits(), format());
   int projections = 0;
   marked->walk([&](WeightOp w) {
     QuantAttr q = w.getQuantAttr();
     if (!q)
       return;
     ++projections;
-    EXPECT_EQ(q.getBits(), bits);
-    EXPECT_EQ(q.getFormat(), fp8 ? QuantFormat::E4M3 : QuantFormat::Int);
+    EXPECT_EQ(q.getBits(), bits());
+    EXPECT_EQ(q.getFormat(), format());
     int64_t in = w.getType().getDimSize(1);
-    EXPECT_EQ(q.getGroup(), bits == 4 && in % 128 == 0 ? 128 : in) << w.getName().str();
+    EXPECT_EQ(q.getGroup(), bits() == 4 && in % 128 == 0 ? 128 : in) << w.getName().str();
     auto got = source.weights.getQuantized(w.getName(), q, w.getType().getElementType());
     auto want = twin.weights.get(w.getName());
     ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
@@ -268,80 +298,39 @@ TEST_P(CompileTimeQuantizationTest, MatchesNumpyAndRunsAsTheTwin) {
     ASSERT_EQ((*got)->f, (*want)->f) << w.getName().str();
   });
   EXPECT_EQ(projections, 2 * 7);
-
-  std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7};
   mlir::OwningOpRef<mlir::ModuleOp> plain = importModel(context, twin.source.config);
-  auto l1 = reference::runPromptLogits(*marked, source.weights, prompt);
-  auto l2 = reference::runPromptLogits(*plain, twin.weights, prompt);
-  ASSERT_TRUE(bool(l1)) << llvm::toString(l1.takeError());
-  ASSERT_TRUE(bool(l2)) << llvm::toString(l2.takeError());
-  if (!fp8) {
-    EXPECT_EQ(*l1, *l2);
-    return;
-  }
-  ASSERT_EQ(l1->size(), l2->size());
-  float worst = 0.0f, largest = 0.0f;
-  for (size_t i = 0; i < l1->size(); ++i) {
-    worst = std::max(worst, std::fabs((*l1)[i] - (*l2)[i]));
-    largest = std::max(largest, std::fabs((*l2)[i]));
-  }
-  EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
+  expectAsTwin(logits(*marked, source.weights), logits(*plain, twin.weights));
 }
 
-// --lm-head-dtype: the head marked too (a weight op of its own when tied),
-// quantized as numpy's -head twin quantizes it, and the interpreter runs the
-// marked model as that twin.
+// --lm-head-dtype: the head marked too, quantized as numpy's -head twin
+// quantizes it, and the interpreter runs the marked model as that twin.
 TEST_P(CompileTimeQuantizationTest, WithTheLmHeadRunsAsTheTwin) {
-  const std::string kind = GetParam().weightDType, src = GetParam().source;
-  const bool fp8 = kind == "fp8";
-  const int bits = kind == "int4" ? 4 : 8;
-  const QuantFormat format = fp8 ? QuantFormat::E4M3 : QuantFormat::Int;
-  const std::string twinName = (fp8 ? std::string("fp8") : "rtn" + std::to_string(bits)) +
-                               (src == "bf16" ? "-bf16" : "") + "-head-dequant";
-  Loaded source = load(kDir + "/" + src);
-  Loaded twin = load(kDir + "/" + twinName);
+  Loaded source = load(kDir + "/" + GetParam().source);
+  Loaded twin = load(kDir + "/" + twinName(true));
+  Loaded headless = load(kDir + "/" + twinName(false));
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> marked = importModel(context, source.source.config);
-  quantizeProjections(*marked, bits, format);
-  llvm::Error e = quantizeLmHead(*marked, bits, format);
+  quantizeProjections(*marked, bits(), format());
+  llvm::Error e = quantizeLmHead(*marked, bits(), format());
   ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
   int heads = 0;
-  marked->walk([&](LogitsOp logits) {
-    auto w = logits.getWeight().getDefiningOp<WeightOp>();
+  marked->walk([&](LogitsOp l) {
+    auto w = l.getWeight().getDefiningOp<WeightOp>();
     ASSERT_TRUE(w);
     EXPECT_EQ(w.getName(), "lm_head.weight");
     ASSERT_TRUE(w.getQuantAttr());
-    EXPECT_EQ(w.getQuantAttr().getFormat(), format);
+    EXPECT_EQ(w.getQuantAttr().getFormat(), format());
     EXPECT_EQ(w.getQuantAttr().getGroup(), w.getType().getDimSize(1)); // 64 inputs: one group
     ++heads;
   });
   EXPECT_EQ(heads, 1);
-
-  std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7};
+  std::vector<float> got = logits(*marked, source.weights);
   mlir::OwningOpRef<mlir::ModuleOp> plain = importModel(context, twin.source.config);
-  auto l1 = reference::runPromptLogits(*marked, source.weights, prompt);
-  auto l2 = reference::runPromptLogits(*plain, twin.weights, prompt);
-  ASSERT_TRUE(bool(l1)) << llvm::toString(l1.takeError());
-  ASSERT_TRUE(bool(l2)) << llvm::toString(l2.takeError());
-  // Against the twin whose head stays 16-bit, the logits must move: the
-  // head is really quantized.
-  Loaded headless = load(kDir + "/" + llvm::StringRef(twinName).drop_back(
-                                          std::strlen("-head-dequant")).str() + "-dequant");
+  expectAsTwin(got, logits(*plain, twin.weights));
+  // Against the twin whose head stays 16-bit the logits move: the head is
+  // really quantized.
   mlir::OwningOpRef<mlir::ModuleOp> plainHead = importModel(context, headless.source.config);
-  auto l3 = reference::runPromptLogits(*plainHead, headless.weights, prompt);
-  ASSERT_TRUE(bool(l3)) << llvm::toString(l3.takeError());
-  EXPECT_NE(*l1, *l3);
-  if (!fp8) {
-    EXPECT_EQ(*l1, *l2);
-    return;
-  }
-  ASSERT_EQ(l1->size(), l2->size());
-  float worst = 0.0f, largest = 0.0f;
-  for (size_t i = 0; i < l1->size(); ++i) {
-    worst = std::max(worst, std::fabs((*l1)[i] - (*l2)[i]));
-    largest = std::max(largest, std::fabs((*l2)[i]));
-  }
-  EXPECT_LT(worst, 2e-2f * largest) << "largest logit " << largest;
+  EXPECT_NE(got, logits(*plainHead, headless.weights));
 }
 
 // A head tied to the embedding: the head becomes a quantized copy, the
