@@ -22,37 +22,7 @@ checks="$out/checks.jsonl"
 # WEFT_PLANS=REGEX builds (and checks) only the plans whose file names
 # match it, e.g. 'bench' for bench_quantized.py's six: a smaller carry.
 only="${WEFT_PLANS:-.}"
-build_plan() {
-  local plan="${*: -1}"
-  [[ $(basename "$plan") =~ $only ]] || return 0
-  "$compile" --arch sm_90 --kernel-cache "$cache" "$@" >/dev/null
-}
-# check NAME PLAN MODEL DTYPE PROMPT_LEN STEPS DEVICES: one row of the table
-# (MODEL: a fixture name or a cfg/ directory; DEVICES: declared devices).
-check() {
-  [[ -f $out/$2 ]] || return 0
-  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "prompt": %s, "steps": %s, "devices": %s}\n' \
-    "$@" >> "$checks"
-}
-
-# check_batch NAME PLAN MODEL DTYPE STEPS DEVICES LENGTHS: the prompts (one
-# per length, comma-separated) run together through weft-run --prompts;
-# every sequence is compared with transformers running it alone.
-check_batch() {
-  [[ -f $out/$2 ]] || return 0
-  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s]}\n' \
-    "$@" >> "$checks"
-}
-# check_batch_args ... as check_batch, then weft-run flags as a JSON array.
-check_batch_args() {
-  [[ -f $out/$2 ]] || return 0
-  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s], "args": %s}\n' \
-    "$@" >> "$checks"
-}
-# lengths N MAX: N prompt lengths from 1 to MAX, spread and shuffled.
-lengths() {
-  python3 -c 'import random,sys; n,m=int(sys.argv[1]),int(sys.argv[2]); r=random.Random(n*7919+m); v=[1+(m-1)*i//max(1,n-1) for i in range(n)]; r.shuffle(v); print(",".join(map(str,v)))' "$1" "$2"
-}
+source "$root/test/gpu/plan_helpers.sh"
 
 # The Hugging Face fixtures: one device, and tensor parallel over two.
 for f in llama:float32 llama_tied_bf16:bfloat16 mistral:float16 qwen2:bfloat16 llama_sharded:float16 qwen3:bfloat16 gemma2:float32; do
@@ -132,12 +102,6 @@ done
 
 # model NAME LAYERS CONFIG_JSON [DTYPE]: a sparse checkpoint (headers only),
 # its config.json kept in cfg/NAME for transformers on the GPU machine.
-model() {
-  rm -rf "$out/ckpt"
-  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${4:-float16}" --config "$3"
-  mkdir -p "$out/cfg/$1"
-  cp "$out/ckpt/config.json" "$out/cfg/$1/"
-}
 
 # Llama 3.1 8B layer sizes, 2 layers: one device, a 3090+3060 pipeline
 # (capped so the layers split), tensor parallel.

@@ -31,24 +31,9 @@ checks="$out/checks.jsonl"
 # WEFT_STREAM_PLANS=REGEX builds (and checks) only the plans whose file
 # names match it, e.g. 'int8|fp8' for the 8-bit ones: a smaller carry.
 only="${WEFT_STREAM_PLANS:-.}"
-build_plan() {
-  local plan="${*: -1}"
-  [[ $(basename "$plan") =~ $only ]] || return 0
-  "$compile" --arch sm_90 --kernel-cache "$cache" "$@" >/dev/null
-}
-check() {
-  [[ -f $out/$2 ]] || return 0
-  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "prompt": %s, "steps": %s, "devices": %s}\n' \
-    "$@" >> "$checks"
-}
-model() {
-  rm -rf "$out/ckpt"
-  python3 "$sparse" "$out/ckpt" --layers "$2" --dtype "${3:-float16}" --config "${4:-{\}}"
-  mkdir -p "$out/cfg/$1"
-  cp "$out/ckpt/config.json" "$out/cfg/$1/"
-}
+source "$root/test/gpu/plan_helpers.sh"
 for dt in float16:fp16 bfloat16:bf16; do
-  model "llama8b-2l-${dt#*:}" 2 "${dt%:*}"
+  model "llama8b-2l-${dt#*:}" 2 '{}' "${dt%:*}"
   for s in "" -stream; do
     build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 \
       --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/llama8b-2l-${dt#*:}$s.weft"
@@ -64,7 +49,7 @@ done
 # checkpoint holds zeros).
 for dt in float16:fp16 bfloat16:bf16; do
   m="llama8b-2l-int4-${dt#*:}"
-  model "$m" 2 "${dt%:*}"
+  model "$m" 2 '{}' "${dt%:*}"
   for s in "" -stream; do
     build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --max-batch 1 --prefill-chunks 8,32 \
       --decode-stream=$([[ -n $s ]] && echo true || echo false) -o "$out/$m$s.weft" 2>/dev/null
@@ -80,7 +65,7 @@ done
 for q in int8:rtn8 fp8:fp8; do
   for dt in float16:fp16 bfloat16:bf16; do
     m="llama8b-2l-${q%%:*}-${dt#*:}"
-    model "$m" 2 "${dt%:*}"
+    model "$m" 2 '{}' "${dt%:*}"
     for s in "" -stream; do
       build_plan --model "$out/ckpt" --topology h200 --weight-dtype "${q%%:*}" --max-batch 1 \
         --prefill-chunks 8,32 --decode-stream=$([[ -n $s ]] && echo true || echo false) \
@@ -95,12 +80,12 @@ done
 # Other shapes the kernel takes: Llama 3.2 3B's (hidden 3072, 3 query heads
 # per KV head: rows that are not whole 2048-wide slices) in bf16, and
 # Llama 2 7B's (FFN 11008, a KV head per query head) in fp16; 2 layers each.
-model llama3b-2l 2 bfloat16 '{"hidden_size": 3072, "intermediate_size": 8192,
-  "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": true}'
+model llama3b-2l 2 '{"hidden_size": 3072, "intermediate_size": 8192,
+  "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": true}' bfloat16
 build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/llama3b-2l-stream.weft"
 check "Llama-3.2-3B sizes, 2 layers, bf16, stream kernel" llama3b-2l-stream.weft cfg/llama3b-2l bfloat16 20 32 1
-model llama2-2l 2 float16 '{"intermediate_size": 11008, "num_key_value_heads": 32,
-  "rope_scaling": null, "rope_theta": 10000.0}'
+model llama2-2l 2 '{"intermediate_size": 11008, "num_key_value_heads": 32,
+  "rope_scaling": null, "rope_theta": 10000.0}' float16
 build_plan --model "$out/ckpt" --topology h200 --max-batch 1 --prefill-chunks 8,32 -o "$out/llama2-2l-stream.weft"
 check "Llama-2-7B sizes, 2 layers, fp16, stream kernel" llama2-2l-stream.weft cfg/llama2-2l float16 20 32 1
 model llama8b 32
