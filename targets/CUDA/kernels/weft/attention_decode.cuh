@@ -79,6 +79,46 @@ __device__ __forceinline__ void unpack(const unsigned (&w)[C::kWords], float (&f
   }
 }
 
+// What a split kernel's block works on: token blockIdx.x, its query heads
+// [headBase, headBase + headCount) of KV head kvh (head block blockIdx.y),
+// and split blockIdx.z's positions [begin, end) of the sequence in slot.
+struct SplitWork {
+  int t, kvh, headBase, headCount, split, pos, slot, begin, end;
+};
+
+// The block's SplitWork, or false when it has nothing to do: a padding
+// token (whose rows it zeroes when no combine kernel will), a row the chunk
+// kernel writes, or a split past the end of a short context.
+template <class C>
+__device__ __forceinline__ bool splitWork(const int *__restrict__ positions,
+                                          const int *__restrict__ slots, void *outOrPartials,
+                                          SplitWork &w) {
+  using elem_t = typename C::elem_t;
+  w.t = blockIdx.x;
+  w.kvh = blockIdx.y / C::kHeadBlocks;
+  w.headBase = w.kvh * C::kGroup + (blockIdx.y % C::kHeadBlocks) * C::kHeadsPerBlock;
+  w.headCount = C::kHeadsExact ? C::kHeadsPerBlock
+                               : min(C::kHeadsPerBlock, (w.kvh + 1) * C::kGroup - w.headBase);
+  w.split = blockIdx.z;
+  w.pos = positions[w.t];
+  w.slot = slots[w.t];
+  if (!tokenValid<C>(w.pos, w.slot)) {
+    // With splits the combine kernel writes the zeros.
+    elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
+    if (C::kSplits == 1)
+      for (int i = threadIdx.x; i < w.headCount * C::kHeadDim; i += C::kThreads)
+        out[(size_t)w.t * C::kQueryWidth + w.headBase * C::kHeadDim + i] = wf_to<elem_t>(0.0f);
+    return false;
+  }
+  if (chunkRow<C>(slots, w.t))
+    return false; // the chunk kernel writes this row
+  const int lo = firstVisible<C>(w.pos);
+  const int length = splitLength<C>(w.pos + 1 - lo);
+  w.begin = lo + w.split * length;
+  w.end = min(w.pos + 1, w.begin + length);
+  return w.begin < w.end; // a short context leaves the later splits empty
+}
+
 // One block: token blockIdx.x, the query heads [headBase, headBase +
 // kHeadsPerBlock) of KV head blockIdx.y / kHeadBlocks, positions of split
 // blockIdx.z. K/V rows (one position of the KV head each) arrive in shared
@@ -130,32 +170,14 @@ __device__ __forceinline__ void decodeSplit(
   float *sMax = sAcc + kWarps * kHeadsPerBlock * kHeadDim; // [kWarps][kHeadsPerBlock]
   float *sSum = sMax + kWarps * kHeadsPerBlock;            // [kWarps][kHeadsPerBlock]
 
-  const int t = blockIdx.x;
-  const int kvh = blockIdx.y / kHeadBlocks;
-  const int headBase = kvh * kGroup + (blockIdx.y % kHeadBlocks) * kHeadsPerBlock;
-  const int headCount =
-      kHeadsExact ? kHeadsPerBlock : min(kHeadsPerBlock, (kvh + 1) * kGroup - headBase);
-  const int split = blockIdx.z;
-  const int pos = positions[t];
-  const int slot = slots[t];
+  SplitWork work;
+  if (!splitWork<C>(positions, slots, outOrPartials, work))
+    return;
+  const int t = work.t, kvh = work.kvh, headBase = work.headBase, headCount = work.headCount;
+  const int split = work.split, pos = work.pos, slot = work.slot;
+  const int begin = work.begin, end = work.end;
   elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
   float *partials = reinterpret_cast<float *>(outOrPartials);
-
-  if (!tokenValid<C>(pos, slot)) {
-    // With splits the combine kernel writes the zeros.
-    if (kSplits == 1)
-      for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
-        out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = wf_to<elem_t>(0.0f);
-    return;
-  }
-  if (chunkRow<C>(slots, t))
-    return; // the chunk kernel writes this row
-  const int lo = firstVisible<C>(pos);
-  const int length = splitLength<C>(pos + 1 - lo);
-  const int begin = lo + split * length;
-  const int end = min(pos + 1, begin + length);
-  if (begin >= end)
-    return; // a short context leaves the later splits empty
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = lane / kLanesPerRow, sub = lane % kLanesPerRow;
@@ -459,32 +481,14 @@ __device__ __forceinline__ void decodeSplitTc(
   elem_t *smem = reinterpret_cast<elem_t *>(smemVec);
   const float kNegInf = __int_as_float(0xff800000u);
 
-  const int t = blockIdx.x;
-  const int kvh = blockIdx.y / kHeadBlocks;
-  const int headBase = kvh * kGroup + (blockIdx.y % kHeadBlocks) * kHeadsPerBlock;
-  const int headCount =
-      kHeadsExact ? kHeadsPerBlock : min(kHeadsPerBlock, (kvh + 1) * kGroup - headBase);
-  const int split = blockIdx.z;
-  const int pos = positions[t];
-  const int slot = slots[t];
+  SplitWork work;
+  if (!splitWork<C>(positions, slots, outOrPartials, work))
+    return;
+  const int t = work.t, kvh = work.kvh, headBase = work.headBase, headCount = work.headCount;
+  const int split = work.split, pos = work.pos, slot = work.slot;
+  const int begin = work.begin, end = work.end;
   elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
   float *partials = reinterpret_cast<float *>(outOrPartials);
-
-  if (!tokenValid<C>(pos, slot)) {
-    // With splits the combine kernel writes the zeros.
-    if (kSplits == 1)
-      for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads)
-        out[(size_t)t * kQueryWidth + headBase * kHeadDim + i] = wf_to<elem_t>(0.0f);
-    return;
-  }
-  if (chunkRow<C>(slots, t))
-    return; // the chunk kernel writes this row
-  const int lo = firstVisible<C>(pos);
-  const int length = splitLength<C>(pos + 1 - lo);
-  const int begin = lo + split * length;
-  const int end = min(pos + 1, begin + length);
-  if (begin >= end)
-    return; // a short context leaves the later splits empty
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int *table = block_tables + (size_t)slot * kMaxBlocks;
