@@ -119,6 +119,48 @@ __device__ __forceinline__ bool splitWork(const int *__restrict__ positions,
   return w.begin < w.end; // a short context leaves the later splits empty
 }
 
+// The end of a split kernel: the warps' online-softmax results (per warp w
+// and head g: the running max sMax[w * STRIDE + g], the sum sSum and the
+// unnormalized output row sAcc[(w * STRIDE + g) * kHeadDim]; a warp that saw
+// no key holds kNoScore and weighs 0) merged per head, then the head's
+// output written (one split) or the split's partial (output, max, sum) for
+// the combine kernel.
+template <class C, int STRIDE>
+__device__ __forceinline__ void mergeWarps(const SplitWork &work, const float *sAcc,
+                                           const float *sMax, const float *sSum,
+                                           void *outOrPartials) {
+  using elem_t = typename C::elem_t;
+  constexpr int kHeadDim = C::kHeadDim;
+  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
+  float *partials = reinterpret_cast<float *>(outOrPartials);
+  for (int i = threadIdx.x; i < work.headCount * kHeadDim; i += C::kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    float mAll = C::kNoScore;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w)
+      mAll = fmaxf(mAll, sMax[w * STRIDE + g]);
+    float a = 0.0f, sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w) {
+      const float f = exp2f(sMax[w * STRIDE + g] - mAll);
+      a += f * sAcc[(w * STRIDE + g) * kHeadDim + d];
+      sum += f * sSum[w * STRIDE + g];
+    }
+    const int h = work.headBase + g;
+    if (C::kSplits == 1) {
+      out[(size_t)work.t * C::kQueryWidth + h * kHeadDim + d] =
+          wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
+    } else {
+      const size_t part = ((size_t)work.t * C::kHeads + h) * C::kSplits + work.split;
+      partials[part * kHeadDim + d] = a;
+      if (d == 0) {
+        partials[C::kPartialValues + 2 * part] = mAll;
+        partials[C::kPartialValues + 2 * part + 1] = sum;
+      }
+    }
+  }
+}
+
 // One block: token blockIdx.x, the query heads [headBase, headBase +
 // kHeadsPerBlock) of KV head blockIdx.y / kHeadBlocks, positions of split
 // blockIdx.z. K/V rows (one position of the KV head each) arrive in shared
@@ -141,21 +183,16 @@ __device__ __forceinline__ void decodeSplit(
   constexpr auto kChunksPerLane = C::kChunksPerLane;
   constexpr auto kCopies = C::kCopies;
   constexpr auto kCopiesPerThread = C::kCopiesPerThread;
-  constexpr auto kGroup = C::kGroup;
-  constexpr auto kHeadBlocks = C::kHeadBlocks;
   constexpr auto kHeadDim = C::kHeadDim;
-  constexpr auto kHeads = C::kHeads;
   constexpr auto kHeadsExact = C::kHeadsExact;
   constexpr auto kHeadsPerBlock = C::kHeadsPerBlock;
   constexpr auto kLanesPerRow = C::kLanesPerRow;
   constexpr auto kMaxBlocks = C::kMaxBlocks;
   constexpr auto kNoScore = C::kNoScore;
-  constexpr auto kPartialValues = C::kPartialValues;
   constexpr auto kQueryWidth = C::kQueryWidth;
   constexpr auto kRowStride = C::kRowStride;
   constexpr auto kRowsPerWarp = C::kRowsPerWarp;
   constexpr auto kScaleLog2 = C::kScaleLog2;
-  constexpr auto kSplits = C::kSplits;
   constexpr auto kStageElems = C::kStageElems;
   constexpr auto kStages = C::kStages;
   constexpr auto kThreads = C::kThreads;
@@ -174,10 +211,8 @@ __device__ __forceinline__ void decodeSplit(
   if (!splitWork<C>(positions, slots, outOrPartials, work))
     return;
   const int t = work.t, kvh = work.kvh, headBase = work.headBase, headCount = work.headCount;
-  const int split = work.split, pos = work.pos, slot = work.slot;
+  const int split = work.split, slot = work.slot;
   const int begin = work.begin, end = work.end;
-  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
-  float *partials = reinterpret_cast<float *>(outOrPartials);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = lane / kLanesPerRow, sub = lane % kLanesPerRow;
@@ -411,31 +446,7 @@ __device__ __forceinline__ void decodeSplit(
   __syncthreads();
 
   // Merge the warps; write the output (one split) or this split's partial.
-  for (int i = threadIdx.x; i < headCount * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    float mAll = kNoScore;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      mAll = fmaxf(mAll, sMax[w * kHeadsPerBlock + g]);
-    float a = 0.0f, sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float f = exp2f(sMax[w * kHeadsPerBlock + g] - mAll);
-      a += f * sAcc[(w * kHeadsPerBlock + g) * kHeadDim + d];
-      sum += f * sSum[w * kHeadsPerBlock + g];
-    }
-    const int h = headBase + g;
-    if (kSplits == 1) {
-      out[(size_t)t * kQueryWidth + h * kHeadDim + d] = wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
-    } else {
-      const size_t part = ((size_t)t * kHeads + h) * kSplits + split;
-      partials[part * kHeadDim + d] = a;
-      if (d == 0) {
-        partials[kPartialValues + 2 * part] = mAll;
-        partials[kPartialValues + 2 * part + 1] = sum;
-      }
-    }
-  }
+  mergeWarps<C, kHeadsPerBlock>(work, sAcc, sMax, sSum, outOrPartials);
 }
 
 // One block: token blockIdx.x, query heads [headBase, headBase +
@@ -458,21 +469,13 @@ __device__ __forceinline__ void decodeSplitTc(
   constexpr auto kCopies = C::kCopies;
   constexpr auto kCopiesPerThread = C::kCopiesPerThread;
   constexpr auto kDimChunks = C::kDimChunks;
-  constexpr auto kGroup = C::kGroup;
-  constexpr auto kHeadBlocks = C::kHeadBlocks;
   constexpr auto kHeadDim = C::kHeadDim;
-  constexpr auto kHeads = C::kHeads;
-  constexpr auto kHeadsExact = C::kHeadsExact;
-  constexpr auto kHeadsPerBlock = C::kHeadsPerBlock;
   constexpr auto kKeys = C::kKeys;
   constexpr auto kMaxBlocks = C::kMaxBlocks;
-  constexpr auto kNoScore = C::kNoScore;
   constexpr auto kPad = C::kPad;
-  constexpr auto kPartialValues = C::kPartialValues;
   constexpr auto kQueryWidth = C::kQueryWidth;
   constexpr auto kRowStride = C::kRowStride;
   constexpr auto kScaleLog2 = C::kScaleLog2;
-  constexpr auto kSplits = C::kSplits;
   constexpr auto kStageElems = C::kStageElems;
   constexpr auto kStages = C::kStages;
   constexpr auto kThreads = C::kThreads;
@@ -485,10 +488,8 @@ __device__ __forceinline__ void decodeSplitTc(
   if (!splitWork<C>(positions, slots, outOrPartials, work))
     return;
   const int t = work.t, kvh = work.kvh, headBase = work.headBase, headCount = work.headCount;
-  const int split = work.split, pos = work.pos, slot = work.slot;
+  const int slot = work.slot;
   const int begin = work.begin, end = work.end;
-  elem_t *out = reinterpret_cast<elem_t *>(outOrPartials);
-  float *partials = reinterpret_cast<float *>(outOrPartials);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int *table = block_tables + (size_t)slot * kMaxBlocks;
@@ -650,31 +651,7 @@ __device__ __forceinline__ void decodeSplitTc(
     }
   }
   __syncthreads();
-  for (int i = tid; i < headCount * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    float mAll = kNoScore;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      mAll = fmaxf(mAll, sMax[w * 16 + g]);
-    float a = 0.0f, sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float f = exp2f(sMax[w * 16 + g] - mAll); // a warp with no keys: 0
-      a += f * sO[(w * 16 + g) * kHeadDim + d];
-      sum += f * sSum[w * 16 + g];
-    }
-    const int h = headBase + g;
-    if (kSplits == 1) {
-      out[(size_t)t * kQueryWidth + h * kHeadDim + d] = wf_to<elem_t>(sum > 0.0f ? a / sum : 0.0f);
-    } else {
-      const size_t part = ((size_t)t * kHeads + h) * kSplits + split;
-      partials[part * kHeadDim + d] = a;
-      if (d == 0) {
-        partials[kPartialValues + 2 * part] = mAll;
-        partials[kPartialValues + 2 * part + 1] = sum;
-      }
-    }
-  }
+  mergeWarps<C, 16>(work, sO, sMax, sSum, outOrPartials);
 }
 
 // One block per (token, query head): weighs the splits' partial results by
