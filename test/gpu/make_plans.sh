@@ -147,6 +147,16 @@ for h in 8 4; do
   check_batch "  same, int4, int$h LM head, 64 sequences" "llama8b-2l-int4-head$h.weft" \
     "rtn4+rtn$h:cfg/llama8b-2l" float16 8 1 "$(lengths 64 300)"
 done
+# The quantized head on the last stage of a 3090+3060 pipeline, and beside
+# tensor-parallel layers.
+build_plan --model "$out/ckpt" --topology rtx3090+rtx3060 --stages 0:1,1 --weight-dtype int4 \
+  --lm-head-dtype int8 --max-batch 4 --prefill-chunks 8,32 -o "$out/llama8b-2l-int4-head8-pipeline.weft" 2>/dev/null
+build_plan --model "$out/ckpt" --topology 2xh200:nvlink --stages 0+1 --weight-dtype int4 \
+  --lm-head-dtype int4 --max-batch 4 --prefill-chunks 8,32 -o "$out/llama8b-2l-int4-head4-tp.weft" 2>/dev/null
+rm -f "$out"/llama8b-2l-int4-head*-{pipeline,tp}.weights.safetensors
+check "  same, int4, int8 LM head, pipeline 3090+3060" "llama8b-2l-int4-head8-pipeline.weft" \
+  "rtn4+rtn8:cfg/llama8b-2l" float16 8 32 2
+check "  same, int4, int4 LM head, TP 2" "llama8b-2l-int4-head4-tp.weft" "rtn4+rtn4:cfg/llama8b-2l" float16 8 32 2
 build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int4 --sampling=false \
   --max-batch 4 --prefill-chunks 8,32,128 -o "$out/llama8b-2l-int4-head4-greedy.weft" 2>/dev/null
 rm -f "$out/llama8b-2l-int4-head4-greedy.weights.safetensors"
