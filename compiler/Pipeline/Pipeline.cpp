@@ -84,7 +84,8 @@ llvm::Error quantizeHere(Compilation &c) {
 }
 
 // --lm-head-dtype int8|int4|fp8: the LM head quantized by round to
-// nearest, whatever the layers hold; checked before anything is built.
+// nearest, whatever the layers hold (a plan checks that it can be, with
+// checkQuantizable; a report prices it as asked).
 llvm::Expected<std::optional<partition::WeightDType>> lmHeadDType(const Compilation &c) {
   using partition::WeightDType;
   const std::string &name = c.options.lmHeadDType;
@@ -99,9 +100,6 @@ llvm::Expected<std::optional<partition::WeightDType>> lmHeadDType(const Compilat
                                    "16-bit weights)",
                                    name));
   }
-  if (llvm::Error e =
-          checkQuantizable(c, "--lm-head-dtype", name, "the LM head", *d == WeightDType::FP8))
-    return std::move(e);
   return *d;
 }
 
@@ -143,6 +141,8 @@ llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
   }
   if (buildsPlan && *head) {
     const bool fp8 = **head == WeightDType::FP8;
+    if (llvm::Error e = checkQuantizable(c, "--lm-head-dtype", o.lmHeadDType, "the LM head", fp8))
+      return e;
     if (llvm::Error e = quantizeLmHead(*c.module, **head == WeightDType::Int4 ? 4 : 8,
                                        fp8 ? QuantFormat::E4M3 : QuantFormat::Int))
       return e;
