@@ -87,8 +87,9 @@ cl::opt<int64_t> batch("batch",
 cl::opt<std::string> weightDType(
     "weight-dtype",
     cl::desc("Weight storage: fp16, bf16, fp32, fp8, int8, int4 (default: the "
-             "checkpoint's; other dtypes are predictions for --report only, a plan "
-             "holds the checkpoint's)"),
+             "checkpoint's). int4, int8 and fp8 (sm_89+) on an F16 or BF16 checkpoint "
+             "quantize the projections by round to nearest into a file beside the plan; "
+             "a float conversion is a prediction for --report only"),
     cl::cat(category));
 cl::opt<std::string> lmHeadDType(
     "lm-head-dtype",
