@@ -88,8 +88,9 @@ def fixture_script():
 def quantize_projections(model, kind, head_kind=None):
     """Quantizes every projection of `model` in place by the compile-time
     rule of `kind` ("rtn4", "rtn8", "fp8"; scales in the model's dtype), and
-    its LM head by `head_kind`'s when given (--lm-head-dtype; an untied
-    head), and
+    its LM head by `head_kind`'s when given (--lm-head-dtype; a head tied
+    to the embedding is untied first, as the compiler quantizes a copy of
+    the table under the table's name and keeps the embedding 16-bit), and
     returns the tensors of the kernels' file: NAME.codes (I32
     [out, in * bits / 32], 4-bit codes with out % 16 == 0 and in % 128 == 0
     in tiles, [out / 16, 16 * in / 8]; integers: input k of a word at bit
@@ -100,12 +101,18 @@ def quantize_projections(model, kind, head_kind=None):
     mq = fixture_script()
     dtype = "bf16" if model.dtype == torch.bfloat16 else "f16"
     tensors = {}
+    head_name = "lm_head.weight"  # the head's name in the kernels' file
+    if head_kind and getattr(model.config, "tie_word_embeddings", False):
+        table = model.get_input_embeddings().weight
+        model.lm_head.weight = torch.nn.Parameter(table.detach().clone())
+        model.config.tie_word_embeddings = False
+        head_name = "model.embed_tokens.weight"
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("_proj.weight"):
                 rule = kind
             elif name == "lm_head.weight" and head_kind:
-                rule = head_kind
+                rule, name = head_kind, head_name
             else:
                 continue
             w = p.float().cpu().numpy()

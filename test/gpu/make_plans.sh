@@ -271,6 +271,14 @@ one_and_tp_mb64 gemma2-9b-2l
 check "Gemma-2-9B sizes, 2 layers, window 16" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 1
 check_batch "  same, 24 sequences" gemma2-9b-2l-mb64.weft cfg/gemma2-9b-2l bfloat16 16 1 "$(lengths 24 300)"
 check "  same, TP 2" gemma2-9b-2l-tp-mb64.weft cfg/gemma2-9b-2l bfloat16 20 32 2
+# A quantized head tied to the embedding (a quantized copy of the table; the
+# embedding keeps it in bf16), soft-capped, over int4 layers: check_plans.py
+# unties transformers' head to compare.
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int8 --max-batch 4 \
+  --prefill-chunks 8,32 -o "$out/gemma2-9b-2l-int4-head8.weft" 2>/dev/null
+rm -f "$out/gemma2-9b-2l-int4-head8.weights.safetensors"
+check "  same, int4, int8 LM head tied to the embedding" gemma2-9b-2l-int4-head8.weft \
+  "rtn4+rtn8:cfg/gemma2-9b-2l" bfloat16 20 32 1
 model gemma2-27b-2l 2 "{$gemma, \"hidden_size\": 4608, \"intermediate_size\": 36864,
   \"num_attention_heads\": 32, \"num_key_value_heads\": 16, \"head_dim\": 128, \"query_pre_attn_scalar\": 144}" bfloat16
 build_plan --model "$out/ckpt" --topology h200 --batch 4 --max-batch 64 --prefill-chunks 8,32 \
