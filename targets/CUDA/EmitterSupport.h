@@ -91,6 +91,14 @@ struct Projection {
   enum class Select { None, Argmax, Sample } select = Select::None;
   llvm::SmallVector<int64_t, 1> idResults;
   int64_t temperatureIn = -1, topKIn = -1, topPIn = -1, uniformIn = -1;
+  // Logits of a step's sampled rows only (EmitOptions::sampledRowsLogits,
+  // weft/sampled_rows.cuh): the projection runs over `tokens` compact rows
+  // a gather kernel wrote, and these buffers stand for its input rows,
+  // sampling parameters, logits and tokens.
+  struct Compact {
+    ParamBinding x, temperature, topK, topP, uniform, logits, ids;
+  };
+  std::optional<Compact> compact;
 
   int64_t columns() const {
     return epilogue == Epilogue::Swiglu ? width : epilogue == Epilogue::Rope ? nw / 2 : nw;

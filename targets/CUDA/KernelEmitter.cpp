@@ -732,7 +732,10 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
   }
   case Epilogue::Logits: {
     std::vector<std::string> names;
-    if (p.outResults.empty()) {
+    if (p.compact) {
+      e.params.push_back({"float *__restrict__ " + p.compact->logits.name, p.compact->logits});
+      names.push_back(p.compact->logits.name);
+    } else if (p.outResults.empty()) {
       e.params.push_back({"float *__restrict__ logits",
                           scratchBinding(logitsScratch,
                                          uint64_t(p.tokens * p.nw * 4), "logits")});
@@ -756,6 +759,13 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxC
 //===----------------------------------------------------------------------===//
 // Decode projections: one pass over the weights for all T tokens
 //===----------------------------------------------------------------------===//
+
+// The projection's input rows: the region's input, or a compact
+// projection's compact rows.
+ParamBinding xBinding(const Projection &p) {
+  return p.compact ? p.compact->x : binding(ParamBinding::Kind::RegionInput, p.xIn, "x");
+}
+std::vector<ParamBinding> idBindings(const Projection &p);
 
 constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / 32;
@@ -1000,7 +1010,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     std::vector<ParamBinding> params;
     std::vector<std::string> decls;
     decls.push_back("const Config::x_t *__restrict__ x");
-    params.push_back(xFrom ? *xFrom : binding(ParamBinding::Kind::RegionInput, p.xIn, "x"));
+    params.push_back(xFrom ? *xFrom : xBinding(p));
     if (norm) {
       decls.push_back("const Config::norm_t *__restrict__ norm_w");
       params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
@@ -1089,11 +1099,10 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     std::vector<std::string> ids;
     os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
        << kNameMarker << "(const unsigned long long *__restrict__ candidates";
-    for (size_t c = 0; c < p.idResults.size(); ++c) {
-      std::string n = c ? "ids_" + std::to_string(c) : "ids";
-      os << ", int *__restrict__ " << n;
-      params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c], n));
-      ids.push_back(n);
+    for (ParamBinding &b : idBindings(p)) {
+      os << ", int *__restrict__ " << b.name;
+      ids.push_back(b.name);
+      params.push_back(std::move(b));
     }
     os << ") {\n  weft::kernels::argmaxCandidates<Config>(candidates, " << llvm::join(ids, ", ")
        << ");\n}\n";
@@ -1152,27 +1161,40 @@ EmittedStep emitEpilogueRows(FusionOp region, const Projection &p, const EmitOpt
 // Token selection kernels over f32 logits rows
 //===----------------------------------------------------------------------===//
 
-// Where a selection kernel reads the logits: a region result or scratch 2.
+// Where a selection kernel reads the logits: a region result or scratch 2
+// (a compact projection's: its compact buffer).
 ParamBinding logitsBinding(const Projection &p) {
+  if (p.compact)
+    return p.compact->logits;
   if (!p.outResults.empty())
     return binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "logits");
   return scratchBinding(2, uint64_t(p.tokens * p.nw * 4), "logits");
 }
 
+// Where the selected tokens go: the region's id results "ids, ids_1, ...",
+// or a compact projection's one compact buffer.
+std::vector<ParamBinding> idBindings(const Projection &p) {
+  if (p.compact)
+    return {p.compact->ids};
+  std::vector<ParamBinding> ids;
+  for (size_t c = 0; c < p.idResults.size(); ++c)
+    ids.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c],
+                          c ? "ids_" + std::to_string(c) : "ids"));
+  return ids;
+}
+
 void addIdParams(llvm::raw_ostream &os, const Projection &p, std::vector<ParamBinding> &params) {
-  for (size_t c = 0; c < p.idResults.size(); ++c) {
-    std::string n = c ? "ids_" + std::to_string(c) : "ids";
-    os << ", int *__restrict__ " << n;
-    params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[c], n));
+  for (ParamBinding &b : idBindings(p)) {
+    os << ", int *__restrict__ " << b.name;
+    params.push_back(std::move(b));
   }
 }
 
-// The ids parameters of a token-selection kernel, in the order of the
-// region's id results: "ids, ids_1, ...".
+// The ids parameters of a token-selection kernel, in order: "ids, ids_1, ...".
 std::string idArgs(const Projection &p) {
   std::vector<std::string> names;
-  for (size_t c = 0; c < p.idResults.size(); ++c)
-    names.push_back(c ? "ids_" + std::to_string(c) : "ids");
+  for (const ParamBinding &b : idBindings(p))
+    names.push_back(b.name);
   return llvm::join(names, ", ");
 }
 
@@ -1233,12 +1255,15 @@ EmittedStep emitSample(FusionOp region, const Projection &p) {
      << "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address atomics)\n"
      << "  static constexpr float CUT = 40.0f;  // candidates: (logit - max) / temperature >= -CUT\n"
      << "};\n";
-  std::vector<ParamBinding> params = {
-      logitsBinding(p),
-      binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
-      binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
-      binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
-      binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
+  std::vector<ParamBinding> params =
+      p.compact ? std::vector<ParamBinding>{logitsBinding(p), p.compact->temperature,
+                                            p.compact->topK, p.compact->topP, p.compact->uniform}
+                : std::vector<ParamBinding>{
+                      logitsBinding(p),
+                      binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
+                      binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
+                      binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
+                      binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
      << "(const float *__restrict__ logits, const float *__restrict__ temperature, "
@@ -1277,7 +1302,7 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
      << "  using y_t = " << cudaType(p.normOutType) << ";\n"
      << "};\n";
   std::vector<ParamBinding> params = {
-      binding(ParamBinding::Kind::RegionInput, p.xIn, "x"),
+      xBinding(p),
       binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"), out};
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
@@ -1498,7 +1523,7 @@ emitPrefillProjection(FusionOp region, const Projection &p, const EmitOptions &o
                       std::optional<ParamBinding> weights = std::nullopt) {
   std::vector<EmittedStep> steps;
   // Scratch ids: 0 normalized input, 1 GEMM output, 2 logits not yielded.
-  ParamBinding a = binding(ParamBinding::Kind::RegionInput, p.xIn, "x");
+  ParamBinding a = xBinding(p);
   ElementType aType = p.xType;
   if (p.normIn >= 0) {
     a = scratchBinding(0, uint64_t(p.tokens * p.k * bytesOf(p.normOutType)), "normalized");
@@ -1572,7 +1597,147 @@ emitPrefillProjection(FusionOp region, const Projection &p, const EmitOptions &o
 }
 
 llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
+                                                        const EmitOptions &o);
+
+// The LM head of a step of more rows than sequences on the rows that end a
+// sequence's run only (EmitOptions::sampledRowsLogits,
+// weft/sampled_rows.cuh): a kernel gathers those rows (and their sampling
+// parameters) into R = maxSequences compact rows, the head and the token
+// selection run on them as a projection of R tokens, and a kernel puts the
+// logits and tokens back at their rows. Scratch 6-13 (the projection's own
+// steps use 0-5).
+llvm::Expected<std::vector<EmittedStep>> emitSampledRowsLogits(FusionOp region,
+                                                               const Projection &p,
+                                                               const EmitOptions &o) {
+  const int64_t rows = o.maxSequences, T = p.tokens;
+  const bool sample = p.select == Projection::Select::Sample;
+  // Typed as what they stand for: the kernels that read them read the
+  // region's activations and the step's inputs in other buckets.
+  using ST = ParamBinding::ScratchType;
+  auto typed = [](ParamBinding b, ST type) {
+    b.scratchType = type;
+    return b;
+  };
+  Projection::Compact c;
+  ParamBinding rowIndex = typed(scratchBinding(6, uint64_t(rows * 4), "rows"), ST::I32);
+  c.x = typed(scratchBinding(7, uint64_t(rows * p.k * bytesOf(p.xType)), "xs"),
+              p.xType == ElementType::F16    ? ST::F16
+              : p.xType == ElementType::BF16 ? ST::BF16
+                                             : ST::F32);
+  c.temperature = typed(scratchBinding(8, uint64_t(rows * 4), "temperature_s"), ST::F32);
+  c.topK = typed(scratchBinding(9, uint64_t(rows * 4), "top_k_s"), ST::I32);
+  c.topP = typed(scratchBinding(10, uint64_t(rows * 4), "top_p_s"), ST::F32);
+  c.uniform = typed(scratchBinding(11, uint64_t(rows * 4), "uniform_s"), ST::F32);
+  c.logits = typed(scratchBinding(12, uint64_t(rows * p.nw * 4), "logits_s"), ST::F32);
+  c.ids = typed(scratchBinding(13, uint64_t(rows * 4), "ids_s"), ST::I32);
+  std::string config;
+  {
+    llvm::raw_string_ostream os(config);
+    os << "#include \"weft/sampled_rows.cuh\"\n\n"
+       << "struct Config {\n"
+       << "  static constexpr int T = " << T << ", R = " << rows << ", H = " << p.k
+       << ", V = " << p.nw << ";  // rows, compact rows, hidden, vocabulary\n"
+       << "  static constexpr int MAX_SEQUENCES = " << o.maxSequences
+       << ", THREADS = 256;\n"
+       << "  static constexpr bool SAMPLE = " << (sample ? "true" : "false") << ";\n"
+       << "  using x_t = " << cudaType(p.xType) << ";\n"
+       << "};\n";
+  }
+  std::vector<EmittedStep> steps;
+  {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// The rows of the step that end a sequence's run (the sampled ones), their\n"
+          "// hidden states and sampling parameters into " << rows << " compact rows.\n"
+       << config;
+    std::vector<ParamBinding> params = {binding(ParamBinding::Kind::Slots, 0, "slots"),
+                                        binding(ParamBinding::Kind::RegionInput, p.xIn, "x")};
+    params.back().bytes = uint64_t(T * p.k * bytesOf(p.xType));
+    params.front().bytes = uint64_t(T * 4);
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+       << kNameMarker
+       << "(const int *__restrict__ slots, const Config::x_t *__restrict__ x";
+    if (sample) {
+      params.push_back(binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"));
+      params.push_back(binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"));
+      params.push_back(binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"));
+      params.push_back(binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform"));
+      os << ", const float *__restrict__ temperature, const int *__restrict__ top_k, "
+            "const float *__restrict__ top_p, const float *__restrict__ uniform";
+    }
+    params.push_back(rowIndex);
+    params.push_back(c.x);
+    os << ", int *__restrict__ rows, Config::x_t *__restrict__ xs";
+    if (sample) {
+      for (const ParamBinding &b : {c.temperature, c.topK, c.topP, c.uniform})
+        params.push_back(b);
+      os << ", float *__restrict__ temperature_s, int *__restrict__ top_k_s, "
+            "float *__restrict__ top_p_s, float *__restrict__ uniform_s";
+    }
+    os << ") {\n  weft::kernels::gatherSampledRows<Config>(slots, x, "
+       << (sample ? "temperature, top_k, top_p, uniform" : "nullptr, nullptr, nullptr, nullptr")
+       << ", rows, xs, "
+       << (sample ? "temperature_s, top_k_s, top_p_s, uniform_s"
+                  : "nullptr, nullptr, nullptr, nullptr")
+       << ");\n}\n";
+    os.flush();
+    steps.push_back(kernelStep(finishKernel(
+        region, "weft_gather_sampled_rows_t" + std::to_string(T) + "_r" + std::to_string(rows),
+        std::move(src), {int(rows), 1, 1}, {256, 1, 1}, std::move(params))));
+  }
+  Projection q = p;
+  q.tokens = rows;
+  q.compact = c;
+  llvm::Expected<std::vector<EmittedStep>> head = emitProjection(region, q, o);
+  if (!head)
+    return head.takeError();
+  for (EmittedStep &s : *head)
+    steps.push_back(std::move(s));
+  {
+    std::string src;
+    llvm::raw_string_ostream os(src);
+    os << "// The compact rows' logits and tokens back at the rows they came from.\n" << config;
+    std::vector<ParamBinding> params = {rowIndex, c.logits, c.ids};
+    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
+       << kNameMarker
+       << "(const int *__restrict__ rows, const float *__restrict__ logits_s, "
+          "const int *__restrict__ ids_s";
+    std::vector<std::string> outs;
+    if (!p.outResults.empty()) {
+      params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "logits"));
+      os << ", float *__restrict__ logits";
+    }
+    for (size_t i = 0; i < p.idResults.size(); ++i) {
+      std::string n = i ? "ids_" + std::to_string(i) : "ids";
+      params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[i], n));
+      os << ", int *__restrict__ " << n;
+      outs.push_back(n);
+    }
+    os << ") {\n";
+    if (outs.empty())
+      os << "  weft::kernels::scatterSampledRows<Config>(rows, logits_s, "
+         << (p.outResults.empty() ? "nullptr" : "logits") << ", ids_s, nullptr);\n";
+    for (size_t i = 0; i < outs.size(); ++i)
+      os << "  weft::kernels::scatterSampledRows<Config>(rows, logits_s, "
+         << (i == 0 && !p.outResults.empty() ? "logits" : "nullptr") << ", ids_s, " << outs[i]
+         << ");\n";
+    os << "}\n";
+    os.flush();
+    steps.push_back(kernelStep(finishKernel(
+        region, "weft_scatter_sampled_rows_v" + std::to_string(p.nw) + "_r" + std::to_string(rows),
+        std::move(src), {int(ceilDiv(p.nw, 256)), int(rows), 1}, {256, 1, 1},
+        std::move(params))));
+  }
+  return steps;
+}
+
+llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
                                                         const EmitOptions &o) {
+  if (p.isLogits && o.sampledRowsLogits && !p.compact && p.tokens > o.maxSequences) {
+    if (p.outResults.size() > 1)
+      return regionError(region, "logits yielded more than once");
+    return emitSampledRowsLogits(region, p, o);
+  }
   if (p.quantBits) {
     // Quantized weights: the GEMV's tensor-core engine at every token
     // count (cuBLASLt reads 16-bit weights only). Many tokens are

@@ -16,6 +16,10 @@
 
 namespace weft::cuda {
 
+// Element types of GEMM operands (weights keep their own type; logits are
+// f32 while activations are f16/bf16).
+enum class ElementType { F16, BF16, F32 };
+
 // What one kernel parameter is bound to. The plan lowering resolves each
 // binding to a device pointer or scalar; the kernel's C++ parameter list is
 // exactly `params`, in order: pointers for everything but Scalar, which is
@@ -29,6 +33,7 @@ struct ParamBinding {
                   // [blocks, block_tokens, kv_heads, head_dim]
     VCache,       // index: the layer; its paged V cache, same layout
     BlockTables,  // int32 [max_sequences, max_blocks_per_sequence]
+    Slots,        // int32 [tokens]: the step's sequence slot of each row
     Scratch,      // index: scratch buffer id within the region; `bytes` big.
                   // Contents do not persist between launches: a kernel
                   // never relies on what an earlier run left there
@@ -38,6 +43,11 @@ struct ParamBinding {
   int64_t index = 0;
   uint64_t bytes = 0; // Scratch: size in bytes (zero-initialized if zeroInit)
   bool zeroInit = false;
+  // Scratch: the element type the kernel sees, for a buffer that stands in
+  // for a typed activation or input a kernel binds elsewhere (the plan
+  // records a kernel's first binding's type and holds the others to it);
+  // Bytes: untyped.
+  enum class ScratchType { Bytes, F16, BF16, F32, I32 } scratchType = ScratchType::Bytes;
   int64_t value = 0;  // Scalar
   // RegionInput of a quantized weight (#weft.quant): 0 its codes, 1 its
   // (scale, zero) pairs, which the plan holds as a second weight.
@@ -66,9 +76,6 @@ struct EmittedKernel {
   bool cooperative = false;
 };
 
-// Element types of GEMM operands (weights keep their own type; logits are
-// f32 while activations are f16/bf16).
-enum class ElementType { F16, BF16, F32 };
 const char *elementTypeName(ElementType type); // "f16", "bf16", "f32"
 const char *cudaType(ElementType type);        // "__half", "__nv_bfloat16", "float"
 int64_t bytesOf(ElementType type);
@@ -113,6 +120,11 @@ struct EmitOptions {
   // default: their CUDA-core consumer has not been measured faster than
   // their per-region kernels (docs/codegen.md, "8-bit codes").
   bool streamEightBitCodes = false;
+  // A step of more rows than maxSequences (a prefill chunk) computes its LM
+  // head and token selection on the rows that end a sequence's run only
+  // (weft/sampled_rows.cuh): the rows the runtime reads. Off by default
+  // until measured on a GPU (weft-compile --logits-rows=last).
+  bool sampledRowsLogits = false;
 };
 
 // Whether some weight of `module` holds 4-bit codes (what sets

@@ -474,8 +474,18 @@ public:
     case cuda::ParamBinding::Kind::BlockTables:
       r.dtype = DType::I32; // rows indexed by slot, sized by the runtime
       break;
+    case cuda::ParamBinding::Kind::Slots:
+      r.dtype = DType::I32; // a slot per row of the step
+      r.bytes = p.bytes;
+      break;
     case cuda::ParamBinding::Kind::Scratch:
-      r.dtype = DType::I8; // raw bytes
+      switch (p.scratchType) {
+      case cuda::ParamBinding::ScratchType::Bytes: r.dtype = DType::I8; break;
+      case cuda::ParamBinding::ScratchType::F16: r.dtype = DType::F16; break;
+      case cuda::ParamBinding::ScratchType::BF16: r.dtype = DType::BF16; break;
+      case cuda::ParamBinding::ScratchType::F32: r.dtype = DType::F32; break;
+      case cuda::ParamBinding::ScratchType::I32: r.dtype = DType::I32; break;
+      }
       r.bytes = p.bytes;
       break;
     case cuda::ParamBinding::Kind::Scalar:
@@ -553,6 +563,10 @@ public:
     case cuda::ParamBinding::Kind::BlockTables:
       a.kind = ArgKind::Input;
       a.index = int32_t(fb::InputKind::BlockTables);
+      return a;
+    case cuda::ParamBinding::Kind::Slots:
+      a.kind = ArgKind::Input;
+      a.index = int32_t(fb::InputKind::Slots);
       return a;
     case cuda::ParamBinding::Kind::Scratch: {
       auto it = scratch.find(p.index);
@@ -793,6 +807,7 @@ public:
     eo.maxGemvTokens = options.maxGemvTokens;
     eo.fourBitProjections = fourBitProjections;
     eo.streamEightBitCodes = options.decodeStreamEightBit;
+    eo.sampledRowsLogits = options.sampledRowsLogits;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);

@@ -39,6 +39,9 @@ struct LowerToPlanOptions {
   bool decodeStream = false;
   // With decodeStream, 8-bit codes too (cuda::EmitOptions::streamEightBitCodes).
   bool decodeStreamEightBit = false;
+  // Steps of more rows than sequences compute the LM head on the sampled
+  // rows only (cuda::EmitOptions::sampledRowsLogits).
+  bool sampledRowsLogits = false;
   std::function<void(const std::string &)> warn;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;

@@ -213,6 +213,28 @@ check_batch "Llama-3.1-8B sizes, 2 layers, 64 sequences" llama8b-2l-mb64.weft cf
 check_batch "  same, pipeline 3090+3060" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
 check_batch_args "  same, pipeline, 2 micro-batches in flight" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)" '["--micro-batches", "2"]'
 check_batch "  same, TP 2" llama8b-2l-tp-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
+# The LM head of prefill chunks on each sequence's last row only
+# (--logits-rows=last): sequences alone and 64 at once (chunks holding
+# several sequences beside decode tokens), sampling and greedy, a 3090+3060
+# pipeline, and an int4 head of a 16-sequence plan (its GEMV on 16 compact
+# rows).
+for g in true false; do
+  build_plan --model "$out/ckpt" --topology h200 --batch 8 --max-batch 64 --prefill-chunks 32,512 \
+    --logits-rows=last --sampling=$g -o "$out/llama8b-2l-lastrows-s$g.weft"
+  check "  same, logits of the last rows (sampling=$g), prompt 100" llama8b-2l-lastrows-s$g.weft \
+    cfg/llama8b-2l float16 100 32 1
+  check_batch "  same, logits of the last rows (sampling=$g), 64 sequences" llama8b-2l-lastrows-s$g.weft \
+    cfg/llama8b-2l float16 32 1 "$(lengths 64 700)"
+done
+build_plan --model "$out/ckpt" --topology rtx3090+rtx3060 --memory-cap 0=2.4GB,1=2.4GB --batch 8 \
+  --max-batch 64 --prefill-chunks 32,512 --logits-rows=last -o "$out/llama8b-2l-lastrows-pipeline.weft"
+check_batch "  same, logits of the last rows, pipeline 3090+3060" llama8b-2l-lastrows-pipeline.weft \
+  cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int4 --batch 8 \
+  --max-batch 16 --prefill-chunks 32,512 --logits-rows=last -o "$out/llama8b-2l-lastrows-head4.weft" 2>/dev/null
+rm -f "$out/llama8b-2l-lastrows-head4.weights.safetensors"
+check_batch "  same, int4, int4 LM head, logits of the last rows, 16 sequences" llama8b-2l-lastrows-head4.weft \
+  "rtn4+rtn4:cfg/llama8b-2l" float16 32 1 "$(lengths 16 700)"
 
 # Mistral 7B and Qwen2 7B layer sizes, 2 layers.
 model mistral7b-2l 2 '{"architectures": ["MistralForCausalLM"], "model_type": "mistral",
@@ -350,6 +372,10 @@ check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
+# The same with the LM head of the 512-token chunk on its sequences' last
+# rows only, for an A/B of prefill_c512 (bench_ab.py).
+build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
+  --prefill-chunks 512 --context 1024 --logits-rows=last -o "$out/llama8b-fp16-lastrows-bench.weft"
 rm -rf "$out/ckpt"
 
 # The full Qwen3 8B in bf16: correctness (batch 1, all 36 layers) and

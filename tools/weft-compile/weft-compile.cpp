@@ -117,6 +117,11 @@ cl::opt<bool> decodeStream(
              "default true). Given explicitly, it takes 8-bit codes too, and a warning says "
              "why a plan cannot"),
     cl::cat(category));
+cl::opt<std::string> logitsRows(
+    "logits-rows", cl::Hidden, cl::init("all"),
+    cl::desc("Rows whose logits a step of more rows than sequences (a prefill chunk) "
+             "computes: all, or last (each sequence's last row, the one sampled; not yet "
+             "measured on a GPU, for A/B runs and checks)"));
 cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
     cl::desc("RoPE and the KV-cache write as the QKV projection's epilogue (default true; "
@@ -355,6 +360,9 @@ int main(int argc, char **argv) {
   // Asked for by name, the stream kernel takes 8-bit codes too (not yet
   // measured faster than their kernels, so not by default).
   planOptions.lowering.decodeStreamEightBit = decodeStream.getNumOccurrences() > 0;
+  if (logitsRows != "all" && logitsRows != "last")
+    return fail("--logits-rows: expected all or last, got '" + logitsRows + "'");
+  planOptions.lowering.sampledRowsLogits = logitsRows == "last";
   if (decodeStream.getNumOccurrences() > 0)
     planOptions.lowering.warn = [](const std::string &message) {
       llvm::errs() << "weft-compile: warning: " << message << "\n";
