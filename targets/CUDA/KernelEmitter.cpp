@@ -1752,7 +1752,15 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
                                  "built for sm_" + std::to_string(o.computeCapability));
     if (p.k % 32 != 0 || p.quantGroup % 32 != 0)
       return regionError(region, "quantized weights need inputs and groups in multiples of 32");
-    if (p.tokens > kMaxTileTokens) {
+    // The compact rows of a sampled-rows LM head (emitSampledRowsLogits) of
+    // up to two tiles' worth: the GEMV reads the head's codes once per tile
+    // but needs no 16-bit copy of the head (1.05 GB for Llama 3.1 8B), and
+    // at 64 rows its products (67 GFLOP at the code GEMV's mma.sync rate)
+    // take about as long as expanding the codes would (estimates: not yet
+    // measured). Tiles of at least 16 rows: at most 4 passes.
+    const bool compactTiles = p.compact && p.tokens <= 2 * kMaxTileTokens &&
+                              planGemv(p, o).tileTokens >= 16;
+    if (p.tokens > kMaxTileTokens && !compactTiles) {
       // Many tokens: each tile would read and expand the codes again, so
       // expand them once into f16 and let cuBLASLt reuse them across the
       // tokens (scratch 4; the GEMM path uses 0-2).
@@ -1783,23 +1791,32 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
           /*addBias=*/false));
       return steps;
     };
+    // A quantized LM head (--lm-head-dtype): the GEMV writes the logits and
+    // picks argmax candidates itself when it runs in one tile (candidates
+    // are per launch); in tiles, and for sampling, a kernel of its own
+    // selects.
+    const bool argmaxRows = p.select == Projection::Select::Argmax &&
+                            p.tokens / planGemv(p, o).tileTokens > 1;
+    Projection gp = p;
+    if (argmaxRows)
+      gp.select = Projection::Select::None;
     std::vector<EmittedStep> steps;
-    if (p.normIn >= 0 && p.tokens > kMaxPrenormTokens) {
+    if (gp.normIn >= 0 && gp.tokens > kMaxPrenormTokens) {
       ParamBinding normalized = scratchBinding(
-          3, uint64_t(p.tokens * p.k * bytesOf(p.normOutType)), "normalized");
-      steps.push_back(emitRmsNormRows(region, p, normalized));
-      Projection plain = p;
+          3, uint64_t(gp.tokens * gp.k * bytesOf(gp.normOutType)), "normalized");
+      steps.push_back(emitRmsNormRows(region, gp, normalized));
+      Projection plain = gp;
       plain.normIn = -1;
-      plain.xType = p.normOutType;
+      plain.xType = gp.normOutType;
       for (EmittedStep &s : quantizedGemv(plain, normalized))
         steps.push_back(std::move(s));
     } else {
-      steps = quantizedGemv(p, std::nullopt);
+      steps = quantizedGemv(gp, std::nullopt);
     }
-    // A quantized LM head (--lm-head-dtype): the GEMV writes the logits and
-    // picks argmax candidates itself; sampling is a kernel of its own.
     if (p.select == Projection::Select::Sample)
       steps.push_back(emitSample(region, p));
+    else if (argmaxRows)
+      steps.push_back(emitArgmaxRows(region, p));
     return steps;
   }
   if (p.tokens > std::min(o.maxGemvTokens, kMaxGemvTokens))

@@ -235,6 +235,14 @@ build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dty
 rm -f "$out/llama8b-2l-lastrows-head4.weights.safetensors"
 check_batch "  same, int4, int4 LM head, logits of the last rows, 16 sequences" llama8b-2l-lastrows-head4.weft \
   "rtn4+rtn4:cfg/llama8b-2l" float16 32 1 "$(lengths 16 700)"
+# 64 sequences, greedy: the head's GEMV in two tiles of 32 compact rows,
+# then an argmax kernel.
+build_plan --model "$out/ckpt" --topology h200 --weight-dtype int4 --lm-head-dtype int4 --batch 8 \
+  --max-batch 64 --prefill-chunks 32,512 --sampling=false --logits-rows=last \
+  -o "$out/llama8b-2l-lastrows-head4-greedy.weft" 2>/dev/null
+rm -f "$out/llama8b-2l-lastrows-head4-greedy.weights.safetensors"
+check_batch "  same, int4, int4 LM head, logits of the last rows, greedy, 64 sequences" \
+  llama8b-2l-lastrows-head4-greedy.weft "rtn4+rtn4:cfg/llama8b-2l" float16 32 1 "$(lengths 64 700)"
 
 # Mistral 7B and Qwen2 7B layer sizes, 2 layers.
 model mistral7b-2l 2 '{"architectures": ["MistralForCausalLM"], "model_type": "mistral",

@@ -39,7 +39,7 @@ memcheck() {
 runs=("llama8b-2l-mb64:" "llama8b-2l-pipeline-mb64:0,0" "llama8b-2l-tp-mb64:0,0"
       "llama8b-2l-awq-mb64:" "llama8b-2l-gptq8-mb64:" "llama8b-2l-fp8-mb64:"
       "llama8b-2l-bf16-int4-mb64:" "llama8b-2l-int4-head8:" "llama8b-2l-int4-head4:"
-      "llama8b-2l-lastrows-strue:" "llama8b-2l-lastrows-sfalse:"
+      "llama8b-2l-lastrows-strue:" "llama8b-2l-lastrows-sfalse:" "llama8b-2l-lastrows-head4-greedy:"
       "qwen3-8b-2l-mb64:" "qwen3-8b-2l-tp-mb64:0,0"
       "gemma2-9b-2l-mb64:" "gemma2-9b-2l-tp-mb64:0,0" "gemma2-27b-2l-mb64:")
 if [[ $gpus -ge 2 ]]; then
