@@ -1650,10 +1650,10 @@ llvm::Expected<std::vector<EmittedStep>> emitSampledRowsLogits(FusionOp region,
     os << "// The rows of the step that end a sequence's run (the sampled ones), their\n"
           "// hidden states and sampling parameters into " << rows << " compact rows.\n"
        << config;
-    std::vector<ParamBinding> params = {binding(ParamBinding::Kind::Slots, 0, "slots"),
+    ParamBinding slots = binding(ParamBinding::Kind::Slots, 0, "slots");
+    slots.bytes = uint64_t(T * 4); // the rows the kernel reads
+    std::vector<ParamBinding> params = {slots,
                                         binding(ParamBinding::Kind::RegionInput, p.xIn, "x")};
-    params.back().bytes = uint64_t(T * p.k * bytesOf(p.xType));
-    params.front().bytes = uint64_t(T * 4);
     os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
        << kNameMarker
        << "(const int *__restrict__ slots, const Config::x_t *__restrict__ x";

@@ -33,7 +33,8 @@ struct ParamBinding {
                   // [blocks, block_tokens, kv_heads, head_dim]
     VCache,       // index: the layer; its paged V cache, same layout
     BlockTables,  // int32 [max_sequences, max_blocks_per_sequence]
-    Slots,        // int32 [tokens]: the step's sequence slot of each row
+    Slots,        // int32 [tokens]: the step's sequence slot of each row; `bytes`: what
+                  // the kernel reads of it
     Scratch,      // index: scratch buffer id within the region; `bytes` big.
                   // Contents do not persist between launches: a kernel
                   // never relies on what an earlier run left there
