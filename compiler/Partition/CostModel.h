@@ -24,6 +24,9 @@ enum class WeightDType { F32, F16, BF16, FP8, Int8, Int4 };
 // into a 16-bit scratch matrix (cuda::kMaxCodeGemvTokens; a unit test holds
 // the two equal): the memory estimate adds the largest one.
 inline constexpr int64_t kExpandedCodesAbove = 32;
+// A quantized LM head expands its codes only above this many tokens
+// (cuda::kMaxHeadTileTokens; the same unit test holds them equal).
+inline constexpr int64_t kExpandedHeadCodesAbove = 2 * kExpandedCodesAbove;
 const char *weightDTypeName(WeightDType dtype);
 llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name);
 

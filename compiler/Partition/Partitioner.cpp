@@ -215,7 +215,7 @@ public:
           uint64_t(options.batch) * uint64_t(config.vocabSize) * 4;
       // A quantized head's codes expanded for cuBLASLt in the same scratch
       // as the layers' (what it needs beyond theirs).
-      if (options.weights.lmHead && int64_t(tmax) > kExpandedCodesAbove) {
+      if (options.weights.lmHead && int64_t(tmax) > kExpandedHeadCodesAbove) {
         uint64_t head = uint64_t(config.vocabSize) * uint64_t(config.hiddenSize) * 2;
         uint64_t layers = codes ? 2 * uint64_t(config.intermediateSize) *
                                     uint64_t(config.hiddenSize) * 2 / uint64_t(n)

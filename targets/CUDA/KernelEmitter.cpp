@@ -1752,15 +1752,16 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
                                  "built for sm_" + std::to_string(o.computeCapability));
     if (p.k % 32 != 0 || p.quantGroup % 32 != 0)
       return regionError(region, "quantized weights need inputs and groups in multiples of 32");
-    // The compact rows of a sampled-rows LM head (emitSampledRowsLogits) of
-    // up to two tiles' worth: the GEMV reads the head's codes once per tile
-    // but needs no 16-bit copy of the head (1.05 GB for Llama 3.1 8B), and
-    // at 64 rows its products (67 GFLOP at the code GEMV's mma.sync rate)
-    // take about as long as expanding the codes would (estimates: not yet
-    // measured). Tiles of at least 16 rows: at most 4 passes.
-    const bool compactTiles = p.compact && p.tokens <= 2 * kMaxTileTokens &&
-                              planGemv(p, o).tileTokens >= 16;
-    if (p.tokens > kMaxTileTokens && !compactTiles) {
+    // A quantized LM head of up to two tiles' worth of rows (a decode batch
+    // of 64, or a sampled-rows head's compact rows, emitSampledRowsLogits):
+    // the GEMV reads the head's codes once per tile but needs no 16-bit copy
+    // of the head (1.05 GB for Llama 3.1 8B), and at 64 rows its products
+    // (67 GFLOP at the code GEMV's mma.sync rate) take about as long as
+    // expanding the codes would (estimates: not yet measured). Tiles of at
+    // least 16 rows: at most 4 passes.
+    const bool headTiles = p.isLogits && p.tokens <= kMaxHeadTileTokens &&
+                           planGemv(p, o).tileTokens >= 16;
+    if (p.tokens > kMaxTileTokens && !headTiles) {
       // Many tokens: each tile would read and expand the codes again, so
       // expand them once into f16 and let cuBLASLt reuse them across the
       // tokens (scratch 4; the GEMM path uses 0-2).

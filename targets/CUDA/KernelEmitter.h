@@ -188,6 +188,9 @@ inline constexpr int64_t kMaxGemvTokens = 16;
 // (AWQ int4), 21.7 (GPTQ int8) and 17.6 ms (FP8), expanding 11.6, 13.3 and
 // 13.3 ms; at 32 tokens the engine is faster (docs/benchmarks.md).
 inline constexpr int64_t kMaxCodeGemvTokens = 32;
+// A quantized LM head runs in the GEMV's tiles up to this many rows (two
+// tiles), without expanding its codes.
+inline constexpr int64_t kMaxHeadTileTokens = 2 * kMaxCodeGemvTokens;
 
 } // namespace weft::cuda
 

@@ -244,6 +244,36 @@ TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
   EXPECT_EQ(activations(above) - activations(above - 1), perToken + 2ull * 14336 * 4096 * 2);
 }
 
+TEST_F(PartitionerTest, PricesAQuantizedLmHeadInItsFormat) {
+  // --lm-head-dtype int4: the head's codes and pairs instead of its 16-bit
+  // matrix; steps of more than kExpandedHeadCodesAbove (64) tokens expand
+  // them to a 16-bit scratch as big as the head, of which the layers'
+  // expansion (gate and up) already holds part.
+  static_assert(kExpandedHeadCodesAbove == cuda::kMaxHeadTileTokens,
+                "the partitioner prices what the emitter does");
+  ModelProfile p = profileOf("llama-3.1-8b");
+  hardware::Topology t = topology("h200");
+  auto memory = [&](int64_t chunk, bool head) {
+    llvm::Expected<PartitionOptions> o =
+        makePartitionOptions(*p.config, "throughput", 1, 4096, "int4");
+    EXPECT_TRUE(bool(o));
+    o->prefillChunk = chunk;
+    if (head)
+      o->weights.lmHead = WeightDType::Int4;
+    llvm::Expected<PartitionResult> r = partitionModel(p, t, *o);
+    EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    return r->best.memory[0];
+  };
+  const uint64_t vocab = 128256, hidden = 4096, gateUp = 2ull * 14336 * 4096 * 2;
+  const uint64_t head16 = vocab * hidden * 2;
+  const uint64_t head4 = vocab * hidden / 2 + vocab * (hidden / 128) * 2; // codes, scales
+  EXPECT_EQ(memory(64, false).weights - memory(64, true).weights, head16 - head4);
+  const int64_t at = kExpandedHeadCodesAbove;
+  EXPECT_EQ(memory(at, true).activations, memory(at, false).activations);
+  EXPECT_EQ(memory(at + 1, true).activations - memory(at + 1, false).activations,
+            head16 - gateUp);
+}
+
 TEST_F(PartitionerTest, LatencyObjectivePrefersOneFastDevice) {
   ModelProfile p = profileOf("llama-3.1-8b");
   PartitionOptions o;
