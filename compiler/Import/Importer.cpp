@@ -293,17 +293,25 @@ void printGraphSummary(ModuleOp module, const ModelConfig &c,
   os << " (total " << total << ")\n";
 }
 
+namespace {
+// The #weft.quant of an [out, in] matrix quantized here: 4-bit integers in
+// groups of kCompileTimeGroup inputs (the whole row where that does not
+// divide it), 8-bit integers and E4M3 with one group per row.
+QuantAttr compileTimeQuant(MLIRContext *ctx, RankedTensorType t, int bits, QuantFormat format) {
+  const int64_t in = t.getDimSize(1);
+  const int64_t group =
+      bits == 4 && format == QuantFormat::Int && in % kCompileTimeGroup == 0 ? kCompileTimeGroup
+                                                                            : in;
+  return QuantAttr::get(ctx, bits, group, format, codesTileable(bits, format, t.getDimSize(0), in));
+}
+} // namespace
+
 void quantizeProjections(ModuleOp module, int bits, QuantFormat format) {
   module.walk([&](WeightOp w) {
     RankedTensorType t = w.getType();
     if (t.getRank() != 2 || !w.getName().ends_with("_proj.weight"))
       return;
-    int64_t in = t.getDimSize(1);
-    int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
-    if (format == QuantFormat::E4M3)
-      group = in;
-    w.setQuantAttr(QuantAttr::get(module.getContext(), bits, group, format,
-                                  codesTileable(bits, format, t.getDimSize(0), in)));
+    w.setQuantAttr(compileTimeQuant(module.getContext(), t, bits, format));
   });
 }
 
@@ -311,16 +319,15 @@ llvm::Error quantizeLmHead(ModuleOp module, int bits, QuantFormat format) {
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
-  // The head is the weight operand of each weft.logits, a block argument
-  // of its fusion region once the graph is fused.
+  // The head is the weight operand of each weft.logits, or once the graph
+  // is fused the operand of its region that the block argument stands for.
   llvm::SmallVector<OpOperand *> uses;
   module.walk([&](LogitsOp logits) {
-    Value w = logits.getWeight();
-    if (auto arg = dyn_cast<BlockArgument>(w))
+    OpOperand *use = &logits->getOpOperand(1);
+    if (auto arg = dyn_cast<BlockArgument>(use->get()))
       if (auto region = dyn_cast<FusionOp>(arg.getOwner()->getParentOp()))
-        uses.push_back(&region->getOpOperand(arg.getArgNumber()));
-    if (!isa<BlockArgument>(w))
-      uses.push_back(&logits->getOpOperand(1));
+        use = &region->getOpOperand(arg.getArgNumber());
+    uses.push_back(use);
   });
   if (uses.empty())
     return fail("--lm-head-dtype: the graph has no LM head (weft.logits)");
@@ -329,14 +336,8 @@ llvm::Error quantizeLmHead(ModuleOp module, int bits, QuantFormat format) {
     if (!w)
       return fail("--lm-head-dtype: the LM head is not a weight of the checkpoint");
     if (w.getQuantAttr())
-      continue; // another bucket's use of the same op, marked already
-    RankedTensorType t = w.getType();
-    int64_t in = t.getDimSize(1);
-    int64_t group = bits == 4 && in % kCompileTimeGroup == 0 ? kCompileTimeGroup : in;
-    if (format == QuantFormat::E4M3)
-      group = in;
-    auto quant = QuantAttr::get(module.getContext(), bits, group, format,
-                                codesTileable(bits, format, t.getDimSize(0), in));
+      continue; // marked already (by an earlier call)
+    QuantAttr quant = compileTimeQuant(module.getContext(), w.getType(), bits, format);
     // Tied embeddings: the embedding keeps reading the 16-bit table, the
     // head reads a quantized copy of it (a weight op of its own).
     bool shared = llvm::any_of(w->getUses(), [&](OpOperand &u) { return &u != use; });

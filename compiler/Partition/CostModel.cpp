@@ -215,6 +215,17 @@ StepScale stepScaleAt(const hardware::DeviceProfile &device, int64_t tokens, boo
   return out;
 }
 
+int64_t headCodePasses(int64_t tokens) {
+  if (tokens <= kExpandedCodesAbove)
+    return 1;
+  if (tokens > kExpandedHeadCodesAbove)
+    return 0;
+  int64_t tile = kExpandedCodesAbove;
+  while (tokens % tile != 0)
+    --tile;
+  return tile >= 16 ? tokens / tile : 0;
+}
+
 double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
                       const hardware::DeviceProfile &device,
                       const WeightFormat &format, int64_t tokens,
@@ -237,9 +248,12 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
     double rate = 1.0;
     double perToken = 0; // the code GEMV's products of each token past the first
     if (f.quantized() && r.matrixElements) {
-      if (tokens > kExpandedCodesAbove) {
+      const int64_t passes =
+          r.lmHead ? headCodePasses(tokens) : tokens > kExpandedCodesAbove ? 0 : 1;
+      if (passes == 0) {
         matrix += 4.0 * double(r.matrixElements); // f16 written, then read by cuBLASLt
       } else {
+        matrix *= double(passes); // the code GEMV reads the codes once per tile
         rate = f.codeStreamingRate();
         perToken = 2.0 * double(r.matrixElements) / tp /
                    (mmaSyncFlops(device, peak) * f.codeTokenFraction());

@@ -25,8 +25,13 @@ enum class WeightDType { F32, F16, BF16, FP8, Int8, Int4 };
 // the two equal): the memory estimate adds the largest one.
 inline constexpr int64_t kExpandedCodesAbove = 32;
 // A quantized LM head expands its codes only above this many tokens
-// (cuda::kMaxHeadTileTokens; the same unit test holds them equal).
+// (cuda::kMaxHeadTileTokens; a unit test holds them equal).
 inline constexpr int64_t kExpandedHeadCodesAbove = 2 * kExpandedCodesAbove;
+// How often the code GEMV reads a quantized LM head's codes in a step of
+// `tokens`, as the emitter tiles it (cuda::planGemv: the largest divisor
+// of `tokens` up to kExpandedCodesAbove, at least 16 past it), or 0 when it
+// expands them for cuBLASLt instead.
+int64_t headCodePasses(int64_t tokens);
 const char *weightDTypeName(WeightDType dtype);
 llvm::Expected<WeightDType> parseWeightDType(llvm::StringRef name);
 

@@ -189,9 +189,11 @@ public:
     // gate and up together (this device's shard).
     bool codes = options.weights.dtype == WeightDType::Int4 ||
                  options.weights.dtype == WeightDType::Int8;
-    if (codes && int64_t(tmax) > kExpandedCodesAbove)
-      act += 2 * uint64_t(config.intermediateSize) * uint64_t(config.hiddenSize) * 2 /
-             uint64_t(n);
+    const uint64_t expandedLayers =
+        codes && int64_t(tmax) > kExpandedCodesAbove
+            ? 2 * uint64_t(config.intermediateSize) * uint64_t(config.hiddenSize) * 2 / uint64_t(n)
+            : 0;
+    act += expandedLayers;
 
     for (int dev : s.devices) {
       DeviceMemory &m = memory[size_t(dev)];
@@ -215,12 +217,9 @@ public:
           uint64_t(options.batch) * uint64_t(config.vocabSize) * 4;
       // A quantized head's codes expanded for cuBLASLt in the same scratch
       // as the layers' (what it needs beyond theirs).
-      if (options.weights.lmHead && int64_t(tmax) > kExpandedHeadCodesAbove) {
+      if (options.weights.lmHead && headCodePasses(int64_t(tmax)) == 0) {
         uint64_t head = uint64_t(config.vocabSize) * uint64_t(config.hiddenSize) * 2;
-        uint64_t layers = codes ? 2 * uint64_t(config.intermediateSize) *
-                                    uint64_t(config.hiddenSize) * 2 / uint64_t(n)
-                              : 0;
-        memory[size_t(headDev)].activations += head > layers ? head - layers : 0;
+        memory[size_t(headDev)].activations += head > expandedLayers ? head - expandedLayers : 0;
       }
     }
   }

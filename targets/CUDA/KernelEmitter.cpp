@@ -1241,6 +1241,14 @@ EmittedStep emitSoftcapRows(FusionOp region, const Projection &p) {
                                  {256, 1, 1}, std::move(params)));
 }
 
+// The region's sampling parameters (temperature, top_k, top_p, uniform).
+std::vector<ParamBinding> samplingInputs(const Projection &p) {
+  return {binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
+          binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
+          binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
+          binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
+}
+
 // weft.sample, one block per token (weft/sample.cuh).
 EmittedStep emitSample(FusionOp region, const Projection &p) {
   std::string src;
@@ -1255,15 +1263,12 @@ EmittedStep emitSample(FusionOp region, const Projection &p) {
      << "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address atomics)\n"
      << "  static constexpr float CUT = 40.0f;  // candidates: (logit - max) / temperature >= -CUT\n"
      << "};\n";
-  std::vector<ParamBinding> params =
-      p.compact ? std::vector<ParamBinding>{logitsBinding(p), p.compact->temperature,
-                                            p.compact->topK, p.compact->topP, p.compact->uniform}
-                : std::vector<ParamBinding>{
-                      logitsBinding(p),
-                      binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"),
-                      binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"),
-                      binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"),
-                      binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform")};
+  std::vector<ParamBinding> params = {logitsBinding(p)};
+  for (ParamBinding &b : p.compact ? std::vector<ParamBinding>{p.compact->temperature,
+                                                               p.compact->topK, p.compact->topP,
+                                                               p.compact->uniform}
+                                   : samplingInputs(p))
+    params.push_back(std::move(b));
   os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
      << kNameMarker
      << "(const float *__restrict__ logits, const float *__restrict__ temperature, "
@@ -1658,10 +1663,8 @@ llvm::Expected<std::vector<EmittedStep>> emitSampledRowsLogits(FusionOp region,
        << kNameMarker
        << "(const int *__restrict__ slots, const Config::x_t *__restrict__ x";
     if (sample) {
-      params.push_back(binding(ParamBinding::Kind::RegionInput, p.temperatureIn, "temperature"));
-      params.push_back(binding(ParamBinding::Kind::RegionInput, p.topKIn, "top_k"));
-      params.push_back(binding(ParamBinding::Kind::RegionInput, p.topPIn, "top_p"));
-      params.push_back(binding(ParamBinding::Kind::RegionInput, p.uniformIn, "uniform"));
+      for (ParamBinding &b : samplingInputs(p))
+        params.push_back(std::move(b));
       os << ", const float *__restrict__ temperature, const int *__restrict__ top_k, "
             "const float *__restrict__ top_p, const float *__restrict__ uniform";
     }
@@ -1759,8 +1762,8 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
     // (67 GFLOP at the code GEMV's mma.sync rate) take about as long as
     // expanding the codes would (estimates: not yet measured). Tiles of at
     // least 16 rows: at most 4 passes.
-    const bool headTiles = p.isLogits && p.tokens <= kMaxHeadTileTokens &&
-                           planGemv(p, o).tileTokens >= 16;
+    const int64_t tileTokens = planGemv(p, o).tileTokens;
+    const bool headTiles = p.isLogits && p.tokens <= kMaxHeadTileTokens && tileTokens >= 16;
     if (p.tokens > kMaxTileTokens && !headTiles) {
       // Many tokens: each tile would read and expand the codes again, so
       // expand them once into f16 and let cuBLASLt reuse them across the
@@ -1796,8 +1799,7 @@ llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const P
     // picks argmax candidates itself when it runs in one tile (candidates
     // are per launch); in tiles, and for sampling, a kernel of its own
     // selects.
-    const bool argmaxRows = p.select == Projection::Select::Argmax &&
-                            p.tokens / planGemv(p, o).tileTokens > 1;
+    const bool argmaxRows = p.select == Projection::Select::Argmax && p.tokens / tileTokens > 1;
     Projection gp = p;
     if (argmaxRows)
       gp.select = Projection::Select::None;

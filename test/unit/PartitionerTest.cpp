@@ -244,6 +244,39 @@ TEST_F(PartitionerTest, PricesTheExpandedCodesOfLongSteps) {
   EXPECT_EQ(activations(above) - activations(above - 1), perToken + 2ull * 14336 * 4096 * 2);
 }
 
+// A quantized LM head (--lm-head-dtype) stays in the code GEMV up to 64
+// tokens where they tile by 16 to 32 (40: two tiles of 20, 64: two of 32),
+// reading its codes once per tile; otherwise (33, past 64) it expands them.
+TEST_F(PartitionerTest, QuantizedHeadReadsItsCodesPerTile) {
+  const double elements = 128256.0 * 4096.0;
+  RegionTerms head;
+  head.kind = "rms_norm_logits_sample";
+  head.inLayer = false;
+  head.lmHead = true;
+  head.matrixElements = uint64_t(elements);
+  head.matrixRows = 128256;
+  head.flopsPerToken = 2 * elements;
+  WeightFormat f;
+  f.dtype = WeightDType::BF16;
+  f.lmHead = WeightDType::Int4;
+  const hardware::DeviceProfile &d = topology("h200").devices[0];
+  auto at = [&](int64_t tokens) { return regionsSeconds({head}, d, f, tokens, /*context=*/0); };
+  const double perToken =
+      2 * elements / (mmaSyncFlops(d, d.fp16TensorFlops) * f.headFormat().codeTokenFraction());
+  const double codes = at(1) - efficiencyFor(head.kind).launchSeconds; // one pass, one token
+  EXPECT_EQ(headCodePasses(32), 1);
+  EXPECT_EQ(headCodePasses(40), 2);
+  EXPECT_EQ(headCodePasses(64), 2);
+  EXPECT_EQ(headCodePasses(33), 0);
+  EXPECT_EQ(headCodePasses(65), 0);
+  EXPECT_NEAR(at(32) - at(1), 31 * perToken, 1e-12);
+  EXPECT_NEAR(at(40) - at(1), codes + 39 * perToken, 1e-9); // a second pass over the codes
+  EXPECT_NEAR(at(64) - at(40), 24 * perToken, 1e-12);
+  EXPECT_EQ(headCodePasses(34), 2); // two tiles of 17
+  EXPECT_DOUBLE_EQ(at(35), at(33)); // expanded (tiles of 7 and 11): bound by bytes
+  EXPECT_DOUBLE_EQ(at(66), at(65));
+}
+
 TEST_F(PartitionerTest, PricesAQuantizedLmHeadInItsFormat) {
   // --lm-head-dtype int4: the head's codes and pairs instead of its 16-bit
   // matrix; steps of more than kExpandedHeadCodesAbove (64) tokens expand

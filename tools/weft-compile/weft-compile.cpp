@@ -310,6 +310,8 @@ int main(int argc, char **argv) {
     return fail("--arch chooses the code a plan holds: give -o FILE.weft or --emit=plan");
   // --emit=plan prints no compiled code, so the kernels' sources would not
   // show: the overlay takes a plan file.
+  if (logitsRows.getNumOccurrences() && !buildsPlan)
+    return fail("--logits-rows shapes a plan's kernels: give -o FILE.weft or --emit=plan");
   if (!kernelLibraryDir.empty() && !writePlan)
     return fail("--kernel-library compiles a plan's kernels: give -o FILE.weft");
 
