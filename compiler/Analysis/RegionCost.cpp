@@ -35,6 +35,36 @@ bool isWeight(Value v) {
   return def && isa<WeightOp, WeightConcatOp>(def);
 }
 
+// Bytes of a quantized weight as the kernels read it: its codes, and a
+// 16-bit (scale, zero) pair per group of integer codes or an f32 scale per
+// row of E4M3 codes.
+uint64_t quantizedBytes(RankedTensorType type, QuantAttr q) {
+  const uint64_t rows = uint64_t(type.getDimSize(0)), in = uint64_t(type.getDimSize(1));
+  const uint64_t codes = rows * in * uint64_t(q.getBits()) / 8;
+  if (q.getFormat() == QuantFormat::E4M3)
+    return codes + rows * 4;
+  return codes + rows * (in / uint64_t(q.getGroup())) * 4;
+}
+
+// Bytes of a weight input as stored: quantized weights (or a concatenation
+// of them, as QKV's) by their codes and scales, others by their type.
+uint64_t storedWeightBytes(Value v, uint64_t typeBytes) {
+  if (auto w = v.getDefiningOp<WeightOp>()) {
+    if (QuantAttr q = w.getQuantAttr())
+      return quantizedBytes(w.getType(), q);
+  } else if (auto concat = v.getDefiningOp<WeightConcatOp>()) {
+    uint64_t sum = 0;
+    for (Value part : concat.getInputs()) {
+      auto w = part.getDefiningOp<WeightOp>();
+      if (!w || !w.getQuantAttr())
+        return typeBytes; // 16-bit parts: the concatenation's own type
+      sum += quantizedBytes(w.getType(), w.getQuantAttr());
+    }
+    return sum;
+  }
+  return typeBytes;
+}
+
 } // namespace
 
 RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
@@ -61,7 +91,9 @@ RegionCost estimateRegionCost(FusionOp region, const CostContext &ctx) {
         bytes = bytes / rows * uint64_t(cost.tokens);
         rows = uint64_t(cost.tokens);
       }
-      cost.weightBytes += bytes;
+      // The report reads the stored bytes; the cost model prices the
+      // elements in the partition's weight format.
+      cost.weightBytes += gathered.contains(input) ? bytes : storedWeightBytes(input, bytes);
       if (type.getRank() == 2) {
         cost.matrixElements += bytes / elementBytes(type.getElementType());
         cost.matrixRows += rows;

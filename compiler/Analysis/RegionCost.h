@@ -27,7 +27,7 @@ struct RegionCost {
   std::vector<std::string> ops; // op names inside, in order
   int64_t tokens = 0;           // token count of the region (1 if dynamic)
   int64_t layer = -1;           // decoder layer, -1 for embedding and head
-  uint64_t weightBytes = 0;     // weights read (once per step, whatever T)
+  uint64_t weightBytes = 0;     // weights read as stored (once per step, whatever T)
   // The same weights split by kind, for other weight formats: elements of
   // matrices (gathered rows only, for an embedding), their rows, and bytes
   // of vectors (norm weights, biases).

@@ -125,21 +125,22 @@ llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
   const WeightDType wanted = c.partitionOptions->weights.dtype;
   // A plan holds what the runtime executes: the checkpoint's own weights or
   // projections quantized here; every layer on a GPU. Other choices are
-  // predictions for the report.
-  if (buildsPlan && !c.source.config.quant.active() &&
+  // predictions for the report. A printed fused graph holds a plan's weights.
+  const bool planWeights = buildsPlan || o.graphAsPlan;
+  if (planWeights && !c.source.config.quant.active() &&
       (wanted == WeightDType::Int4 || wanted == WeightDType::Int8 ||
        wanted == WeightDType::FP8)) {
     if (llvm::Error e = quantizeHere(c))
       return e;
-  } else if (buildsPlan && wanted != partition::nativeWeightDType(c.source.config)) {
+  } else if (planWeights && wanted != partition::nativeWeightDType(c.source.config)) {
     return makeError(llvm::formatv(
-        "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; quantized and "
-        "converted weights are not implemented in the runtime yet (drop -o and add --report "
-        "to see the prediction)",
+        "--weight-dtype {0}: a plan holds the checkpoint's own {1} weights; converting them "
+        "to another float type is not implemented in the runtime (for the prediction, give "
+        "--report without -o or --emit)",
         o.weightDType,
         partition::weightDTypeName(partition::nativeWeightDType(c.source.config))));
   }
-  if (buildsPlan && *head) {
+  if (planWeights && *head) {
     const bool fp8 = **head == WeightDType::FP8;
     if (llvm::Error e = checkQuantizable(c, "--lm-head-dtype", o.lmHeadDType, "the LM head", fp8))
       return e;
@@ -214,6 +215,9 @@ llvm::Expected<std::unique_ptr<Compilation>> compile(const Options &options,
     return makeError("--stages needs --topology");
   if (!options.lmHeadDType.empty() && !partitioned)
     return makeError("--lm-head-dtype needs --topology");
+  if (!options.weightDType.empty() && !partitioned)
+    return makeError("--weight-dtype needs --topology (it chooses the weights of a plan or a "
+                     "report, and which devices can run them)");
   llvm::Expected<CompileOptions> buckets = bucketOptions(options);
   if (!buckets)
     return buckets.takeError();

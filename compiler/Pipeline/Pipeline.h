@@ -63,6 +63,10 @@ struct Options {
   // Whole layers in host RAM when nothing else fits: for reports only, a
   // plan cannot hold them. hostOffloadGiven: the user asked for it.
   bool hostOffload = true, hostOffloadGiven = false;
+  // The caller prints the fused graph (--emit=fused): over a topology it
+  // holds the weights a plan would, quantized here under --weight-dtype and
+  // --lm-head-dtype, so its kernels are the plan's.
+  bool graphAsPlan = false;
 
   // RoPE and the KV-cache write as the QKV projection's epilogue
   // (weft-fuse-projection-rope); false keeps them a kernel of their own,

@@ -76,6 +76,23 @@ TEST(CompilerPipeline, PartitionAnnotatesAndKeepsTheDecision) {
   EXPECT_TRUE((*c)->quantized.empty());
 }
 
+// A graph printed over a topology (--emit=fused) holds a plan's weights:
+// --weight-dtype int4 quantizes its projections as a plan's would; a
+// report alone only prices them.
+TEST(CompilerPipeline, AGraphAsPlanHoldsThePlansWeights) {
+  Options o = fixture(Stage::Partition);
+  o.model = std::string(WEFT_FIXTURES_DIR) + "/llama_tied_bf16"; // 16-bit
+  o.weightDType = "int4";
+  auto report = weft::pipeline::compile(o);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_TRUE((*report)->quantized.empty());
+  o.graphAsPlan = true;
+  auto graph = weft::pipeline::compile(o);
+  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
+  ASSERT_FALSE((*graph)->quantized.empty());
+  EXPECT_EQ((*graph)->quantized.front().bits, 4);
+}
+
 TEST(CompilerPipeline, BadOptionsAreOneLineErrors) {
   Options o = fixture(Stage::Partition);
   o.topology = "";
@@ -83,6 +100,10 @@ TEST(CompilerPipeline, BadOptionsAreOneLineErrors) {
   o = fixture(Stage::Fuse);
   o.stages = "0+1";
   EXPECT_EQ(errorOf(weft::pipeline::compile(o)), "--stages needs --topology");
+  o = fixture(Stage::Fuse);
+  o.weightDType = "int4";
+  EXPECT_NE(errorOf(weft::pipeline::compile(o)).find("--weight-dtype needs --topology"),
+            std::string::npos);
   o = fixture(Stage::Fuse);
   o.maxBatch = 0;
   EXPECT_EQ(errorOf(weft::pipeline::compile(o)), "--max-batch must be at least 1");

@@ -340,6 +340,7 @@ int main(int argc, char **argv) {
   options.hostOffload = hostOffload;
   options.fuseProjectionRope = fuseProjectionRope;
   options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
+  options.graphAsPlan = emit == Emit::Fused;
 
   // The plan back end and what it needs from the command line.
   if (!kernelLibraryDir.empty()) {
