@@ -50,9 +50,9 @@ std::string weightsText(const PartitionOptions &o) {
 
 } // namespace
 
-void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
-                          const PartitionOptions &o, const ModelConfig &config,
-                          llvm::raw_ostream &os) {
+void printPartitionSummary(const PartitionResult &r, const hardware::Topology &t,
+                           const PartitionOptions &o, const ModelConfig &config,
+                           llvm::raw_ostream &os) {
   const Candidate &best = r.best;
   os << llvm::formatv("partition    {0} on {1}: objective {2}, batch {3}, "
                       "context {4}, {5}\n",
@@ -61,6 +61,13 @@ void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
                       o.batch, o.context, weightsText(o));
   os << "chosen       " << best.description << "\n";
   os << "             " << throughputText(best, o) << "\n";
+}
+
+void printPartitionReport(const PartitionResult &r, const hardware::Topology &t,
+                          const PartitionOptions &o, const ModelConfig &config,
+                          llvm::raw_ostream &os) {
+  const Candidate &best = r.best;
+  printPartitionSummary(r, t, o, config, os);
   if (r.memoryProportional) {
     const Candidate &m = *r.memoryProportional;
     os << "memory split " << m.description << (m.fits ? "" : " (does not fit)") << "\n";

@@ -10,7 +10,14 @@ class raw_ostream;
 
 namespace weft::partition {
 
-// Layers and memory per device by category, predicted tokens/s at batch 1
+// The partition's first lines: what was partitioned for what, the chosen
+// layout and its predicted tokens/s.
+void printPartitionSummary(const PartitionResult &result,
+                           const hardware::Topology &topology,
+                           const PartitionOptions &options,
+                           const ModelConfig &config, llvm::raw_ostream &os);
+
+// printPartitionSummary, then layers and memory per device by category, predicted tokens/s at batch 1
 // and at the declared batch, time per stage, link time, the memory-split
 // baseline and the runners-up.
 void printPartitionReport(const PartitionResult &result,

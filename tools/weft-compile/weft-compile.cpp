@@ -274,6 +274,16 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Weft: compile an LLM for a GPU topology\n");
+  if (!generateKey.empty() || listModels) {
+    // Both act alone and exit: any other option would be ignored.
+    const char *alone = !generateKey.empty() ? "--generate-signing-key" : "--list-models";
+    for (const auto &entry : cl::getRegisteredOptions())
+      if (entry.second->getNumOccurrences() > 0 && entry.second != &generateKey &&
+          entry.second != &listModels)
+        return fail(llvm::Twine(alone) + " acts alone and exits: drop --" + entry.getKey());
+    if (!positionalModel.empty() || (!generateKey.empty() && listModels))
+      return fail(llvm::Twine(alone) + " acts alone and exits: drop the other arguments");
+  }
   if (!generateKey.empty())
     return writeSigningKey();
   if (listModels) {
@@ -314,6 +324,33 @@ int main(int argc, char **argv) {
     return fail("--logits-rows shapes a plan's kernels: give -o FILE.weft or --emit=plan");
   if (!kernelLibraryDir.empty() && !writePlan)
     return fail("--kernel-library compiles a plan's kernels: give -o FILE.weft");
+  // Every option given takes effect in the mode asked for; one the mode
+  // would ignore is an error that says what uses it.
+  auto given = [](const cl::Option &o) { return o.getNumOccurrences() > 0; };
+  // The first of `options` given on the command line, if any.
+  using Options = std::initializer_list<std::reference_wrapper<const cl::Option>>;
+  auto firstGiven = [&](Options options) -> const cl::Option * {
+    for (const cl::Option &o : options)
+      if (given(o))
+        return &o;
+    return nullptr;
+  };
+  if (!partitioned && (emit == Emit::Summary || emit == Emit::Graph))
+    if (const cl::Option *o = firstGiven({maxBatch, decodeBuckets, prefillChunks, contextLength,
+                                          fuseProjectionRope, batch}))
+      return fail("--" + o->ArgStr + " shapes the buckets and the partition, which " +
+                  (emit == Emit::Graph ? "--emit=graph" : "the summary") +
+                  " does not show: give --emit=fused, or --topology");
+  if (!partitioned)
+    if (const cl::Option *o = firstGiven({objective, memoryCap, hostOffload}))
+      return fail("--" + o->ArgStr + " shapes the partition: give --topology");
+  if (given(kernelCacheDir) && !writePlan)
+    return fail("--kernel-cache keeps a plan's compiled kernels: give -o FILE.weft");
+  if (!buildsPlan)
+    if (const cl::Option *o = firstGiven({decodeStream, maxGemvTokens}))
+      return fail("--" + o->ArgStr + " shapes a plan's kernels: give -o FILE.weft or --emit=plan");
+  if (given(svgFile) && !report)
+    return fail("--svg names the picture of --report: add --report");
 
   weft::pipeline::Options options;
   options.model = spec;
@@ -340,7 +377,7 @@ int main(int argc, char **argv) {
   options.hostOffload = hostOffload;
   options.fuseProjectionRope = fuseProjectionRope;
   options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
-  options.graphAsPlan = emit == Emit::Fused;
+  options.graphAsPlan = emit == Emit::Fused || emit == Emit::Graph;
 
   // The plan back end and what it needs from the command line.
   if (!kernelLibraryDir.empty()) {
@@ -449,7 +486,16 @@ int main(int argc, char **argv) {
           ck.files.size(), ck.sharded ? " (sharded)" : "",
           weft::expectedTensors(c.source.config).size(), ck.unusedTensors);
     }
-    out->os() << llvm::formatv("imported in  {0:f3} s\n", seconds);
+    out->os() << llvm::formatv("{0} in {1:f3} s\n", partitioned ? "partitioned" : "imported   ",
+                               seconds);
+    // Over a topology, the partition's decision (the whole of it with
+    // --report, below).
+    if (partitioned && !report) {
+      weft::partition::printPartitionSummary(*c.partition, *c.topology, *c.partitionOptions,
+                                             c.source.config, out->os());
+      out->os() << "             (--report: memory per device, stages, runners-up and a "
+                   "picture; -o NAME.weft: the plan)\n";
+    }
     break;
   }
   if (report && !printReport(c, out->os()))
