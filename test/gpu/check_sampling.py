@@ -81,8 +81,9 @@ def run(weft_run, plan, weights, prompts, vocab, temp, top_k, top_p, seed):
             f.write("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
         cmd = [weft_run, plan] + weights + [
             "--prompts", pfile, "--max-tokens", "1", "--dump-logits", lfile, "--quiet",
-            "--temperature", str(temp), "--top-k", str(top_k), "--top-p", str(top_p),
-            "--seed", str(seed)]
+            "--temperature", str(temp)]
+        if temp > 0:  # weft-run refuses them at temperature 0, where they do nothing
+            cmd += ["--top-k", str(top_k), "--top-p", str(top_p), "--seed", str(seed)]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(" ".join(cmd) + "\n" + out.stderr)

@@ -370,8 +370,13 @@ int main(int argc, char **argv) {
   // The last flag given that only prompts use, and the last that only
   // --bench uses, to refuse them where they would be ignored.
   std::string promptFlag, benchFlag;
+  // The last flag given that only sampling uses (at a temperature above 0).
+  std::string samplingFlag;
+  bool benchContextGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--top-k" || a == "--top-p" || a == "--seed")
+      samplingFlag = a;
     if (a == "--max-tokens" || a == "--dump-logits" || a == "--temperature" || a == "--top-k" ||
         a == "--top-p" || a == "--seed" || a == "--tokenizer")
       promptFlag = a;
@@ -423,6 +428,7 @@ int main(int argc, char **argv) {
       (a == "--max-tokens" ? maxTokens : benchSteps) = v[0];
       maxTokensGiven |= a == "--max-tokens";
     } else if (a == "--bench-context") {
+      benchContextGiven = true;
       benchContexts.clear();
       if (!parseInts(value("--bench-context"), benchContexts))
         return fail("--bench-context: expected comma-separated positive integers");
@@ -470,6 +476,13 @@ int main(int argc, char **argv) {
     return fail("--dump-logits goes with one prompt, not --chat");
   if (!chat && !chatFlag.empty())
     return fail(chatFlag + " goes with --chat");
+  if (chat && stream == false)
+    return fail("--no-stream: --chat always streams its replies");
+  if (!samplingFlag.empty() && !(sampling.temperature > 0))
+    return fail(samplingFlag + " needs --temperature above 0 (at temperature 0, the default, "
+                "each token is the most likely one)");
+  if (options.randomWeights && options.skipHeaderChecksums)
+    return fail("--skip-header-checksums checks a checkpoint's headers: not with --random-weights");
   if (stream && (!promptsPath.empty() || (!benchBucket.empty() && prompt.empty())))
     return fail(std::string(*stream ? "--stream" : "--no-stream") +
                 " goes with one prompt (--prompt-ids, --prompt) or --chat");
@@ -549,6 +562,11 @@ int main(int argc, char **argv) {
       if (!found)
         return fail("--bench: the plan has no bucket '" + name + "' (it has " + names + ")");
     }
+    // A prefill chunk runs from position 0: only decode buckets take the
+    // contexts.
+    if (benchContextGiven && benchBucket.find("decode") == std::string::npos)
+      return fail("--bench-context sets the positions of decode steps: --bench " + benchBucket +
+                  " has no decode bucket");
   }
   // The tokenizer: --tokenizer, else the one the plan carries (the
   // checkpoint's tokenizer.json), if any.
