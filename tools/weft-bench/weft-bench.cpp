@@ -134,6 +134,8 @@ int main(int argc, char **argv) {
                 " conflicts with --rate: --rate sends Poisson arrivals, not closed-loop users");
   if (gaveRequests && o.rate <= 0)
     return fail("--requests needs --rate (closed-loop runs send --requests-per-user per user)");
+  if (o.rate > 0 && !gaveRequests)
+    return fail("--rate needs --requests N: how many requests to send at that rate");
   if (o.promptIds > 0 && o.chat)
     return fail("--prompt-ids sends token ids, which only /v1/completions takes: add "
                 "--endpoint completions");

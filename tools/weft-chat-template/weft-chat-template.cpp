@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
   if (argc < 2 || argc > 3 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
     std::cerr << "usage: weft-chat-template (TEMPLATE.jinja | tokenizer_config.json) "
                  "[CONTEXT.json]   (context from stdin without one)\n";
-    return argc < 2 ? 1 : 0;
+    // Asked for help: 0; anything else that is not a call: an error.
+    return argc == 2 ? 0 : 1;
   }
   std::string source, path = argv[1], error;
   if (!readFile(path, source, error))

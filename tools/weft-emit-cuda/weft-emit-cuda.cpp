@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -70,6 +71,8 @@ const char *kindName(weft::cuda::ParamBinding::Kind kind) {
     return "VCache";
   case Kind::BlockTables:
     return "BlockTables";
+  case Kind::Slots:
+    return "Slots";
   case Kind::Scratch:
     return "Scratch";
   case Kind::Scalar:
@@ -94,6 +97,9 @@ void printBinding(llvm::raw_ostream &os, const weft::cuda::ParamBinding &b) {
     break;
   case Kind::BlockTables:
     break;
+  case Kind::Slots:
+    os << " (" << b.bytes << " bytes)";
+    break;
   default:
     os << " " << b.index;
     if (b.part == 1)
@@ -111,6 +117,11 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Weft: print the CUDA kernels of a specialized module\n");
+  if (!cubinDir.empty() && compileArch.empty()) {
+    llvm::WithColor::error(llvm::errs(), "weft-emit-cuda")
+        << "--cubin-dir writes the binaries --compile builds: add --compile=sm_XX\n";
+    return 1;
+  }
 
   mlir::MLIRContext context;
   context.loadDialect<weft::WeftDialect, weft::dist::DistDialect, mlir::func::FuncDialect>();
@@ -139,6 +150,17 @@ int main(int argc, char **argv) {
   bool failed = false;
   std::set<std::string> seen;
   std::map<std::string, std::optional<weft::cuda::CompiledKernel>> compiledByName;
+  if (!onlyFunction.empty()) {
+    std::vector<std::string> names;
+    for (auto fn : module->getOps<mlir::func::FuncOp>())
+      names.push_back(fn.getName().str());
+    if (!llvm::is_contained(names, onlyFunction)) {
+      llvm::WithColor::error(llvm::errs(), "weft-emit-cuda")
+          << "--function " << onlyFunction << ": " << inputFile << " has no such function (it has "
+          << llvm::join(names, ", ") << ")\n";
+      return 1;
+    }
+  }
   module->walk([&](mlir::func::FuncOp fn) {
     if (!onlyFunction.empty() && fn.getName() != onlyFunction)
       return;

@@ -257,6 +257,8 @@ int main(int argc, char **argv) {
       return fail("unknown argument '" + a + "'\n" + kUsage);
     }
   }
+  if (options.randomWeights && options.skipHeaderChecksums)
+    return fail("--skip-header-checksums checks a checkpoint's headers: not with --random-weights");
   if (options.randomWeights && !options.weightsDir.empty())
     return fail("--weights and --random-weights: expected one of them");
   if (!modelDir.empty()) {
@@ -315,6 +317,9 @@ int main(int argc, char **argv) {
       str(plan->plan().bos_token()), str(plan->plan().eos_token()));
   if (!chatTemplate.isOk())
     return fail(chatTemplate.status().message());
+  if (chatTemplate->chatTemplate && !tokenizer && !chatTemplatePath.empty())
+    return fail("--chat-template " + chatTemplatePath + ": chat requests need a tokenizer to "
+                "encode the rendered text, and the plan carries none: give --tokenizer FILE");
   if (chatTemplate->chatTemplate)
     server.chat = &*chatTemplate;
   weft::Progress progress = weft::Progress::forStderr("weft-serve: ");

@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
     return fail(encodeFlag + " goes with encoding, not --decode");
   if (!decoding && skipSpecial)
     return fail("--skip-special goes with --decode");
+  if (repeat > 1 && !count)
+    return fail("--repeat times the encoder, and the time is printed with --count: add --count");
   if (decoding && decodeIds.empty())
     return fail("--decode: expected comma-separated ids");
   weft::StatusOr<weft::tokenizer::Tokenizer> tok = weft::tokenizer::Tokenizer::fromFile(tokPath);
