@@ -19,6 +19,10 @@ config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, 
 # One kernel cache for the whole suite, so plans share compiled kernels.
 config.substitutions.append(("%kernel_cache", os.path.join(config.weft_obj_root, "test", "kernel-cache")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# The Python that runs lit (CMake's Python3_EXECUTABLE, with numpy), not the
+# first python3 on PATH, which may lack it.
+import sys
+config.substitutions.append(("%python", sys.executable))
 # weft-detect against a fake NVML and the machines it describes.
 config.substitutions.append(("%fake_nvml", config.fake_nvml))
 config.substitutions.append(("%nvml_boxes", os.path.join(config.test_source_root, "detect", "boxes")))

@@ -91,19 +91,21 @@ def stored(values, dtype):
     return np.asarray(values, dtype=np.float32)
 
 
-def write_safetensors(path, tensors):
-    header, chunks, offset = {}, [], 0
+def tensor_bytes(t):
+    """(safetensors dtype, shape, raw bytes) of an array or BF16."""
+    if isinstance(t, BF16):
+        return "BF16", list(t.shape), (t.values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
     names = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64",
              np.dtype(np.float32): "F32"}
+    a = np.ascontiguousarray(t)
+    return names[a.dtype], list(a.shape), a.tobytes()
+
+
+def write_safetensors(path, tensors):
+    header, chunks, offset = {}, [], 0
     for name in sorted(tensors):
-        t = tensors[name]
-        if isinstance(t, BF16):
-            kind, raw = "BF16", (t.values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
-            a = t
-        else:
-            a = np.ascontiguousarray(t)
-            kind, raw = names[a.dtype], a.tobytes()
-        header[name] = {"dtype": kind, "shape": list(a.shape),
+        kind, shape, raw = tensor_bytes(tensors[name])
+        header[name] = {"dtype": kind, "shape": shape,
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
@@ -264,6 +266,56 @@ RTN = {"rtn4": dict(bits=4, group=128, symmetric=False),
 
 def rtn_group(group, inp):
     return group if group > 0 and inp % group == 0 else -1
+
+
+def kernel_file(weights, kind, head_kind=None, dtype="f16", tied=False):
+    """What weft-compile --weight-dtype KIND (--lm-head-dtype HEAD_KIND)
+    writes beside a plan, from `weights` (name: float32 values, already in
+    `dtype`, "f16" or "bf16"; kinds "rtn4", "rtn8", "fp8"). Returns (the
+    file's tensors, the quantized weights' values as the model computes
+    with them: name: float32). Every projection is quantized by KIND's rule,
+    the LM head by HEAD_KIND's; a head `tied` to the embedding is quantized
+    from the table, under the table's name (the embedding keeps gathering
+    the 16-bit table). Tensors: NAME.codes (I32 [out, in * bits / 32];
+    integer codes, input k of a word at bit (k % 2) * 16 + (k / 2) * bits;
+    4-bit codes with out % 16 == 0 and in % 128 == 0 in tiles of 16 rows
+    and 128 inputs, [out / 16, 16 * in / 8]; E4M3: input k at bit 8k) and
+    NAME.scales (integers: [out, 2 * groups] (scale, zero) pairs in
+    `dtype`; E4M3: F32 [out, 1])."""
+    tensors, values = {}, {}
+    rules = [(name, kind, name) for name in sorted(weights) if name.endswith("_proj.weight")]
+    if head_kind:
+        head = "model.embed_tokens.weight" if tied else "lm_head.weight"
+        rules.append((head, head_kind, "lm_head.weight"))
+    for name, rule, used_as in rules:
+        w = np.asarray(weights[name], dtype=np.float32)
+        out, inp = w.shape
+        if rule == "fp8":
+            codes, scale = quantize_e4m3(w)
+            values[used_as] = (codes * scale[:, None]).astype(np.float32)
+            words = e4m3_bits(codes).reshape(out, inp // 4, 4).astype(np.uint64)
+            words = (words << (np.arange(4, dtype=np.uint64) * 8)).sum(axis=-1)
+            tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+            tensors[name + ".scales"] = scale.reshape(out, 1)
+            continue
+        bits = int(rule[3])
+        spec = RTN[rule]
+        group = rtn_group(spec["group"], inp)
+        q, zero, scale = quantize(w, bits, group, spec["symmetric"], dtype)
+        values[used_as] = dequantize(q, zero, scale, group, dtype).astype(np.float32)
+        per = 32 // bits
+        slots = np.array([(k % 2) * 16 + (k // 2) * bits for k in range(per)], dtype=np.uint64)
+        words = (q.reshape(out, inp // per, per).astype(np.uint64) << slots).sum(axis=-1)
+        words = (words & 0xFFFFFFFF).astype(np.uint32)
+        if bits == 4 and out % 16 == 0 and inp % 128 == 0:
+            # The compiler's tiled order (#weft.quant's `tiled`):
+            # [out / 16][in / 128][16 rows][16 words].
+            words = (words.reshape(out // 16, 16, inp // 128, 16).transpose(0, 2, 1, 3)
+                     .reshape(out // 16, 16 * inp // per))
+        tensors[name + ".codes"] = words.view(np.int32)
+        pairs = np.stack([scale.astype(np.float32), zero.astype(np.float32)], axis=-1)
+        tensors[name + ".scales"] = stored(pairs.reshape(out, -1), dtype)
+    return tensors, values
 
 
 def quantized(name, head):

@@ -91,58 +91,26 @@ def quantize_projections(model, kind, head_kind=None):
     its LM head by `head_kind`'s when given (--lm-head-dtype; a head tied
     to the embedding is untied first, as the compiler quantizes a copy of
     the table under the table's name and keeps the embedding 16-bit), and
-    returns the tensors of the kernels' file: NAME.codes (I32
-    [out, in * bits / 32], 4-bit codes with out % 16 == 0 and in % 128 == 0
-    in tiles, [out / 16, 16 * in / 8]; integers: input k of a word at bit
-    (k % 2) * 16 + (k / 2) * bits; E4M3: at bit 8k) and NAME.scales
-    (integers: [out, 2 * groups] (scale, zero) pairs in the model's dtype;
-    E4M3: F32 [out, 1])."""
-    import numpy as np
+    returns the tensors of the kernels' file (make_quantized_fixture's
+    kernel_file, which test/Import/kernel_file.test holds to the
+    compiler's own file)."""
     mq = fixture_script()
     dtype = "bf16" if model.dtype == torch.bfloat16 else "f16"
-    tensors = {}
-    head_name = "lm_head.weight"  # the head's name in the kernels' file
-    if head_kind and getattr(model.config, "tie_word_embeddings", False):
+    tied = bool(head_kind and getattr(model.config, "tie_word_embeddings", False))
+    if tied:
         table = model.get_input_embeddings().weight
         model.lm_head.weight = torch.nn.Parameter(table.detach().clone())
         model.config.tie_word_embeddings = False
-        head_name = "model.embed_tokens.weight"
+    params = dict(model.named_parameters())
+    weights = {name: p.float().cpu().numpy() for name, p in params.items()
+               if name.endswith("_proj.weight")}
+    if head_kind:
+        weights["model.embed_tokens.weight" if tied else "lm_head.weight"] = (
+            params["lm_head.weight"].float().cpu().numpy())
+    tensors, values = mq.kernel_file(weights, kind, head_kind, dtype, tied)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("_proj.weight"):
-                rule = kind
-            elif name == "lm_head.weight" and head_kind:
-                rule, name = head_kind, head_name
-            else:
-                continue
-            w = p.float().cpu().numpy()
-            out, inp = w.shape
-            if rule == "fp8":
-                codes, scale = mq.quantize_e4m3(w)
-                p.copy_(torch.from_numpy(codes * scale[:, None]))
-                words = mq.e4m3_bits(codes).reshape(out, inp // 4, 4).astype(np.uint64)
-                words = (words << (np.arange(4, dtype=np.uint64) * 8)).sum(axis=-1)
-                tensors[name + ".codes"] = (words & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-                tensors[name + ".scales"] = scale.reshape(out, 1)
-                continue
-            bits = int(rule[3])
-            spec = mq.RTN[rule]
-            group = mq.rtn_group(spec["group"], inp)
-            q, zero, scale = mq.quantize(w, bits, group, spec["symmetric"], dtype)
-            p.copy_(torch.from_numpy(
-                mq.dequantize(q, zero, scale, group, dtype).astype(np.float32)))
-            per = 32 // bits
-            slots = np.array([(k % 2) * 16 + (k // 2) * bits for k in range(per)], dtype=np.uint64)
-            words = (q.reshape(out, inp // per, per).astype(np.uint64) << slots).sum(axis=-1)
-            words = (words & 0xFFFFFFFF).astype(np.uint32)
-            if bits == 4 and out % 16 == 0 and inp % 128 == 0:
-                # The compiler's tiled order (#weft.quant's `tiled`):
-                # [out / 16][in / 128][16 rows][16 words].
-                words = (words.reshape(out // 16, 16, inp // 128, 16).transpose(0, 2, 1, 3)
-                         .reshape(out // 16, 16 * inp // per))
-            tensors[name + ".codes"] = words.view(np.int32)
-            pairs = np.stack([scale.astype(np.float32), zero.astype(np.float32)], axis=-1)
-            tensors[name + ".scales"] = mq.stored(pairs.reshape(out, -1), dtype)
+        for name, v in values.items():
+            params[name].copy_(torch.from_numpy(v))
     return tensors
 
 
