@@ -486,7 +486,7 @@ int main(int argc, char **argv) {
           ck.files.size(), ck.sharded ? " (sharded)" : "",
           weft::expectedTensors(c.source.config).size(), ck.unusedTensors);
     }
-    out->os() << llvm::formatv("{0} in {1:f3} s\n", partitioned ? "partitioned" : "imported   ",
+    out->os() << llvm::formatv(partitioned ? "partitioned in {0:f3} s\n" : "imported in  {0:f3} s\n",
                                seconds);
     // Over a topology, the partition's decision (the whole of it with
     // --report, below).
