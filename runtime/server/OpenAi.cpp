@@ -76,6 +76,50 @@ std::optional<ApiError> boolean(const json &body, const char *name, bool &out) {
   return std::nullopt;
 }
 
+// Parameters of the OpenAI API (and vLLM's) that change what a request
+// gets and that this server does not implement: refused unless they ask
+// for what the server does anyway (their default), never silently dropped.
+// Other unknown fields (user, metadata, ...) are ignored.
+std::optional<ApiError> unsupported(const json &body) {
+  struct Rule {
+    const char *name;
+    bool (*isDefault)(const json &);
+    const char *why;
+  };
+  auto zero = [](const json &v) { return v.is_number() && v.get<double>() == 0.0; };
+  auto one = [](const json &v) { return v.is_number() && v.get<double>() == 1.0; };
+  auto empty = [](const json &v) { return (v.is_object() || v.is_array()) && v.empty(); };
+  auto isFalse = [](const json &v) { return v.is_boolean() && !v.get<bool>(); };
+  auto noText = [](const json &v) { return v.is_string() && v.get<std::string>().empty(); };
+  auto textFormat = [](const json &v) {
+    return v.is_object() && v.size() == 1 && v.value("type", "") == "text";
+  };
+  auto noTools = [](const json &v) { return v.is_string() && v.get<std::string>() == "none"; };
+  static const Rule rules[] = {
+      {"presence_penalty", zero, "no penalties are applied (only 0)"},
+      {"frequency_penalty", zero, "no penalties are applied (only 0)"},
+      {"repetition_penalty", one, "no penalties are applied (only 1)"},
+      {"min_p", zero, "sampling takes temperature, top_k and top_p (min_p only 0)"},
+      {"logit_bias", empty, "logits are not biased (only {})"},
+      {"best_of", one, "one completion per request (only 1)"},
+      {"echo", isFalse, "the prompt is not echoed (only false)"},
+      {"suffix", noText, "no suffix is inserted (only \"\")"},
+      {"response_format", textFormat, "output is not constrained (only {\"type\": \"text\"})"},
+      {"tools", empty, "tools are not passed to the chat template nor calls parsed"},
+      {"functions", empty, "tools are not passed to the chat template nor calls parsed"},
+      {"tool_choice", noTools, "tools are not passed to the chat template (only \"none\")"},
+      {"min_tokens", zero, "generation stops at an end token whenever it comes (only 0)"},
+  };
+  for (const Rule &rule : rules) {
+    auto it = body.find(rule.name);
+    if (it == body.end() || it->is_null() || rule.isDefault(*it))
+      continue;
+    return bad(std::string("'") + rule.name + "' is not supported by this server: " + rule.why,
+               rule.name);
+  }
+  return std::nullopt;
+}
+
 // Message content: a string, or an array of {"type": "text", "text": ...}.
 std::optional<ApiError> content(const json &v, size_t index, std::string &out) {
   std::string param = "messages[" + std::to_string(index) + "].content";
@@ -194,6 +238,8 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
                    "most " + std::to_string(limits.maxPromptBytes),
                chat ? "messages" : "prompt");
 
+  if (auto e = unsupported(body))
+    return e;
   int64_t n = 1;
   bool given = false;
   if (auto e = integer(body, "n", n, given))

@@ -127,6 +127,41 @@ TEST(OpenAiTest, BadRequestsNameTheField) {
               true, "0 to 20", "top_logprobs");
 }
 
+// Parameters that would change what a request gets, which the server does
+// not implement, are refused by name unless they ask for the default
+// (clients send those); unknown fields are ignored.
+TEST(OpenAiTest, UnsupportedParametersAreRefusedUnlessDefault) {
+  CompletionRequest r;
+  EXPECT_FALSE(parse(R"({"model": "m", "prompt": "x", "presence_penalty": 0,
+                        "frequency_penalty": 0.0, "repetition_penalty": 1, "min_p": 0,
+                        "logit_bias": {}, "best_of": 1, "echo": false, "suffix": "",
+                        "response_format": {"type": "text"}, "tools": [], "functions": null,
+                        "tool_choice": "none", "min_tokens": 0, "user": "u",
+                        "metadata": {"a": "b"}})",
+                     false, r));
+  const char *refused[][2] = {
+      {R"("presence_penalty": 0.5)", "presence_penalty"},
+      {R"("frequency_penalty": -1)", "frequency_penalty"},
+      {R"("repetition_penalty": 1.1)", "repetition_penalty"},
+      {R"("min_p": 0.05)", "min_p"},
+      {R"("logit_bias": {"50256": -100})", "logit_bias"},
+      {R"("best_of": 3)", "best_of"},
+      {R"("echo": true)", "echo"},
+      {R"("suffix": "end")", "suffix"},
+      {R"("response_format": {"type": "json_object"})", "response_format"},
+      {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
+      {R"("tool_choice": "auto")", "tool_choice"},
+      {R"("min_tokens": 5)", "min_tokens"},
+      {R"("presence_penalty": "high")", "presence_penalty"},
+  };
+  for (auto &[field, name] : refused)
+    expectError(std::string(R"({"model": "m", "prompt": "x", )") + field + "}", false,
+                std::string("'") + name + "' is not supported by this server", name);
+  expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                 "tools": [{"type": "function"}]})",
+              true, "'tools' is not supported", "tools");
+}
+
 TEST(OpenAiTest, LogprobsInBothShapes) {
   TokenText text = [](int32_t t) { return std::string(1, char('a' + t)); };
   std::vector<TokenLogprob> toks = {{0, -0.5f, {{0, -0.5f}, {1, -1.5f}}}, {2, -0.25f, {{2, -0.25f}, {0, -2.0f}}}};
