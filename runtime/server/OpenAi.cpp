@@ -76,6 +76,13 @@ std::optional<ApiError> boolean(const json &body, const char *name, bool &out) {
   return std::nullopt;
 }
 
+// Whether an object's "type" is the string "text" (json::value would throw,
+// a 500, on a "type" of another JSON type).
+bool isText(const json &v) {
+  auto it = v.find("type");
+  return it != v.end() && it->is_string() && it->get<std::string>() == "text";
+}
+
 // Parameters of the OpenAI API (and vLLM's) that change what a request
 // gets and that this server does not implement: refused unless they ask
 // for what the server does anyway (their default), never silently dropped.
@@ -92,7 +99,7 @@ std::optional<ApiError> unsupported(const json &body) {
   auto isFalse = [](const json &v) { return v.is_boolean() && !v.get<bool>(); };
   auto noText = [](const json &v) { return v.is_string() && v.get<std::string>().empty(); };
   auto textFormat = [](const json &v) {
-    return v.is_object() && v.size() == 1 && v.value("type", "") == "text";
+    return v.is_object() && v.size() == 1 && isText(v);
   };
   auto noTools = [](const json &v) { return v.is_string() && v.get<std::string>() == "none"; };
   static const Rule rules[] = {
@@ -130,7 +137,7 @@ std::optional<ApiError> content(const json &v, size_t index, std::string &out) {
   if (!v.is_array())
     return bad("'" + param + "' must be a string or an array of text parts", param);
   for (const json &part : v) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    if (!part.is_object() || !isText(part) || !part.contains("text") ||
         !part["text"].is_string())
       return bad("'" + param + "': only parts of type 'text' are supported", param);
     out += part["text"].get<std::string>();

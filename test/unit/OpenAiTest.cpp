@@ -118,6 +118,10 @@ TEST(OpenAiTest, BadRequestsNameTheField) {
               "messages[0].content");
   expectError(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
               true, "only parts of type 'text'", "messages[0].content");
+  // A "type" that is not a string is the same 400, not a 500 (json::value
+  // threw on it).
+  expectError(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})",
+              true, "only parts of type 'text'", "messages[0].content");
   expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": 1})",
               true, "boolean", "logprobs");
   expectError(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
@@ -153,6 +157,7 @@ TEST(OpenAiTest, UnsupportedParametersAreRefusedUnlessDefault) {
       {R"("tool_choice": "auto")", "tool_choice"},
       {R"("min_tokens": 5)", "min_tokens"},
       {R"("presence_penalty": "high")", "presence_penalty"},
+      {R"("response_format": {"type": 1})", "response_format"},
   };
   for (auto &[field, name] : refused)
     expectError(std::string(R"({"model": "m", "prompt": "x", )") + field + "}", false,
