@@ -5,6 +5,7 @@
 
 #include "runtime/engine/Generate.h"
 
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -17,6 +18,7 @@ struct weft_engine {
   std::unique_ptr<weft::engine::Engine> engine;
   std::vector<int32_t> eos;
   bool random = false;
+  std::mutex generating; // one generation at a time on one engine
 };
 
 namespace {
@@ -25,8 +27,17 @@ static_assert(int(weft::StatusCode::kInternal) == WEFT_INTERNAL &&
                   int(weft::StatusCode::kInvalidArgument) == WEFT_INVALID_ARGUMENT,
               "the C status codes mirror weft::StatusCode");
 
+// Handed out when there is no memory left for a status of its own: an
+// error is never reported as success (NULL). weft_status_free skips it.
+weft_status outOfMemory{WEFT_RESOURCE_EXHAUSTED, "out of host memory for the error's message"};
+
 weft_status *make(weft_status_code code, std::string message) {
-  return new (std::nothrow) weft_status{code, std::move(message)};
+  try {
+    weft_status *s = new (std::nothrow) weft_status{code, std::move(message)};
+    return s ? s : &outOfMemory;
+  } catch (const std::bad_alloc &) {
+    return &outOfMemory;
+  }
 }
 
 weft_status *fromStatus(const weft::Status &s) {
@@ -47,7 +58,10 @@ const char *weft_status_message(const weft_status *status) {
   return status ? status->message.c_str() : "";
 }
 
-void weft_status_free(weft_status *status) { delete status; }
+void weft_status_free(weft_status *status) {
+  if (status != &outOfMemory)
+    delete status;
+}
 
 void weft_engine_options_init(weft_engine_options *options) {
   if (!options)
@@ -74,6 +88,13 @@ weft_status *weft_engine_create(const char *plan_path, const weft_engine_options
   const weft_engine_options &o = options ? *options : defaults;
   if (o.device_map_size && !o.device_map)
     return make(WEFT_INVALID_ARGUMENT, "weft_engine_create: device_map is NULL but its size is not 0");
+  // Options that random weights would silently ignore.
+  if (o.random_weights && o.weights_dir)
+    return make(WEFT_INVALID_ARGUMENT,
+                "weft_engine_create: random_weights and weights_dir exclude each other");
+  if (o.random_weights && o.skip_header_checksums)
+    return make(WEFT_INVALID_ARGUMENT, "weft_engine_create: skip_header_checksums concerns "
+                                       "checkpoint files, and random_weights reads none");
   try {
     weft::StatusOr<weft::plan::SealPolicy> seal =
         weft::plan::sealPolicyFor(o.trusted_keys ? o.trusted_keys : "");
@@ -124,7 +145,9 @@ weft_status *weft_engine_generate(weft_engine *engine, const int32_t *prompt,
                                   size_t prompt_size, int32_t max_tokens,
                                   const weft_sampling *sampling, int32_t *out_tokens,
                                   size_t *out_count) {
-  if (!engine || !prompt || !out_tokens || !out_count)
+  if (out_count)
+    *out_count = 0; // whatever the outcome, never a count from before
+  if (!engine || (!prompt && prompt_size) || !out_tokens || !out_count)
     return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate: NULL argument");
   if (max_tokens < 1)
     return make(WEFT_INVALID_ARGUMENT, "weft_engine_generate: max_tokens must be positive");
@@ -142,8 +165,8 @@ weft_status *weft_engine_generate(weft_engine *engine, const int32_t *prompt,
     options.topP = sampling->top_p;
     options.seed = sampling->seed;
   }
-  *out_count = 0;
   try {
+    std::lock_guard<std::mutex> one(engine->generating);
     std::vector<int32_t> ids(prompt, prompt + prompt_size);
     weft::StatusOr<weft::engine::Generation> g = weft::engine::generate(
         *engine->engine, ids, max_tokens,

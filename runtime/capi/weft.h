@@ -23,7 +23,8 @@ typedef enum weft_status_code {
 } weft_status_code;
 
 /* NULL means success; otherwise the caller owns it and frees it with
- * weft_status_free. */
+ * weft_status_free (when even the status cannot be allocated, a shared one
+ * with code WEFT_RESOURCE_EXHAUSTED comes back, which free leaves alone). */
 typedef struct weft_status weft_status;
 weft_status_code weft_status_get_code(const weft_status *status);
 const char *weft_status_message(const weft_status *status); /* "" for NULL */
@@ -31,7 +32,9 @@ void weft_status_free(weft_status *status);
 
 typedef struct weft_engine_options {
   const char *weights_dir;       /* checkpoint directory, or NULL */
-  int random_weights;            /* nonzero: random weights (benchmarks) */
+  int random_weights;            /* nonzero: random weights (benchmarks); an
+                                    error with weights_dir or
+                                    skip_header_checksums */
   int skip_header_checksums;     /* nonzero: accept other files with equal tensors */
   int cuda_graphs;               /* nonzero (default): replay buckets as graphs */
   const int *device_map;         /* physical GPU per declared device, or NULL */
@@ -59,8 +62,11 @@ void weft_engine_destroy(weft_engine *engine);
 int32_t weft_engine_vocab_size(const weft_engine *engine);
 
 /* Greedy generation for one sequence: writes up to `max_tokens` ids to
- * `out_tokens` (capacity `max_tokens`) and their count to *out_count. Stops
- * early at the model's end-of-sequence tokens unless weights are random. */
+ * `out_tokens` (capacity `max_tokens`) and their count to *out_count (0 on
+ * any error). Stops early at the model's end-of-sequence tokens unless
+ * weights are random. One engine generates for one caller at a time: calls
+ * from several threads on one engine are safe and run one after another
+ * (for many concurrent sequences, serve them: weft-serve). */
 weft_status *weft_engine_generate_greedy(weft_engine *engine, const int32_t *prompt,
                                          size_t prompt_size, int32_t max_tokens,
                                          int32_t *out_tokens, size_t *out_count);

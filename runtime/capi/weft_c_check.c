@@ -1,7 +1,7 @@
 /* Compiled as C99: proves weft.h is a C header, checks the defaults of the
  * option structs, and exercises the error paths (NULL arguments, a missing
- * plan, a plan not signed by a trusted key: a status with a code and a
- * one-line message). Usage: weft-capi-c-check PLAN [TRUSTED_KEYS]. */
+ * plan, a plan not signed by a trusted key, options random weights would
+ * ignore: a status with a code and a one-line message). Usage: weft-capi-c-check PLAN [TRUSTED_KEYS]. */
 #include "runtime/capi/weft.h"
 
 #include <stdio.h>
@@ -19,12 +19,27 @@ int main(int argc, char **argv) {
   if (options.allow_nccl != 1 || options.cuda_graphs != 1 || sampling.top_p != 1.0f ||
       sampling.temperature != 0.0f || options.trusted_keys != NULL)
     return 3; /* defaults: NCCL and graphs on, greedy, any intact plan */
-  /* NULL arguments are an error status, never a crash. */
+  /* NULL arguments are an error status, never a crash, and leave no count
+   * from before. */
+  count = 7;
   status = weft_engine_generate(NULL, NULL, 0, 4, &sampling, out, &count);
-  if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT)
+  if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT || count != 0)
     return 4;
   weft_status_free(status);
+  /* Options that random weights would ignore are refused, not dropped. */
   options.random_weights = 1;
+  options.weights_dir = "checkpoint";
+  status = weft_engine_create("missing.weft", &options, &engine);
+  if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT || engine != NULL)
+    return 5;
+  weft_status_free(status);
+  options.weights_dir = NULL;
+  options.skip_header_checksums = 1;
+  status = weft_engine_create("missing.weft", &options, &engine);
+  if (!status || weft_status_get_code(status) != WEFT_INVALID_ARGUMENT || engine != NULL)
+    return 6;
+  weft_status_free(status);
+  options.skip_header_checksums = 0;
   if (argc > 2)
     options.trusted_keys = argv[2];
   status = weft_engine_create(argc > 1 ? argv[1] : "missing.weft", &options, &engine);

@@ -103,6 +103,8 @@ StatusOr<uint64_t> Scheduler::submit(Request request) {
   s->req = std::move(request);
   s->tokens = s->req.prompt;
   std::lock_guard<std::mutex> lock(inboxMutex_);
+  if (!failure_.isOk())
+    return internalError("the engine failed and runs no more steps: " + failure_.message());
   s->id = nextId_++;
   uint64_t id = s->id;
   inbox_.push_back(std::move(s));
@@ -497,6 +499,13 @@ void Scheduler::hear(const Launched &launched, const StepOutputs &out) {
 }
 
 Status Scheduler::fail(Status error) {
+  if (error.isOk())
+    error = internalError("a step failed");
+  {
+    // First, so that whoever hears Cancelled below can ask why.
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    failure_ = error;
+  }
   StepOutputs ignored;
   while (!launched_.empty()) {
     (void)runner_.waitStep(ignored);
@@ -511,7 +520,22 @@ Status Scheduler::fail(Status error) {
     finish(*s, Finish::Cancelled);
   running_.clear();
   waiting_.clear();
+  // Requests that arrived during the failed step, and none after it: no
+  // step will run them, and their callers wait for an end.
+  std::vector<std::unique_ptr<Sequence>> arrived;
+  {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    arrived.swap(inbox_);
+    cancels_.clear();
+  }
+  for (auto &s : arrived)
+    finish(*s, Finish::Cancelled);
   return error;
+}
+
+Status Scheduler::failure() const {
+  std::lock_guard<std::mutex> lock(inboxMutex_);
+  return failure_;
 }
 
 Status Scheduler::step() {

@@ -113,8 +113,12 @@ public:
   // sequence belongs to one, steps serve them in turn, and as many steps
   // as there are stages stay in flight.
   // Does nothing when there is no work. An error from the runner ends
-  // every request (their last event is Cancelled) and is returned.
+  // every request (their last event is Cancelled) and is returned; from
+  // then on failure() holds it and submit() refuses with it.
   Status step();
+  // Ok until a step fails; then why (already set when the requests hear
+  // Cancelled, so their handlers can tell a failure from a cancel).
+  Status failure() const;
   // Steps until every request has finished.
   Status runUntilIdle();
   // No request queued, running or waiting, and no step on the GPU.
@@ -143,6 +147,9 @@ private:
   std::vector<int> freeSlots_;
 
   mutable std::mutex inboxMutex_;
+  // After a failed step: why. Later submissions are refused with it, since
+  // no step will run them (under inboxMutex_).
+  Status failure_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
   std::vector<uint64_t> cancels_;
   uint64_t nextId_ = 1;

@@ -254,6 +254,8 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
   if (given && n != 1)
     return bad("'n' must be 1: one completion per request", "n");
 
+  // Both fields are checked; max_completion_tokens (OpenAI's newer name)
+  // wins when both are given.
   for (const char *name : {"max_completion_tokens", "max_tokens"}) {
     int64_t v = 0;
     if (auto e = integer(body, name, v, given))
@@ -266,9 +268,11 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
       return bad(std::string("'") + name + "' is " + std::to_string(v) +
                      ", more than the model's context of " + std::to_string(limits.maxContext),
                  name);
+    if (r.maxTokensGiven)
+      continue;
     r.maxTokens = int(std::min<int64_t>(v, INT32_MAX));
     r.maxTokensGiven = true;
-    break;
+    r.maxTokensParam = name;
   }
   if (!r.maxTokensGiven && chat)
     r.maxTokens = 0; // chat: until the context ends (the server fills it in)

@@ -44,6 +44,7 @@ struct CompletionRequest {
   std::vector<ChatMessage> messages;
   int maxTokens = 16;       // OpenAI's default for completions
   bool maxTokensGiven = false;
+  std::string maxTokensParam = "max_tokens"; // the field maxTokens came from
   serve::SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false;

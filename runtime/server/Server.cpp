@@ -81,10 +81,7 @@ struct Server::Impl {
   Impl(serve::StepRunner &r, const tokenizer::Tokenizer *t, ServerOptions o)
       : runner(r), tok(t), opt(std::move(o)) {}
 
-  bool engineFailed() const {
-    std::lock_guard<std::mutex> l(errorMutex);
-    return !engineError.isOk();
-  }
+  bool engineFailed() const { return !engineStatus().isOk(); }
 
   // The engine thread: steps while there is work, sleeps otherwise.
   void engineLoop() {
@@ -209,13 +206,50 @@ struct Server::Impl {
       prompt = std::move(ids.value());
     }
     int context = runner.kvLayout().maxContext();
-    if (prompt.empty() || int64_t(prompt.size()) + r.maxTokens - 1 > context) {
+    const std::string promptParam = chat ? "messages" : "prompt";
+    if (prompt.empty()) {
+      ApiError e = error(400, "the prompt is empty", "invalid_request_error");
+      e.param = promptParam;
+      return sendError(res, e);
+    }
+    if (int64_t(prompt.size()) > context) { // the prompt alone, whatever max_tokens is
       ApiError e = error(400,
                          "the prompt has " + std::to_string(prompt.size()) +
-                             " tokens; with max_tokens " + std::to_string(r.maxTokens) +
+                             " tokens, more than the context of " + std::to_string(context),
+                         "invalid_request_error", "context_length_exceeded");
+      e.param = promptParam;
+      return sendError(res, e);
+    }
+    if (int64_t(prompt.size()) + r.maxTokens - 1 > context) {
+      ApiError e = error(400,
+                         "the prompt has " + std::to_string(prompt.size()) + " tokens; with " +
+                             r.maxTokensParam + " " + std::to_string(r.maxTokens) +
                              " that is more than the context of " + std::to_string(context),
                          "invalid_request_error", "context_length_exceeded");
-      e.param = prompt.empty() ? "prompt" : "max_tokens";
+      e.param = r.maxTokensParam;
+      return sendError(res, e);
+    }
+    if (!r.stop.empty() && !tok) {
+      ApiError e = error(400,
+                         "'stop' needs a tokenizer to see the text, and this plan carries none "
+                         "(weft-serve --tokenizer FILE)",
+                         "invalid_request_error");
+      e.param = "stop";
+      return sendError(res, e);
+    }
+    // At temperature 0 the token is the argmax whatever top_k and top_p
+    // say (it is always inside both cuts): clients that send their usual
+    // top_p with temperature 0 get greedy decoding, on any plan.
+    if (r.sampling.temperature == 0) {
+      r.sampling.topK = 0;
+      r.sampling.topP = 1;
+    }
+    if (!r.sampling.greedy() && !runner.samples()) {
+      ApiError e = error(400,
+                         "this plan picks tokens by argmax (weft-compile --sampling=false) and "
+                         "cannot sample: send temperature 0 (when left out it is 1)",
+                         "invalid_request_error");
+      e.param = "temperature";
       return sendError(res, e);
     }
     {
@@ -262,8 +296,14 @@ struct Server::Impl {
       channel->cv.notify_all();
     };
     StatusOr<uint64_t> id = scheduler->submit(std::move(sr));
-    if (!id.isOk())
-      return sendError(res, error(400, id.status().message(), "invalid_request_error"));
+    if (!id.isOk()) {
+      // The request's fault, or the engine's (it failed since the check
+      // above: no step will run anything).
+      const StatusCode code = id.status().code();
+      if (code == StatusCode::kInvalidArgument || code == StatusCode::kFailedPrecondition)
+        return sendError(res, error(400, id.status().message(), "invalid_request_error"));
+      return sendError(res, error(503, id.status().message(), "server_error", "unavailable"));
+    }
     {
       std::lock_guard<std::mutex> l(activeMutex);
       active[*id] = channel;
@@ -279,6 +319,9 @@ struct Server::Impl {
         channel->cv.wait(l, [&] { return channel->ended; });
       }
       finished(requestId);
+      if (channel->finish == serve::Finish::Cancelled && engineFailed())
+        return sendError(res, error(500, "the engine failed: " + engineStatus().message(),
+                                    "server_error", "engine_failed"));
       TextState t;
       t.tokens = channel->tokens;
       updateText(tok, r.stop, true, t);
@@ -337,7 +380,15 @@ struct Server::Impl {
             text.sent = text.ready;
             state->first = false;
           }
-          if (ended) {
+          if (ended && finish == serve::Finish::Cancelled && engineFailed()) {
+            // The status line is sent: the failure goes as an error event,
+            // which OpenAI clients raise.
+            out += "data: " +
+                   error(500, "the engine failed: " + engineStatus().message(), "server_error",
+                         "engine_failed")
+                       .json() +
+                   "\n\n" + streamDone();
+          } else if (ended) {
             out += streamChunk(*parsed, cid, created, opt.modelName, "",
                                finishReasonName(finish), false);
             if (parsed->includeUsage)
@@ -383,9 +434,16 @@ struct Server::Impl {
     activeCv.notify_all();
   }
 
+  // The engine loop records a failed step after the scheduler has ended
+  // every request; the scheduler knows before, so a handler woken by the
+  // Cancelled of a failure asks it.
   Status engineStatus() const {
-    std::lock_guard<std::mutex> l(errorMutex);
-    return engineError;
+    {
+      std::lock_guard<std::mutex> l(errorMutex);
+      if (!engineError.isOk())
+        return engineError;
+    }
+    return scheduler ? scheduler->failure() : Status::ok();
   }
 
   void routes() {

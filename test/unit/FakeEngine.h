@@ -7,6 +7,7 @@
 #include "runtime/serve/Step.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <memory>
@@ -52,7 +53,7 @@ public:
   }
   const serve::KvLayout &kvLayout() const override { return kv_; }
   int vocabSize() const override { return vocab_; }
-  bool samples() const override { return true; }
+  bool samples() const override { return canSample; }
   std::vector<int> stepSizes() const override { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
   Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
     std::lock_guard<std::mutex> l(m_);
@@ -62,6 +63,8 @@ public:
   Status runStep(const serve::StepInputs &in, serve::StepOutputs &out) override {
     if (stepDelay.count())
       std::this_thread::sleep_for(stepDelay);
+    if (failAtStep >= 0 && steps_++ >= failAtStep.load())
+      return internalError("injected device fault");
     std::lock_guard<std::mutex> l(m_);
     for (size_t t = 0; t < in.ids.size(); ++t)
       if (in.slots[t] >= 0)
@@ -94,12 +97,16 @@ public:
     return n;
   }
   std::chrono::milliseconds stepDelay{0};
+  bool canSample = true; // false: an argmax plan (--sampling=false)
+  // From this step on (counting from 0), runStep fails as a device would.
+  std::atomic<int> failAtStep{-1};
 
 private:
   int32_t *cell(int slot, int pos) {
     return &cache_[size_t(tables_[size_t(slot)][size_t(pos / 4)]) * 4 + size_t(pos % 4)];
   }
   std::mutex m_;
+  std::atomic<int> steps_{0};
   int vocab_;
   std::vector<int32_t> letters_;
   serve::KvLayout kv_;

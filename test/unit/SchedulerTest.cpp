@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cmath>
 #include <map>
 #include <optional>
@@ -123,8 +125,11 @@ public:
   int microBatches() const override { return lanes; }
 
   Status admit(const StepInputs &in) {
-    if (failNext)
+    if (failNext) {
+      if (duringFailure)
+        duringFailure();
       return internalError("injected failure");
+    }
     size_t T = in.ids.size();
     if (std::find(sizes_.begin(), sizes_.end(), int(T)) == sizes_.end())
       return invalidArgument("no bucket of " + std::to_string(T) + " tokens");
@@ -178,6 +183,7 @@ public:
   }
 
   bool failNext = false;
+  std::function<void()> duringFailure; // runs inside the failing step
   bool deferred = true; // false: the StepRunner defaults (run at launch)
   int lanes = 1;         // micro-batches the fake claims to overlap
   int steps = 0, maxChunksInStep = 0, mixedSteps = 0;
@@ -511,12 +517,23 @@ TEST(SchedulerTest, RunnerErrorsEndEveryRequest) {
   ASSERT_TRUE(s.step().isOk());
   ASSERT_TRUE(s.submit(makeRequest({4, 5}, 8, b)).isOk());
   runner.failNext = true;
+  // A request that arrives while the failing step runs (another thread, in
+  // a server) ends too: no later step would run it.
+  Collected c, d;
+  runner.duringFailure = [&] { ASSERT_TRUE(s.submit(makeRequest({6}, 8, c)).isOk()); };
   Status st = s.step();
   EXPECT_FALSE(st.isOk());
   EXPECT_EQ(a.finish, Finish::Cancelled);
   EXPECT_EQ(b.finish, Finish::Cancelled);
+  EXPECT_EQ(c.finish, Finish::Cancelled);
   EXPECT_TRUE(s.idle());
   EXPECT_EQ(s.stats().pagesFree, 32);
+  // And later ones are refused, saying why.
+  StatusOr<uint64_t> late = s.submit(makeRequest({7}, 8, d));
+  ASSERT_FALSE(late.isOk());
+  EXPECT_EQ(late.status().code(), StatusCode::kInternal);
+  EXPECT_NE(late.status().message().find("injected failure"), std::string::npos)
+      << late.status().message();
 }
 
 } // namespace

@@ -40,11 +40,12 @@ protected:
     if (server)
       server->stop();
   }
-  void startServer(ServerOptions o = {}) {
+  void startServer(ServerOptions o = {}, bool withTokenizer = true) {
     o.port = 0;
     o.modelName = "fake";
     o.drainSeconds = o.drainSeconds == 30 ? 2 : o.drainSeconds;
-    StatusOr<std::unique_ptr<Server>> s = Server::create(*engine, tok.get(), o);
+    StatusOr<std::unique_ptr<Server>> s =
+        Server::create(*engine, withTokenizer ? tok.get() : nullptr, o);
     ASSERT_TRUE(s.isOk()) << s.status().message();
     server = std::move(s.value());
     ASSERT_TRUE(server->start().isOk());
@@ -310,6 +311,20 @@ TEST_F(ServerTest, ErrorsInOpenAiShape) {
   expect(post("/v1/completions", body("x", 0), auth), 400, "at least 1");
   expect(post("/v1/completions", body(std::string(200, 'x'), 200), auth), 400,
          "more than the context of 256");
+  // The param names what to change: the prompt when it alone is too long,
+  // else the length limit the request used.
+  auto param = [&](const json &b, const std::string &path) {
+    httplib::Result r = post(path, b, auth);
+    return r ? json::parse(r->body)["error"]["param"] : json();
+  };
+  EXPECT_EQ(param(body(std::string(200, 'x'), 200), "/v1/completions"), "max_tokens");
+  EXPECT_EQ(param(body(std::string(300, 'x'), 2), "/v1/completions"), "prompt");
+  json both = body(std::string(200, 'x'), 2);
+  both["max_completion_tokens"] = 200;
+  EXPECT_EQ(param(both, "/v1/completions"), "max_completion_tokens");
+  json negative = body("x", 2);
+  negative["max_completion_tokens"] = -1;
+  expect(post("/v1/completions", negative, auth), 400, "max_completion_tokens");
   json ids = {{"model", "fake"}, {"prompt", {1, 999999}}};
   expect(post("/v1/completions", ids, auth), 400, "outside the vocabulary");
   expect(client().Post("/v1/completions", auth, std::string(5000, ' '), "application/json"), 413,
@@ -473,6 +488,80 @@ TEST_F(ServerTest, StopDrainsThenCancels) {
   EXPECT_LT(took, 3.0);
   EXPECT_EQ(engine->pagesInUse(), 0);
   EXPECT_FALSE(client().Get("/health")); // no longer listening
+}
+
+TEST_F(ServerTest, StopStringsNeedATokenizer) {
+  startServer({}, /*withTokenizer=*/false);
+  json ids = {{"model", "fake"}, {"prompt", {1, 2, 3}}, {"max_tokens", 2}, {"temperature", 0}};
+  httplib::Result ok = post("/v1/completions", ids);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  ids["stop"] = "x";
+  httplib::Result r = post("/v1/completions", ids);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "stop");
+}
+
+// An argmax plan serves temperature 0 (with any top_p / top_k, which
+// cannot change the argmax) and names the parameter otherwise.
+TEST_F(ServerTest, AnArgmaxPlanNamesTemperature) {
+  engine->canSample = false;
+  startServer();
+  json greedy = body("x", 2);
+  greedy["top_p"] = 0.9;
+  greedy["top_k"] = 40;
+  httplib::Result ok = post("/v1/completions", greedy);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  json sampled = body("x", 2);
+  sampled.erase("temperature"); // OpenAI's default is 1
+  httplib::Result r = post("/v1/completions", sampled);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "temperature");
+}
+
+// A step that fails (a device fault) ends every request with the reason:
+// a 500 for a whole answer, an error event then [DONE] for a stream whose
+// 200 is already sent; later requests get 503 and /health says so.
+TEST_F(ServerTest, AnEngineFailureEndsEveryRequestWithTheReason) {
+  engine->stepDelay = std::chrono::milliseconds(10);
+  engine->failAtStep = 8;
+  startServer();
+  int wholeStatus = 0;
+  std::string wholeBody;
+  Streamed streamed;
+  std::thread a([&] {
+    httplib::Result r = post("/v1/completions", body("whole", 200));
+    if (r) {
+      wholeStatus = r->status;
+      wholeBody = r->body;
+    }
+  });
+  std::thread b([&] { streamed = stream(body("streamed", 200, true)); });
+  a.join();
+  b.join();
+  EXPECT_EQ(wholeStatus, 500) << wholeBody;
+  json e = json::parse(wholeBody, nullptr, false);
+  EXPECT_EQ(e["error"]["code"], "engine_failed");
+  EXPECT_NE(wholeBody.find("injected device fault"), std::string::npos) << wholeBody;
+  EXPECT_TRUE(streamed.done) << streamed.raw;
+  ASSERT_FALSE(streamed.events.empty()) << streamed.raw;
+  EXPECT_TRUE(streamed.events.back().contains("error")) << streamed.raw;
+  EXPECT_EQ(streamed.events.back()["error"]["code"], "engine_failed");
+  for (const json &ev : streamed.events)
+    if (ev.contains("choices"))
+      EXPECT_TRUE(ev["choices"][0]["finish_reason"].is_null()) << "no normal end: " << ev;
+  httplib::Result later = post("/v1/completions", body("later", 2));
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->status, 503) << later->body;
+  httplib::Result health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  auto t0 = std::chrono::steady_clock::now();
+  server->stop();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
 }
 
 } // namespace
