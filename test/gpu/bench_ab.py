@@ -6,7 +6,8 @@
 
 For every NAME, round, context and plan (A then B, interleaved so drift hits
 both alike) runs `weft-run PLAN --random-weights --bench BUCKETS
---bench-context C --bench-steps N` and prints its bucket lines; then one
+--bench-context C --bench-steps N` (context 0: no --bench-context, for
+prefill buckets) and prints its bucket lines; then one
 markdown table: the step times of every round, and B / A of the means.
 The column labels come from --labels (default "A,B").
 """
@@ -36,7 +37,9 @@ def main():
             for ctx in a.contexts.split(","):
                 for side, plan in ((la, pa), (lb, pb)):
                     cmd = [a.run, plan, "--random-weights", "--quiet", "--bench", a.buckets,
-                           "--bench-context", ctx, "--bench-steps", str(a.steps)]
+                           "--bench-steps", str(a.steps)]
+                    if ctx != "0":  # 0: prefill buckets, which take no context
+                        cmd += ["--bench-context", ctx]
                     p = subprocess.run(cmd, capture_output=True, text=True)
                     if p.returncode != 0:
                         print(f"{name} {side} ctx={ctx}: weft-run failed: {p.stderr.strip()[-300:]}")

@@ -102,11 +102,11 @@ def quantize_projections(model, kind, head_kind=None):
         model.lm_head.weight = torch.nn.Parameter(table.detach().clone())
         model.config.tie_word_embeddings = False
     params = dict(model.named_parameters())
-    weights = {name: p.float().cpu().numpy() for name, p in params.items()
+    weights = {name: p.detach().float().cpu().numpy() for name, p in params.items()
                if name.endswith("_proj.weight")}
     if head_kind:
         weights["model.embed_tokens.weight" if tied else "lm_head.weight"] = (
-            params["lm_head.weight"].float().cpu().numpy())
+            params["lm_head.weight"].detach().float().cpu().numpy())
     tensors, values = mq.kernel_file(weights, kind, head_kind, dtype, tied)
     with torch.no_grad():
         for name, v in values.items():

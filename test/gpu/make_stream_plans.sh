@@ -28,6 +28,7 @@ sparse="$root/test/Inputs/make_sparse_checkpoint.py"
 rm -rf "$out"
 mkdir -p "$out/cfg"
 checks="$out/checks.jsonl"
+: > "$checks"
 # WEFT_STREAM_PLANS=REGEX builds (and checks) only the plans whose file
 # names match it, e.g. 'int8|fp8' for the 8-bit ones: a smaller carry.
 only="${WEFT_STREAM_PLANS:-.}"
