@@ -214,11 +214,26 @@ void Scheduler::preempt(Sequence &s) {
   waiting_.insert(pos, std::move(owned));
 }
 
-int Scheduler::matchStop(Sequence &s, int32_t token) {
-  if (s.req.stopStrings.empty() || !options_.tokenText)
+int Scheduler::matchStop(Sequence &s) {
+  if (s.req.stopStrings.empty() || !options_.decode)
     return -1;
-  std::string piece = options_.tokenText(token);
-  s.text += piece;
+  const int32_t *out = s.tokens.data() + (s.tokens.size() - size_t(s.generated));
+  const size_t n = size_t(s.generated);
+  const size_t window = n > SchedulerOptions::kStopContext + 1
+                            ? n - SchedulerOptions::kStopContext - 1
+                            : 0;
+  const std::string before = options_.decode(out + window, n - 1 - window);
+  const std::string after = options_.decode(out + window, n - window);
+  std::string piece;
+  if (after.compare(0, before.size(), before) == 0) {
+    piece = after.substr(before.size());
+    s.text += piece;
+  } else {
+    // The new token respelled the ones before it (a character completed):
+    // the whole output again, every stop searched anew.
+    s.text = options_.decode(out, n);
+    piece = s.text;
+  }
   for (size_t k = 0; k < s.req.stopStrings.size(); ++k) {
     const std::string &stop = s.req.stopStrings[k];
     if (stop.empty())
@@ -476,7 +491,7 @@ void Scheduler::hear(const Launched &launched, const StepOutputs &out) {
     s.tokens.push_back(token);
     ++s.generated;
     ++stats_.generatedTokens;
-    int stopString = matchStop(s, token);
+    int stopString = matchStop(s);
     if (std::find(s.req.stopTokens.begin(), s.req.stopTokens.end(), token) !=
         s.req.stopTokens.end())
       e.finish = Finish::Stop;

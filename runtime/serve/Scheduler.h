@@ -76,8 +76,12 @@ struct SchedulerOptions {
   // Most tokens in one step (0: the largest bucket). Smaller values cap the
   // prefill work a step adds to the decode tokens (latency of the others).
   int maxStepTokens = 0;
-  // Bytes of a token's text, for stop strings (none without it).
-  std::function<std::string(int32_t)> tokenText;
+  // The text of a run of output tokens, for stop strings (none without
+  // it). Each new token is decoded with up to kStopContext tokens before
+  // it and its text is what they add, so that it reads as in the whole
+  // text (SentencePiece's leading spaces, characters split across tokens).
+  std::function<std::string(const int32_t *tokens, size_t count)> decode;
+  static constexpr size_t kStopContext = 4;
 };
 
 struct SchedulerStats {
@@ -136,7 +140,8 @@ private:
   void release(Sequence &s);
   void preempt(Sequence &s);
   bool reservePages(Sequence &s, size_t positions);
-  int matchStop(Sequence &s, int32_t token);
+  // The stop string the sequence's newest token completes, or -1.
+  int matchStop(Sequence &s);
 
   StepRunner &runner_;
   SchedulerOptions options_;

@@ -420,11 +420,11 @@ struct Server::Impl {
         });
   }
 
-  // A token's text for log-probabilities: its bytes, as the scheduler
-  // reads them for stop strings; its id in brackets without a tokenizer.
+  // A token's text for log-probabilities: its bytes as the tokenizer
+  // decodes it alone; its id in brackets without a tokenizer.
   TokenText tokenText() const {
-    if (opt.scheduler.tokenText)
-      return opt.scheduler.tokenText;
+    if (tok)
+      return [t = tok](int32_t id) { return t->decode({id}, true); };
     return [](int32_t t) { return "[" + std::to_string(t) + "]"; };
   }
 
@@ -524,9 +524,9 @@ StatusOr<std::unique_ptr<Server>> Server::create(serve::StepRunner &runner,
   s->impl_ = std::make_unique<Impl>(runner, tokenizer, std::move(options));
   Impl &impl = *s->impl_;
   impl.opt.limits.maxContext = runner.kvLayout().maxContext();
-  if (tokenizer && !impl.opt.scheduler.tokenText)
-    impl.opt.scheduler.tokenText = [tokenizer](int32_t t) {
-      return tokenizer->decode({t}, true);
+  if (tokenizer && !impl.opt.scheduler.decode)
+    impl.opt.scheduler.decode = [tokenizer](const int32_t *tokens, size_t count) {
+      return tokenizer->decode(std::vector<int32_t>(tokens, tokens + count), true);
     };
   impl.scheduler = std::make_unique<serve::Scheduler>(runner, impl.opt.scheduler);
   impl.http.set_payload_max_length(impl.opt.limits.maxBodyBytes);

@@ -231,7 +231,7 @@ TEST(OpenAiTest, AnswerAndChunkShapes) {
   // Invalid UTF-8 in generated text (a token boundary inside a character)
   // is replaced, never a broken JSON document.
   std::string broken = completionJson(r, "cmpl-2", 1, "m", std::string("a\xe2\x82"), "stop", {});
-  EXPECT_NO_THROW(json::parse(broken));
+  EXPECT_TRUE(json::accept(broken));
   EXPECT_NE(completionId(true, 1), completionId(true, 2));
   EXPECT_EQ(completionId(false, 7).rfind("cmpl-", 0), 0u);
 }

@@ -368,7 +368,12 @@ TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
   FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
   // Token t reads as a letter; a stop string of two letters spans two tokens.
   SchedulerOptions options;
-  options.tokenText = [](int32_t t) { return std::string(1, char('a' + t % 26)); };
+  options.decode = [](const int32_t *t, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i)
+      s += char('a' + t[i] % 26);
+    return s;
+  };
   Scheduler s(runner, options);
   std::vector<int32_t> prompt = {1, 2, 3};
   std::vector<int32_t> ref = reference(prompt, 20);
@@ -390,6 +395,37 @@ TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
   EXPECT_EQ(b.finish, Finish::Stop);
   size_t stopAt = size_t(std::find(ref.begin(), ref.end(), ref[6]) - ref.begin()) + 1;
   EXPECT_EQ(b.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + long(stopAt)));
+}
+
+// Stop strings see the text as the whole output decodes, not token by
+// token: here, as with SentencePiece (Metaspace), an even token starts a
+// word (" x") and a decode drops the space its first token starts with, so
+// the token alone reads "x" and a stop " x" is found only in context.
+TEST(SchedulerTest, StopStringsMatchTheTextInContext) {
+  FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
+  SchedulerOptions options;
+  options.decode = [](const int32_t *t, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i)
+      s += std::string(t[i] % 2 == 0 ? " " : "") + char('a' + t[i] % 26);
+    return s.empty() || s[0] != ' ' ? s : s.substr(1);
+  };
+  Scheduler s(runner, options);
+  std::vector<int32_t> prompt = {1, 2, 3};
+  std::vector<int32_t> ref = reference(prompt, 20);
+  // The first even token after the first output token: the stop is its word.
+  size_t at = 1;
+  while (at < ref.size() && ref[at] % 2 != 0)
+    ++at;
+  ASSERT_LT(at, ref.size()) << "the fake model makes no even token";
+  std::string stop = std::string(" ") + char('a' + ref[at] % 26);
+  Collected c;
+  Request r = makeRequest(prompt, 20, c);
+  r.stopStrings = {stop};
+  ASSERT_TRUE(s.submit(std::move(r)).isOk());
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  EXPECT_EQ(c.finish, Finish::Stop);
+  EXPECT_LE(c.tokens.size(), at + 1) << "the stop " << stop << " was missed";
 }
 
 TEST(SchedulerTest, RunnersWithoutOverlapGetTheSameOutput) {
