@@ -125,6 +125,13 @@ struct Server::Impl {
     e.code = std::move(code);
     return e;
   }
+  // A 400 for one request field: OpenAI's invalid_request_error naming it.
+  static ApiError fieldError(std::string message, std::string param, std::string code = "") {
+    ApiError e = error(400, std::move(message), "invalid_request_error", std::move(code));
+    e.param = std::move(param);
+    return e;
+  }
+
 
   bool authorized(const httplib::Request &req, httplib::Response &res) {
     if (opt.apiKey.empty())
@@ -152,11 +159,10 @@ struct Server::Impl {
       return sendError(res, *e);
     CompletionRequest &r = *parsed;
     if (r.model != opt.modelName) {
-      ApiError e = error(400, "model '" + r.model + "' is not served here; this server has '" +
-                                  opt.modelName + "'",
-                         "invalid_request_error", "model_not_found");
-      e.param = "model";
-      return sendError(res, e);
+      return sendError(res, fieldError("model '" + r.model +
+                                           "' is not served here; this server has '" +
+                                           opt.modelName + "'",
+                                       "model", "model_not_found"));
     }
     std::vector<int32_t> prompt;
     if (chat) {
@@ -172,18 +178,14 @@ struct Server::Impl {
         turns.push_back({m.role, m.content});
       StatusOr<std::string> text = chat::renderConversation(*opt.chat, turns);
       if (!text.isOk()) {
-        ApiError e = error(400, "the chat template refused the conversation: " +
-                                    text.status().message(),
-                           "invalid_request_error");
-        e.param = "messages";
-        return sendError(res, e);
+        return sendError(res, fieldError("the chat template refused the conversation: " +
+                                             text.status().message(),
+                                         "messages"));
       }
       // The template writes the special tokens itself.
       StatusOr<std::vector<int32_t>> ids = tok->encode(*text, false);
       if (!ids.isOk()) {
-        ApiError e = error(400, "messages: " + ids.status().message(), "invalid_request_error");
-        e.param = "messages";
-        return sendError(res, e);
+        return sendError(res, fieldError("messages: " + ids.status().message(), "messages"));
       }
       prompt = std::move(ids.value());
       if (r.maxTokens == 0) // up to the end of the context
@@ -192,50 +194,39 @@ struct Server::Impl {
       prompt = r.promptIds;
     } else {
       if (!tok) {
-        ApiError e = error(400, "this plan carries no tokenizer: give the prompt as token ids",
-                           "invalid_request_error");
-        e.param = "prompt";
-        return sendError(res, e);
+        return sendError(res, fieldError("this plan carries no tokenizer: give the prompt as "
+                                         "token ids",
+                                         "prompt"));
       }
       StatusOr<std::vector<int32_t>> ids = tok->encode(r.promptText, true);
       if (!ids.isOk()) {
-        ApiError e = error(400, "prompt: " + ids.status().message(), "invalid_request_error");
-        e.param = "prompt";
-        return sendError(res, e);
+        return sendError(res, fieldError("prompt: " + ids.status().message(), "prompt"));
       }
       prompt = std::move(ids.value());
     }
     int context = runner.kvLayout().maxContext();
     const std::string promptParam = chat ? "messages" : "prompt";
     if (prompt.empty()) {
-      ApiError e = error(400, "the prompt is empty", "invalid_request_error");
-      e.param = promptParam;
-      return sendError(res, e);
+      return sendError(res, fieldError("the prompt is empty", promptParam));
     }
     if (int64_t(prompt.size()) > context) { // the prompt alone, whatever max_tokens is
-      ApiError e = error(400,
-                         "the prompt has " + std::to_string(prompt.size()) +
-                             " tokens, more than the context of " + std::to_string(context),
-                         "invalid_request_error", "context_length_exceeded");
-      e.param = promptParam;
-      return sendError(res, e);
+      return sendError(res, fieldError("the prompt has " + std::to_string(prompt.size()) +
+                                           " tokens, more than the context of " +
+                                           std::to_string(context),
+                                       promptParam, "context_length_exceeded"));
     }
     if (int64_t(prompt.size()) + r.maxTokens - 1 > context) {
-      ApiError e = error(400,
-                         "the prompt has " + std::to_string(prompt.size()) + " tokens; with " +
-                             r.maxTokensParam + " " + std::to_string(r.maxTokens) +
-                             " that is more than the context of " + std::to_string(context),
-                         "invalid_request_error", "context_length_exceeded");
-      e.param = r.maxTokensParam;
-      return sendError(res, e);
+      return sendError(res, fieldError("the prompt has " + std::to_string(prompt.size()) +
+                                           " tokens; with " + r.maxTokensParam + " " +
+                                           std::to_string(r.maxTokens) +
+                                           " that is more than the context of " +
+                                           std::to_string(context),
+                                       r.maxTokensParam, "context_length_exceeded"));
     }
     if (!r.stop.empty() && !tok) {
-      ApiError e = error(400,
-                         "'stop' needs a tokenizer to see the text, and this plan carries none "
-                         "(weft-serve --tokenizer FILE)",
-                         "invalid_request_error");
-      e.param = "stop";
-      return sendError(res, e);
+      return sendError(res, fieldError("'stop' needs a tokenizer to see the text, and this "
+                                       "plan carries none (weft-serve --tokenizer FILE)",
+                                       "stop"));
     }
     // At temperature 0 the token is the argmax whatever top_k and top_p
     // say (it is always inside both cuts): clients that send their usual
@@ -245,12 +236,10 @@ struct Server::Impl {
       r.sampling.topP = 1;
     }
     if (!r.sampling.greedy() && !runner.samples()) {
-      ApiError e = error(400,
-                         "this plan picks tokens by argmax (weft-compile --sampling=false) and "
-                         "cannot sample: send temperature 0 (when left out it is 1)",
-                         "invalid_request_error");
-      e.param = "temperature";
-      return sendError(res, e);
+      return sendError(res, fieldError("this plan picks tokens by argmax (weft-compile "
+                                       "--sampling=false) and cannot sample: send temperature 0 "
+                                       "(when left out it is 1)",
+                                       "temperature"));
     }
     {
       std::lock_guard<std::mutex> l(activeMutex);
