@@ -105,9 +105,6 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
       if (p.quantBits != 0 && !tiled4 && !rows8)
         return refuse("quantized weights other than 4-bit integer codes in 16-row tiles "
                       "(group 128) or 8-bit codes with a scale per row");
-      if (rows8 && !options.streamEightBitCodes)
-        return refuse("8-bit codes, which take it only when asked for (--decode-stream given): "
-                      "not yet measured faster than their kernels");
       if (bits < 0) {
         bits = p.quantBits;
         format = p.quantFormat;

@@ -117,10 +117,6 @@ struct EmitOptions {
   // between its QKV and O projections (RoPE + KV write, decode attention)
   // release the next kernel early too (see addGridDependencyControl).
   bool fourBitProjections = false;
-  // emitDecodeStream takes 8-bit codes with a scale per row too. Off by
-  // default: their CUDA-core consumer has not been measured faster than
-  // their per-region kernels (docs/codegen.md, "8-bit codes").
-  bool streamEightBitCodes = false;
   // A step of more rows than maxSequences (a prefill chunk) computes its LM
   // head and token selection on the rows that end a sequence's run only
   // (weft/sampled_rows.cuh): the rows the runtime reads. Off by default

@@ -806,7 +806,6 @@ public:
     eo.smCount = topology.devices[size_t(device)].smCount;
     eo.maxGemvTokens = options.maxGemvTokens;
     eo.fourBitProjections = fourBitProjections;
-    eo.streamEightBitCodes = options.decodeStreamEightBit;
     eo.sampledRowsLogits = options.sampledRowsLogits;
     std::string arch = archOf(device);
     int cc = 0;

@@ -37,8 +37,6 @@ struct LowerToPlanOptions {
   // allow it (sm_90, cuda::emitDecodeStream); `warn` says why a bucket of
   // one token did not get it.
   bool decodeStream = false;
-  // With decodeStream, 8-bit codes too (cuda::EmitOptions::streamEightBitCodes).
-  bool decodeStreamEightBit = false;
   // Steps of more rows than sequences compute the LM head on the sampled
   // rows only (cuda::EmitOptions::sampledRowsLogits).
   bool sampledRowsLogits = false;

@@ -510,9 +510,8 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
 // pair per row; fp8: E4M3 codes, an f32 scale per row) stream in whole rows,
 // twice the rows of 16-bit weights a stage, with each projection's pairs or
 // scales beside its codes; they compile for sm_90 from f16 and bf16 models.
-// Only when asked for (streamEightBitCodes); by default they are refused
-// with the reason. 8-bit codes grouped along the row (GPTQ's group 128) are refused with the
-// reason.
+// 8-bit codes grouped along the row (GPTQ's group 128) are refused with
+// the reason.
 TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
   struct Case {
     QuantFormat format;
@@ -529,14 +528,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
     ASSERT_TRUE(module);
     std::string why;
     std::vector<EmittedStep> emitted;
-    // Only when asked for (EmitOptions::streamEightBitCodes).
     ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why));
-    EXPECT_TRUE(emitted.empty());
-    EXPECT_NE(why.find("8-bit codes, which take it only when asked for"), std::string::npos)
-        << why;
-    EmitOptions asked = h200();
-    asked.streamEightBitCodes = true;
-    ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why, asked));
     ASSERT_EQ(emitted.size(), 2u) << why;
     const EmittedKernel &stream = *emitted[1].kernel;
     EXPECT_NE(stream.name.find(c.suffix), std::string::npos) << stream.name;
@@ -561,9 +553,7 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesEightBitCodesPerRow) {
   ASSERT_TRUE(grouped);
   std::string why;
   std::vector<EmittedStep> emitted;
-  EmitOptions asked = h200();
-  asked.streamEightBitCodes = true;
-  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*grouped, emitted, why, asked));
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*grouped, emitted, why));
   EXPECT_TRUE(emitted.empty());
   EXPECT_NE(why.find("8-bit codes with a scale per row"), std::string::npos) << why;
 }

@@ -113,9 +113,9 @@ cl::opt<int64_t> maxGemvTokens(
 cl::opt<bool> decodeStream(
     "decode-stream", cl::init(true),
     cl::desc("Run each batch-1 decode step as one persistent kernel where the layers allow "
-             "it (sm_90; Llama-style layers of 16-bit weights or 4-bit codes, docs/codegen.md; "
-             "default true). Given explicitly, it takes 8-bit codes too, and a warning says "
-             "why a plan cannot"),
+             "it (sm_90; Llama-style layers of 16-bit weights, 4-bit codes in groups of 128 or "
+             "8-bit codes with a scale per row, docs/codegen.md; default true). Given "
+             "explicitly, a warning says why a plan cannot"),
     cl::cat(category));
 cl::opt<std::string> logitsRows(
     "logits-rows", cl::Hidden, cl::init("all"),
@@ -397,9 +397,6 @@ int main(int argc, char **argv) {
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
   planOptions.lowering.decodeStream = decodeStream;
-  // Asked for by name, the stream kernel takes 8-bit codes too (not yet
-  // measured faster than their kernels, so not by default).
-  planOptions.lowering.decodeStreamEightBit = decodeStream.getNumOccurrences() > 0;
   if (logitsRows != "all" && logitsRows != "last")
     return fail("--logits-rows: expected all or last, got '" + logitsRows + "'");
   planOptions.lowering.sampledRowsLogits = logitsRows == "last";
