@@ -119,8 +119,9 @@ struct EmitOptions {
   bool fourBitProjections = false;
   // A step of more rows than maxSequences (a prefill chunk) computes its LM
   // head and token selection on the rows that end a sequence's run only
-  // (weft/sampled_rows.cuh): the rows the runtime reads. Off by default
-  // until measured on a GPU (weft-compile --logits-rows=last).
+  // (weft/sampled_rows.cuh): the rows the runtime reads. weft-compile sets
+  // it unless --logits-rows=all (a 512-token chunk of Llama 3.1 8B fp16
+  // took 0.94 of the all-rows step on an H200, benchmarks.md).
   bool sampledRowsLogits = false;
 };
 

@@ -380,10 +380,11 @@ check_batch "  same, 100 sequences (plan b100)" llama8b-fp16-b100.weft cfg/llama
 check "  same, pipeline 16+16" llama8b-fp16-pipeline.weft cfg/llama8b float16 8 32 2
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
   --prefill-chunks 512 --context 1024 -o "$out/llama8b-fp16-bench.weft"
-# The same with the LM head of the 512-token chunk on its sequences' last
-# rows only, for an A/B of prefill_c512 (bench_ab.py).
+# The same with the LM head of the 512-token chunk on all its rows (the
+# default is its sequences' last rows), for an A/B of prefill_c512
+# (bench_ab.py).
 build_plan --model "$out/ckpt" --topology h200 --batch 100 --decode-buckets 1,16,32,64,100 \
-  --prefill-chunks 512 --context 1024 --logits-rows=last -o "$out/llama8b-fp16-lastrows-bench.weft"
+  --prefill-chunks 512 --context 1024 --logits-rows=all -o "$out/llama8b-fp16-allrows-bench.weft"
 rm -rf "$out/ckpt"
 
 # The full Qwen3 8B in bf16: correctness (batch 1, all 36 layers) and

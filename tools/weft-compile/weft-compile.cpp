@@ -118,10 +118,10 @@ cl::opt<bool> decodeStream(
              "explicitly, a warning says why a plan cannot"),
     cl::cat(category));
 cl::opt<std::string> logitsRows(
-    "logits-rows", cl::Hidden, cl::init("all"),
+    "logits-rows", cl::Hidden, cl::init("last"),
     cl::desc("Rows whose logits a step of more rows than sequences (a prefill chunk) "
-             "computes: all, or last (each sequence's last row, the one sampled; not yet "
-             "measured on a GPU, for A/B runs and checks)"));
+             "computes: last (default: each sequence's last row, the one sampled and read) "
+             "or all (every row, for A/B runs)"));
 cl::opt<bool> fuseProjectionRope(
     "fuse-projection-rope", cl::Hidden, cl::init(true),
     cl::desc("RoPE and the KV-cache write as the QKV projection's epilogue (default true; "
