@@ -374,7 +374,15 @@ std::optional<ApiError> parseCompletionRequest(std::string_view text, bool chat,
 }
 
 json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
-                  const TokenText &text, size_t textOffset, size_t *nextOffset) {
+                  const TokenText &text, size_t textOffset, size_t *nextOffset,
+                  const std::vector<int32_t> &before) {
+  std::vector<int32_t> window(
+      before.end() - long(std::min(before.size(), kTokenTextContext)), before.end());
+  auto advance = [&](int32_t token) {
+    window.push_back(token);
+    if (window.size() > kTokenTextContext)
+      window.erase(window.begin());
+  };
   auto bytes = [](const std::string &s) {
     json b = json::array();
     for (unsigned char c : s)
@@ -384,28 +392,30 @@ json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &t
   if (r.chat) {
     json content = json::array();
     for (const TokenLogprob &t : tokens) {
-      std::string piece = text(t.token);
+      std::string piece = text(window, t.token);
       json top = json::array();
       for (auto [id, lp] : t.top) {
-        std::string alt = text(id);
+        std::string alt = text(window, id);
         top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes(alt)}});
       }
       content.push_back(
           {{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
+      advance(t.token);
     }
     return {{"content", content}};
   }
   json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (const TokenLogprob &t : tokens) {
-    std::string piece = text(t.token);
+    std::string piece = text(window, t.token);
     toks.push_back(piece);
     lps.push_back(t.logprob);
     json top = json::object();
     for (auto [id, lp] : t.top)
-      top[text(id)] = lp;
+      top[text(window, id)] = lp;
     tops.push_back(top);
     offsets.push_back(textOffset);
     textOffset += piece.size();
+    advance(t.token);
   }
   if (nextOffset)
     *nextOffset = textOffset;

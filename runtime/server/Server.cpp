@@ -360,7 +360,7 @@ struct Server::Impl {
             nlohmann::json lp = nullptr;
             if (wantLogprobs) {
               lp = logprobsJson(*parsed, newLogprobs, tokenText(), state->textOffset,
-                                &state->textOffset);
+                                &state->textOffset, lastTokens(text.tokens, state->logprobsSent));
               state->logprobsSent += newLogprobs.size();
             }
             out += streamChunk(*parsed, cid, created, opt.modelName,
@@ -409,12 +409,27 @@ struct Server::Impl {
         });
   }
 
-  // A token's text for log-probabilities: its bytes as the tokenizer
-  // decodes it alone; its id in brackets without a tokenizer.
+  // A token's text for log-probabilities: what it adds to the tokens
+  // before it as the tokenizer decodes them (alone where it respells
+  // them); its id in brackets without a tokenizer.
   TokenText tokenText() const {
     if (tok)
-      return [t = tok](int32_t id) { return t->decode({id}, true); };
-    return [](int32_t t) { return "[" + std::to_string(t) + "]"; };
+      return [t = tok](const std::vector<int32_t> &before, int32_t id) {
+        std::vector<int32_t> with = before;
+        with.push_back(id);
+        const std::string head = t->decode(before, true), whole = t->decode(with, true);
+        if (whole.compare(0, head.size(), head) == 0)
+          return whole.substr(head.size());
+        return t->decode({id}, true);
+      };
+    return [](const std::vector<int32_t> &, int32_t id) { return "[" + std::to_string(id) + "]"; };
+  }
+
+  // The up to kTokenTextContext tokens of `tokens` before index `end`.
+  static std::vector<int32_t> lastTokens(const std::vector<int32_t> &tokens, size_t end) {
+    end = std::min(end, tokens.size());
+    const size_t begin = end > kTokenTextContext ? end - kTokenTextContext : 0;
+    return std::vector<int32_t>(tokens.begin() + long(begin), tokens.begin() + long(end));
   }
 
   void finished(uint64_t id) {

@@ -168,7 +168,9 @@ TEST(OpenAiTest, UnsupportedParametersAreRefusedUnlessDefault) {
 }
 
 TEST(OpenAiTest, LogprobsInBothShapes) {
-  TokenText text = [](int32_t t) { return std::string(1, char('a' + t)); };
+  TokenText text = [](const std::vector<int32_t> &, int32_t t) {
+    return std::string(1, char('a' + t));
+  };
   std::vector<TokenLogprob> toks = {{0, -0.5f, {{0, -0.5f}, {1, -1.5f}}}, {2, -0.25f, {{2, -0.25f}, {0, -2.0f}}}};
   CompletionRequest chat;
   ASSERT_FALSE(parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
@@ -196,6 +198,37 @@ TEST(OpenAiTest, LogprobsInBothShapes) {
   EXPECT_FLOAT_EQ(l["top_logprobs"][1]["a"].get<float>(), -2.0f);
   json whole = json::parse(completionJson(legacy, "cmpl-1", 1, "m", "ac", "length", {1, 2}, l));
   EXPECT_EQ(whole["choices"][0]["logprobs"]["tokens"][1], "c");
+}
+
+// A token's text is what it adds after the tokens before it: with a
+// SentencePiece-like tokenizer (even tokens start a word, a decode drops
+// its first space) the second word keeps its space, the offsets add up to
+// the text, and an alternative is spelled in the chosen token's place; a
+// stream's later chunk is spelled after the tokens already sent.
+TEST(OpenAiTest, LogprobsSpellTokensAfterTheOnesBefore) {
+  auto decode = [](const std::vector<int32_t> &ids) {
+    std::string s;
+    for (int32_t t : ids)
+      s += std::string(t % 2 == 0 ? " " : "") + char('a' + t);
+    return s.empty() || s[0] != ' ' ? s : s.substr(1);
+  };
+  TokenText text = [&](const std::vector<int32_t> &before, int32_t t) {
+    std::vector<int32_t> with = before;
+    with.push_back(t);
+    return decode(with).substr(decode(before).size());
+  };
+  CompletionRequest legacy;
+  ASSERT_FALSE(parse(R"({"model": "m", "prompt": "x", "logprobs": 1})", false, legacy));
+  std::vector<TokenLogprob> toks = {{0, -0.1f, {{0, -0.1f}}}, {1, -0.2f, {{1, -0.2f}}},
+                                    {2, -0.3f, {{4, -0.3f}}}};
+  size_t next = 0;
+  json l = logprobsJson(legacy, toks, text, 0, &next);
+  EXPECT_EQ(l["tokens"], json::array({"a", "b", " c"}));
+  EXPECT_EQ(l["text_offset"], json::array({0, 1, 2}));
+  EXPECT_EQ(next, decode({0, 1, 2}).size());
+  EXPECT_TRUE(l["top_logprobs"][2].contains(" e")) << l["top_logprobs"][2];
+  json later = logprobsJson(legacy, {{2, -0.3f, {}}}, text, 2, nullptr, {0, 1});
+  EXPECT_EQ(later["tokens"], json::array({" c"}));
 }
 
 TEST(OpenAiTest, AnswerAndChunkShapes) {
