@@ -214,19 +214,25 @@ void Scheduler::preempt(Sequence &s) {
   waiting_.insert(pos, std::move(owned));
 }
 
+std::optional<std::string> textAdded(const DecodeTokens &decode, const int32_t *tokens,
+                                     size_t count) {
+  if (count == 0)
+    return std::string();
+  const std::string before = decode(tokens, count - 1), after = decode(tokens, count);
+  if (after.compare(0, before.size(), before) != 0)
+    return std::nullopt;
+  return after.substr(before.size());
+}
+
 int Scheduler::matchStop(Sequence &s) {
   if (s.req.stopStrings.empty() || !options_.decode)
     return -1;
   const int32_t *out = s.tokens.data() + (s.tokens.size() - size_t(s.generated));
   const size_t n = size_t(s.generated);
-  const size_t window = n > SchedulerOptions::kStopContext + 1
-                            ? n - SchedulerOptions::kStopContext - 1
-                            : 0;
-  const std::string before = options_.decode(out + window, n - 1 - window);
-  const std::string after = options_.decode(out + window, n - window);
+  const size_t window = n > kTextContext + 1 ? n - kTextContext - 1 : 0;
   std::string piece;
-  if (after.compare(0, before.size(), before) == 0) {
-    piece = after.substr(before.size());
+  if (std::optional<std::string> added = textAdded(options_.decode, out + window, n - window)) {
+    piece = std::move(*added);
     s.text += piece;
   } else {
     // The new token respelled the ones before it (a character completed):

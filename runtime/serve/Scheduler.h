@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -72,16 +73,27 @@ struct Request {
   std::function<void(const Event &)> onEvent;
 };
 
+// Decodes a run of output tokens to text.
+using DecodeTokens = std::function<std::string(const int32_t *tokens, size_t count)>;
+// How many tokens before a new one are decoded with it to spell it as the
+// whole output does (SentencePiece's leading spaces, characters split
+// across tokens): stop strings and log-probabilities' token text.
+constexpr size_t kTextContext = 4;
+// What the last of `tokens` adds to the text of the ones before it, as
+// `decode` spells them together; nullopt where it respells them (a
+// character completed across tokens).
+std::optional<std::string> textAdded(const DecodeTokens &decode, const int32_t *tokens,
+                                     size_t count);
+
 struct SchedulerOptions {
   // Most tokens in one step (0: the largest bucket). Smaller values cap the
   // prefill work a step adds to the decode tokens (latency of the others).
   int maxStepTokens = 0;
   // The text of a run of output tokens, for stop strings (none without
-  // it). Each new token is decoded with up to kStopContext tokens before
-  // it and its text is what they add, so that it reads as in the whole
-  // text (SentencePiece's leading spaces, characters split across tokens).
-  std::function<std::string(const int32_t *tokens, size_t count)> decode;
-  static constexpr size_t kStopContext = 4;
+  // it). Each new token is decoded with up to kTextContext tokens before
+  // it and its text is what it adds (textAdded), so that it reads as in
+  // the whole text.
+  DecodeTokens decode;
 };
 
 struct SchedulerStats {

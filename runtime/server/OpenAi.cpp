@@ -377,10 +377,10 @@ json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &t
                   const TokenText &text, size_t textOffset, size_t *nextOffset,
                   const std::vector<int32_t> &before) {
   std::vector<int32_t> window(
-      before.end() - long(std::min(before.size(), kTokenTextContext)), before.end());
+      before.end() - long(std::min(before.size(), serve::kTextContext)), before.end());
   auto advance = [&](int32_t token) {
     window.push_back(token);
-    if (window.size() > kTokenTextContext)
+    if (window.size() > serve::kTextContext)
       window.erase(window.begin());
   };
   auto bytes = [](const std::string &s) {

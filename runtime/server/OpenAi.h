@@ -62,18 +62,17 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;
 };
 // The text one token adds after the output's tokens before it (`before`:
-// up to kTokenTextContext of them), as the whole output decodes: a
+// up to serve::kTextContext of them), as the whole output decodes: a
 // SentencePiece word's leading space, which a token decoded alone loses
 // (its bytes; they may be part of a character).
 using TokenText = std::function<std::string(const std::vector<int32_t> &before, int32_t token)>;
-constexpr size_t kTokenTextContext = 4;
 
 // The `logprobs` object of a choice for `tokens` in OpenAI's shape: chat
 // {"content": [{token, logprob, bytes, top_logprobs}]}; completions
 // {tokens, token_logprobs, top_logprobs, text_offset}, offsets counted
 // from `textOffset` (the length of the text before these tokens);
 // `nextOffset` (completions) receives the offset after them. `before`:
-// the output's tokens before these (their last kTokenTextContext spell
+// the output's tokens before these (their last serve::kTextContext spell
 // the first ones; alternatives are spelled in the chosen token's place).
 nlohmann::json logprobsJson(const CompletionRequest &r, const std::vector<TokenLogprob> &tokens,
                             const TokenText &text, size_t textOffset,

@@ -410,25 +410,23 @@ struct Server::Impl {
   }
 
   // A token's text for log-probabilities: what it adds to the tokens
-  // before it as the tokenizer decodes them (alone where it respells
-  // them); its id in brackets without a tokenizer.
+  // before it as the scheduler's stop strings read it (alone where it
+  // respells them); its id in brackets without a tokenizer.
   TokenText tokenText() const {
-    if (tok)
-      return [t = tok](const std::vector<int32_t> &before, int32_t id) {
+    if (const serve::DecodeTokens &decode = opt.scheduler.decode)
+      return [decode](const std::vector<int32_t> &before, int32_t id) {
         std::vector<int32_t> with = before;
         with.push_back(id);
-        const std::string head = t->decode(before, true), whole = t->decode(with, true);
-        if (whole.compare(0, head.size(), head) == 0)
-          return whole.substr(head.size());
-        return t->decode({id}, true);
+        std::optional<std::string> added = serve::textAdded(decode, with.data(), with.size());
+        return added ? *added : decode(&id, 1);
       };
     return [](const std::vector<int32_t> &, int32_t id) { return "[" + std::to_string(id) + "]"; };
   }
 
-  // The up to kTokenTextContext tokens of `tokens` before index `end`.
+  // The up to serve::kTextContext tokens of `tokens` before index `end`.
   static std::vector<int32_t> lastTokens(const std::vector<int32_t> &tokens, size_t end) {
     end = std::min(end, tokens.size());
-    const size_t begin = end > kTokenTextContext ? end - kTokenTextContext : 0;
+    const size_t begin = end > serve::kTextContext ? end - serve::kTextContext : 0;
     return std::vector<int32_t>(tokens.begin() + long(begin), tokens.begin() + long(end));
   }
 

@@ -428,6 +428,26 @@ TEST(SchedulerTest, StopStringsMatchTheTextInContext) {
   EXPECT_LE(c.tokens.size(), at + 1) << "the stop " << stop << " was missed";
 }
 
+// textAdded: what the last token adds, or nothing where it respells the
+// ones before (here token 8 alone reads "?", and token 9 after it
+// completes the character "!").
+TEST(SchedulerTest, TextAddedSaysWhereATokenRespellsTheOnesBefore) {
+  DecodeTokens decode = [](const int32_t *t, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) {
+      if (t[i] == 8)
+        s += i + 1 < n && t[i + 1] == 9 ? "!" : "?";
+      else if (!(t[i] == 9 && i > 0 && t[i - 1] == 8))
+        s += char('a' + t[i]);
+    }
+    return s;
+  };
+  const int32_t word[] = {0, 1, 2}, split[] = {0, 8, 9};
+  EXPECT_EQ(textAdded(decode, word, 3), std::optional<std::string>("c"));
+  EXPECT_EQ(textAdded(decode, word, 0), std::optional<std::string>(""));
+  EXPECT_EQ(textAdded(decode, split, 3), std::nullopt);
+}
+
 TEST(SchedulerTest, RunnersWithoutOverlapGetTheSameOutput) {
   // The StepRunner defaults: each step runs inside launchStep, with one
   // micro-batch and with two.
