@@ -225,11 +225,23 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
     return refuse("head_dim " + llvm::Twine(headDim) + " (the kernel takes 128)");
   if (kvHeads < 1 || heads % kvHeads != 0 || heads / kvHeads > 4)
     return refuse("more than 4 query heads per KV head");
-  if (hidden % 64 != 0 || ffn % 64 != 0 || (heads * headDim) % 64 != 0)
-    return refuse("widths that are not multiples of 64");
   const bool codes = bits == 4, codes8 = bits == 8;
-  if (codes && (hidden % 1024 != 0 || ffn % 1024 != 0 || (heads * headDim) % 1024 != 0))
-    return refuse("4-bit codes with widths that are not multiples of 1024");
+  // Consumer warps a block (8 unless EmitOptions::decodeStreamWarps says
+  // 16): with 4-bit codes each takes whole 128-input steps of a stage, so
+  // every width is a multiple of 128 of them. 16 warps (17 with the
+  // producer) leave ptxas 96 registers a thread, and 4-bit codes measured
+  // slower so (benchmarks.md, "Sixteen consumer warps for 4-bit codes").
+  auto widthsDivide = [&](int64_t n) {
+    return hidden % n == 0 && ffn % n == 0 && (heads * headDim) % n == 0;
+  };
+  const int64_t cw = options.decodeStreamWarps != 0 ? options.decodeStreamWarps : 8;
+  if (cw != 8 && cw != 16)
+    return refuse(llvm::Twine(cw) + " consumer warps (8 or 16)");
+  if (!widthsDivide(8 * cw))
+    return refuse("widths that are not multiples of " + llvm::Twine(8 * cw));
+  if (codes && !widthsDivide(128 * cw))
+    return refuse("4-bit codes with widths that are not multiples of " + llvm::Twine(128 * cw) +
+                  " (" + llvm::Twine(cw) + " consumer warps)");
 
   // Geometry: a block per SM; KV_HEADS * SPLITS attention items.
   StreamGeometry g;
@@ -238,7 +250,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   if (g.splits < 1)
     return refuse("fewer SMs than KV heads");
   const int64_t ks[4] = {hidden, heads * headDim, hidden, ffn};
-  const int64_t cw = 8, group = heads / kvHeads;
+  const int64_t group = heads / kvHeads;
   // 4-bit codes: a unit of one or two 16-row tiles a stage (weft::kernels::
   // stream::QProj), its pairs in a slot of SCALE_SLOTS; the staged input
   // shares the attention merge's room.
@@ -327,7 +339,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
      << ", FFN = " << ffn << ";\n"
      << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
-     << ", D = " << headDim << ", GROUP = " << group << ";\n"
+     << ", D = " << headDim << ", GROUP = " << group << ", CW = " << cw << ";\n"
      << "  static constexpr int QKV_ROWS = " << (heads + 2 * kvHeads) * headDim << ";\n"
      << "  static constexpr float EPS = " << floatLiteral(eps) << ";\n"
      << "  static constexpr double SCALE_LOG2 = " << doubleLiteral(scale * 1.4426950408889634)
@@ -346,7 +358,7 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << ", \"counters\");\n"
      << "static_assert(weft::kernels::stream::actPerLayer<Config>() * " << layers
      << " * 2 == " << actBytes << ", \"activations\");\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(weft::kernels::stream::THREADS, 1)\n"
+     << "extern \"C\" __global__ void __launch_bounds__(weft::kernels::stream::threadsOf<Config>(), 1)\n"
      << kNameMarker << "(const Config::t *x, const int *positions, const int *slots,\n"
      << "    const int *block_tables, Config::t *out, Config::t *act, float *partials,\n"
      << "    unsigned *counters";

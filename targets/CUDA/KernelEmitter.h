@@ -123,6 +123,10 @@ struct EmitOptions {
   // it unless --logits-rows=all (a 512-token chunk of Llama 3.1 8B fp16
   // took 0.94 of the all-rows step on an H200, benchmarks.md).
   bool sampledRowsLogits = false;
+  // Consumer warps of the decode stream kernel's blocks: 0 lets the
+  // emitter choose (8); 8 or 16 for A/B runs (weft-compile
+  // --decode-stream-warps).
+  int decodeStreamWarps = 0;
 };
 
 // Whether some weight of `module` holds 4-bit codes (what sets

@@ -807,6 +807,7 @@ public:
     eo.maxGemvTokens = options.maxGemvTokens;
     eo.fourBitProjections = fourBitProjections;
     eo.sampledRowsLogits = options.sampledRowsLogits;
+    eo.decodeStreamWarps = options.decodeStreamWarps;
     std::string arch = archOf(device);
     int cc = 0;
     llvm::StringRef(arch).drop_front(3).getAsInteger(10, cc);

@@ -40,6 +40,8 @@ struct LowerToPlanOptions {
   // Steps of more rows than sequences compute the LM head on the sampled
   // rows only (cuda::EmitOptions::sampledRowsLogits).
   bool sampledRowsLogits = false;
+  // The decode stream kernel's consumer warps (cuda::EmitOptions; 0: auto).
+  int decodeStreamWarps = 0;
   std::function<void(const std::string &)> warn;
   // Called as buckets are lowered: (phase, done, total).
   std::function<void(llvm::StringRef, size_t, size_t)> progress;

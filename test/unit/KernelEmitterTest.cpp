@@ -496,6 +496,18 @@ TEST_F(KernelEmitterTest, DecodeStreamKernelTakesFourBitCodes) {
   EXPECT_EQ(qkvPairs0.name, "l0_qkv_pairs");
   EXPECT_EQ(stream.params.back().name, "l31_down_pairs");
   EXPECT_EQ(stream.params.back().part, 1);
+  EXPECT_EQ(stream.block[0], 9 * 32);
+  EXPECT_NE(stream.source.find("GROUP = 4, CW = 8;"), std::string::npos);
+  expectStreamCompiles(emitted);
+
+  // 16 consumer warps (weft-compile --decode-stream-warps=16): 17 warps a
+  // block, a stage's 128-input steps shared by all 16.
+  EmitOptions sixteen = h200();
+  sixteen.decodeStreamWarps = 16;
+  ASSERT_NO_FATAL_FAILURE(emitLlamaStream(*module, emitted, why, sixteen));
+  ASSERT_EQ(emitted.size(), 2u) << why;
+  EXPECT_EQ(emitted[1].kernel->block[0], 17 * 32);
+  EXPECT_NE(emitted[1].kernel->source.find("GROUP = 4, CW = 16;"), std::string::npos);
   expectStreamCompiles(emitted);
 
   mlir::OwningOpRef<mlir::ModuleOp> bf16 = compile("llama-3.1-8b", false, {}, 4);

@@ -117,6 +117,10 @@ cl::opt<bool> decodeStream(
              "8-bit codes with a scale per row, docs/codegen.md; default true). Given "
              "explicitly, a warning says why a plan cannot"),
     cl::cat(category));
+cl::opt<int> decodeStreamWarps(
+    "decode-stream-warps", cl::Hidden, cl::init(0),
+    cl::desc("Consumer warps of the decode stream kernel's blocks: 8 (default) or 16, "
+             "for A/B runs"));
 cl::opt<std::string> logitsRows(
     "logits-rows", cl::Hidden, cl::init("last"),
     cl::desc("Rows whose logits a step of more rows than sequences (a prefill chunk) "
@@ -347,7 +351,7 @@ int main(int argc, char **argv) {
   if (given(kernelCacheDir) && !writePlan)
     return fail("--kernel-cache keeps a plan's compiled kernels: give -o FILE.weft");
   if (!buildsPlan)
-    if (const cl::Option *o = firstGiven({decodeStream, maxGemvTokens}))
+    if (const cl::Option *o = firstGiven({decodeStream, maxGemvTokens, decodeStreamWarps}))
       return fail("--" + o->ArgStr + " shapes a plan's kernels: give -o FILE.weft or --emit=plan");
   if (given(svgFile) && !report)
     return fail("--svg names the picture of --report: add --report");
@@ -397,6 +401,10 @@ int main(int argc, char **argv) {
     planOptions.lowering.archOverride = archOverride;
   planOptions.lowering.maxGemvTokens = maxGemvTokens;
   planOptions.lowering.decodeStream = decodeStream;
+  if (decodeStreamWarps != 0 && decodeStreamWarps != 8 && decodeStreamWarps != 16)
+    return fail("--decode-stream-warps: expected 8 or 16, got " +
+                std::to_string(decodeStreamWarps));
+  planOptions.lowering.decodeStreamWarps = decodeStreamWarps;
   if (logitsRows != "all" && logitsRows != "last")
     return fail("--logits-rows: expected all or last, got '" + logitsRows + "'");
   planOptions.lowering.sampledRowsLogits = logitsRows == "last";

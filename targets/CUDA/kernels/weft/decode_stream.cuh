@@ -31,9 +31,9 @@
 // round before the residual add, RoPE and SiLU.
 //
 // Config C: t (f16 or bf16: activations, weights, cache), LAYERS, HIDDEN,
-// FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4),
-// QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS, SCALE_LOG2 (scale * log2 e),
-// BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, IN_FLIGHT (of
+// FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4), CW
+// (consumer warps: 8 or 16), QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS,
+// SCALE_LOG2 (scale * log2 e), BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, IN_FLIGHT (of
 // the stages, at most this many requested and not landed), STAGE_BYTES,
 // SCALE_SLOTS (4-bit codes; else 0), MAX_ROWS (a block's rows of one
 // projection, at most), GRID (blocks), SHARED_BYTES (the dynamic shared
@@ -42,7 +42,7 @@
 // of type t; 4: 4-bit codes; 8: 8-bit codes, both below), FORMAT (the
 // codes' Codes::Int or, 8-bit only, Codes::E4M3) and w_t (t; unsigned for
 // 4-bit codes, unsigned char for 8-bit ones).
-// HIDDEN, FFN and HEADS D are multiples of 64 (of 1024 with 4-bit codes).
+// HIDDEN, FFN and HEADS D are multiples of 8 CW (of 128 CW with 4-bit codes).
 //
 // 4-bit codes (BITS 4): each projection's codes in 16-row tiles of 128
 // inputs and its (scale, zero) pairs per row and group of 128, as
@@ -79,8 +79,8 @@
 
 namespace weft::kernels::stream {
 
-constexpr int CW = 8;                   // consumer warps
-constexpr int THREADS = (CW + 1) * 32;  // and one producer warp
+// A block is C::CW consumer warps and one producer warp.
+template <class C> __host__ __device__ constexpr int threadsOf() { return (C::CW + 1) * 32; }
 constexpr int PHASES = 5;
 
 // One layer's weights and cache, as the generated entry lists them (the
@@ -124,7 +124,7 @@ template <class C> __host__ __device__ constexpr int stagedInputBytes() {
 // The attention merge ([CW][GROUP][D] sums, [CW][GROUP] maxima and sums);
 // with 4-bit codes the staged input shares its room (never live together).
 template <class C> __host__ __device__ constexpr size_t mergeBytes() {
-  constexpr size_t merge = ((size_t)CW * C::GROUP * C::D + 2 * CW * C::GROUP) * 4;
+  constexpr size_t merge = ((size_t)C::CW * C::GROUP * C::D + 2 * C::CW * C::GROUP) * 4;
   return merge > (size_t)stagedInputBytes<C>() ? merge : (size_t)stagedInputBytes<C>();
 }
 // Dynamic shared memory: the ring (and with 4-bit codes the pairs' ring),
@@ -134,7 +134,7 @@ template <class C> __host__ __device__ constexpr size_t mergeBytes() {
 template <class C> __host__ __device__ constexpr size_t sharedBytes() {
   return (size_t)C::STAGES * C::STAGE_BYTES +
          (C::BITS == 4 ? (size_t)C::SCALE_SLOTS * (scaleSlotBytes<C>() + 16) : 0) +
-         2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * CW * 4 + CW * 4 + mergeBytes<C>() +
+         2 * C::STAGES * 8 + (size_t)C::MAX_ROWS * C::CW * 4 + C::CW * 4 + mergeBytes<C>() +
          itemPages<C>() * 4 + (C::BITS == 8 ? (size_t)C::MAX_ROWS * 8 : 0);
 }
 template <class C> __host__ __device__ constexpr int counterCount() {
@@ -150,8 +150,8 @@ enum Kind { QKV = 0, O = 1, GATE_UP = 2, DOWN = 3 };
 // A warp's slice of a K-long row is K / CW elements; lane l takes the
 // 16-byte vectors at 8 l + 256 j of it, the last j only where the slice
 // reaches (when K is not a multiple of 2048).
-__host__ __device__ constexpr int vectorsPerLane(int K) { return (K / CW + 255) / 256; }
-template <int K> __device__ __forceinline__ bool inSlice(int lane, int j) {
+__host__ __device__ constexpr int vectorsPerLane(int K, int CW) { return (K / CW + 255) / 256; }
+template <int K, int CW> __device__ __forceinline__ bool inSlice(int lane, int j) {
   return (K / CW) % 256 == 0 || lane * 8 + 256 * j < K / CW;
 }
 
@@ -173,8 +173,8 @@ template <class C, int KIND> struct Proj {
   static constexpr int ROWS = PAIRED ? 2 * COLS : COLS; // rows per chunk
   static constexpr int N = KIND == QKV ? C::QKV_ROWS / 2 : KIND == GATE_UP ? C::FFN : C::HIDDEN;
   static constexpr int CHUNKS = (N + COLS - 1) / COLS;
-  static constexpr int VPL = vectorsPerLane(K); // 16-byte vectors per lane of a row
-  static_assert(K % (CW * 8) == 0, "K must be a multiple of 64");
+  static constexpr int VPL = vectorsPerLane(K, C::CW); // 16-byte vectors per lane of a row
+  static_assert(K % (C::CW * 8) == 0, "K must be a multiple of 8 CW");
   static_assert(COLS >= 1 && ROWS <= FIT, "a stage must hold a chunk");
   static_assert((CHUNKS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
                 "MAX_ROWS must hold a block's rows of every projection");
@@ -198,13 +198,13 @@ template <class C, class P> __device__ __forceinline__ void blockChunks(int &c0,
 
 // ---- 4-bit projections: units of tiles ----
 
-// Inputs of a K-long row a stage takes: the most, in whole 1024s (each of
+// Inputs of a K-long row a stage takes: the most, in whole 128 CW (each of
 // the CW warps then takes whole 128-input steps), whose T tiles fit. The
 // last of a row's parts may be shorter (FFN 14336 in 4096s: 4096, 4096,
-// 4096, 2048), so a stage is not left half full where K / 1024 has no
+// 4096, 2048), so a stage is not left half full where K / (128 CW) has no
 // divisor that fills it.
-__host__ __device__ constexpr int quantStageInputs(int K, int T, int stageBytes) {
-  int ks = stageBytes / (T * 8) / 1024 * 1024;
+__host__ __device__ constexpr int quantStageInputs(int K, int T, int stageBytes, int CW) {
+  int ks = stageBytes / (T * 8) / (128 * CW) * (128 * CW);
   return ks < K ? ks : K;
 }
 
@@ -213,16 +213,16 @@ template <class C, int KIND> struct QProj {
   static constexpr bool PAIRED = KIND == QKV || KIND == GATE_UP;
   static constexpr int T = PAIRED ? 2 : 1; // tiles a unit
   static constexpr int ROWS = 16 * T;      // rows a unit (16 columns)
-  static constexpr int KS = quantStageInputs(K, T, C::STAGE_BYTES), KP = (K + KS - 1) / KS;
+  static constexpr int KS = quantStageInputs(K, T, C::STAGE_BYTES, C::CW), KP = (K + KS - 1) / KS;
   static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in a full stage
-  static constexpr int SPW = KS / (128 * CW);    // 128-input steps per warp of a full stage
+  static constexpr int SPW = KS / (128 * C::CW);    // 128-input steps per warp of a full stage
   // Inputs of part kp (the last may be fewer), its 128-input steps per
   // warp and a tile's bytes of codes in it.
   static __device__ __forceinline__ int partInputs(int kp) {
     return kp + 1 < KP ? KS : K - (KP - 1) * KS;
   }
   static __device__ __forceinline__ int stepsPerWarp(int kp) {
-    return partInputs(kp) / (128 * CW);
+    return partInputs(kp) / (128 * C::CW);
   }
   static __device__ __forceinline__ unsigned tileBytes(int kp) {
     return 16u * partInputs(kp) / 2;
@@ -230,7 +230,7 @@ template <class C, int KIND> struct QProj {
   static constexpr int GROUPS = K / 128;         // pairs a row
   static constexpr int UNITS = KIND == QKV ? C::QKV_ROWS / 32 : KIND == GATE_UP ? C::FFN / 16
                                                                                 : C::HIDDEN / 16;
-  static_assert(K % 1024 == 0 && SPW >= 1, "whole 128-input steps per warp");
+  static_assert(K % (128 * C::CW) == 0 && SPW >= 1, "whole 128-input steps per warp");
   static_assert(T * TILE_BYTES <= C::STAGE_BYTES, "a stage holds a unit's part");
   static_assert(T * 16 * GROUPS * 4 <= scaleSlotBytes<C>(), "a slot holds a unit's pairs");
   static_assert((UNITS + C::GRID - 1) / C::GRID * ROWS <= C::MAX_ROWS,
@@ -271,8 +271,8 @@ template <typename T, int N> __device__ __forceinline__ wf_pack<T, N> loadShared
   return r;
 }
 // The consumer warps only (the producer never joins).
-__device__ __forceinline__ void consumerBarrier() {
-  asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+template <class C> __device__ __forceinline__ void consumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(C::CW * 32) : "memory");
 }
 
 // 8-bit codes: what a row's products need, made once a phase from its
@@ -289,9 +289,9 @@ template <class C> struct Ring {
   unsigned long long *pFull, *pEmpty; // per slot
   int units;                         // pair slots taken so far (4-bit codes)
   typename C::t *xs;                 // 4-bit codes: the staged input (in attn's room)
-  float (*part)[CW];                 // [MAX_ROWS][CW] the warps' row sums
-  float *red;                        // [CW]
-  float *attn;                       // attention: [CW][GROUP][D + 2]
+  float (*part)[C::CW];                 // [MAX_ROWS][C::CW] the warps' row sums
+  float *red;                        // [C::CW]
+  float *attn;                       // attention: [C::CW][GROUP][D + 2]
   int *pages;                        // attention: the item's pages, [itemPages]
   RowCodes *rowAux;                  // 8-bit codes: [MAX_ROWS] the rows' biases and scales
   int it;                            // stages taken so far (same count in every thread)
@@ -396,7 +396,7 @@ __device__ __forceinline__ void waitPhaseInput(const Step<C> &s, int layer, int 
         phase == 0 ? doneCounter(s, layer - 1, 4) : doneCounter(s, layer, phase - 1);
     if (threadIdx.x == 0)
       waitCount(dep, phase == 2 ? (unsigned)C::KV_HEADS : (unsigned)C::GRID);
-    consumerBarrier();
+    consumerBarrier<C>();
   }
 }
 
@@ -404,12 +404,12 @@ __device__ __forceinline__ void waitPhaseInput(const Step<C> &s, int layer, int 
 // takes them), loaded before the wait for the input: weights never change.
 template <class C, int K>
 __device__ __forceinline__ void loadNormWeights(const typename C::t *norm,
-                                                wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K)]) {
+                                                wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)]) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int base = w * (K / CW) + lane * 8;
+  const int base = w * (K / C::CW) + lane * 8;
 #pragma unroll
-  for (int j = 0; j < vectorsPerLane(K); ++j)
-    if (norm != nullptr && inSlice<K>(lane, j))
+  for (int j = 0; j < vectorsPerLane(K, C::CW); ++j)
+    if (norm != nullptr && inSlice<K, C::CW>(lane, j))
       g[j] = wf_load<typename C::t, 8>(norm + base + 256 * j);
 }
 
@@ -418,15 +418,15 @@ __device__ __forceinline__ void loadNormWeights(const typename C::t *norm,
 // the norm weights `g` (loadNormWeights) if `normed`.
 template <class C, int K>
 __device__ __forceinline__ void loadInput(const typename C::t *x, bool normed,
-                                          const wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K)],
-                                          float (&xf)[vectorsPerLane(K) * 8], float *red) {
+                                          const wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)],
+                                          float (&xf)[vectorsPerLane(K, C::CW) * 8], float *red) {
   using t = typename C::t;
-  constexpr int VPL = vectorsPerLane(K);
+  constexpr int VPL = vectorsPerLane(K, C::CW);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int base = w * (K / CW) + lane * 8;
+  const int base = w * (K / C::CW) + lane * 8;
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
-    if (!inSlice<K>(lane, j)) {
+    if (!inSlice<K, C::CW>(lane, j)) {
 #pragma unroll
       for (int e = 0; e < 8; ++e)
         xf[8 * j + e] = 0.f;
@@ -446,16 +446,16 @@ __device__ __forceinline__ void loadInput(const typename C::t *x, bool normed,
   ss = wf_warp_sum(ss);
   if (lane == 0)
     red[w] = ss;
-  consumerBarrier();
+  consumerBarrier<C>();
   ss = 0.f;
 #pragma unroll
-  for (int v = 0; v < CW; ++v)
+  for (int v = 0; v < C::CW; ++v)
     ss += red[v];
-  consumerBarrier(); // red is reused by the next norm
+  consumerBarrier<C>(); // red is reused by the next norm
   const float inv = rsqrtf(ss / K + C::EPS);
 #pragma unroll
   for (int j = 0; j < VPL; ++j) {
-    if (!inSlice<K>(lane, j))
+    if (!inSlice<K, C::CW>(lane, j))
       continue;
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -575,7 +575,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
     // wait (they never change). The wait's barrier, or the norm's for
     // layer 0's QKV, publishes them to the loop; the last phase's column
     // sums, which read them, ended with a barrier.
-    for (int q = threadIdx.x; q < (c1 - c0) * P::ROWS; q += CW * 32) {
+    for (int q = threadIdx.x; q < (c1 - c0) * P::ROWS; q += C::CW * 32) {
       const int i = q % P::ROWS, col = (c0 + q / P::ROWS) * P::COLS + i % P::COLS;
       if (col < P::N)
         r.rowAux[q] = rowCodes<C>(__ldg(rowAux + P::row(col, i >= P::COLS)));
@@ -590,7 +590,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
     res0 = wf_f32(__ldcg(residual + c0 * P::COLS + threadIdx.x));
   float xf[P::VPL * 8];
   loadInput<C, P::K>(x, norm != nullptr, gamma, xf, r.red);
-  const int base = w * (P::K / CW) + lane * 8;
+  const int base = w * (P::K / C::CW) + lane * 8;
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int st = r.it % C::STAGES;
     mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
@@ -612,7 +612,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
         const RowCodes rc = r.rowAux[(c - c0) * P::ROWS + i];
 #pragma unroll
         for (int j = 0; j < P::VPL; ++j)
-          if (inSlice<P::K>(lane, j))
+          if (inSlice<P::K, C::CW>(lane, j))
             dotCodes8<C>(*reinterpret_cast<const uint2 *>(row + 256 * j), rc, xf + 8 * j, acc[i]);
       }
       const float sum = warpSumEach<RP>(acc, lane);
@@ -628,7 +628,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
         float a = 0.f;
 #pragma unroll
         for (int j = 0; j < P::VPL; ++j)
-          if (inSlice<P::K>(lane, j))
+          if (inSlice<P::K, C::CW>(lane, j))
             dot8<typename C::t>(*reinterpret_cast<const uint4 *>(row + 256 * j), xf + 8 * j, a);
         a = wf_warp_sum(a);
         if (lane == 0)
@@ -639,14 +639,14 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
     if (lane == 0)
       mbarArrive(&r.empty[st]);
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   // The block's columns: local column q of chunk k is rows (k ROWS + q)
   // and, paired, (k ROWS + COLS + q).
-  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+  for (int q = threadIdx.x; q < cols; q += C::CW * 32) {
     const int k = q / P::COLS, j = q % P::COLS;
     float a = 0.f, b = 0.f;
 #pragma unroll
-    for (int v = 0; v < CW; ++v) {
+    for (int v = 0; v < C::CW; ++v) {
       a += r.part[k * P::ROWS + j][v];
       if constexpr (P::PAIRED)
         b += r.part[k * P::ROWS + P::COLS + j][v];
@@ -661,7 +661,7 @@ __device__ __forceinline__ void consume(const Step<C> &s, int layer, const typen
                                               : wf_f32(__ldcg(residual + c0 * P::COLS + q));
     column(c0 * P::COLS + q, a, b, res);
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   if (threadIdx.x == 0)
     addRelease(doneCounter(s, layer, phase));
 }
@@ -697,7 +697,7 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
   // once; bf16: each weight rounded with its scale first, as the
   // checkpoint's dequantization (weft/mma_weights.cuh, SUM_SCALE).
   constexpr bool SUM_SCALE = wf_same<t, __half>::value;
-  constexpr int K = P::K, VPL = vectorsPerLane(K);
+  constexpr int K = P::K, VPL = vectorsPerLane(K, C::CW);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
   const int phase = KIND == QKV ? 0 : KIND == O ? 2 : KIND == GATE_UP ? 3 : 4;
   wf_pack<t, 8> gamma[VPL];
@@ -713,10 +713,10 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
     // The input (normed and rounded as the model does) into r.xs.
     float xf[VPL * 8];
     loadInput<C, K>(x, norm != nullptr, gamma, xf, r.red);
-    const int base = w * (K / CW) + lane * 8;
+    const int base = w * (K / C::CW) + lane * 8;
 #pragma unroll
     for (int j = 0; j < VPL; ++j) {
-      if (!inSlice<K>(lane, j))
+      if (!inSlice<K, C::CW>(lane, j))
         continue;
       wf_pack<t, 8> v;
 #pragma unroll
@@ -724,7 +724,7 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
         v.v[e] = wf_to<t>(xf[8 * j + e]);
       *reinterpret_cast<uint4 *>(r.xs + base + 256 * j) = *reinterpret_cast<const uint4 *>(&v);
     }
-    consumerBarrier();
+    consumerBarrier<C>();
   }
   for (int u = u0; u < u1; ++u, ++r.units) {
     const int ps = r.units % C::SCALE_SLOTS;
@@ -804,12 +804,12 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
       }
     }
   }
-  consumerBarrier();
-  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+  consumerBarrier<C>();
+  for (int q = threadIdx.x; q < cols; q += C::CW * 32) {
     const int k = q / 16, j = q % 16;
     float a = 0.f, b = 0.f;
 #pragma unroll
-    for (int v = 0; v < CW; ++v) {
+    for (int v = 0; v < C::CW; ++v) {
       a += r.part[k * P::ROWS + j][v];
       if constexpr (P::PAIRED)
         b += r.part[k * P::ROWS + 16 + j][v];
@@ -819,7 +819,7 @@ __device__ __forceinline__ void consumeCodes(const Step<C> &s, int layer, const 
                                               : wf_f32(__ldcg(residual + u0 * 16 + q));
     column(u0 * 16 + q, a, b, res);
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   if (threadIdx.x == 0)
     addRelease(doneCounter(s, layer, phase));
 }
@@ -840,7 +840,7 @@ __device__ __forceinline__ void loadItemPages(const Step<C> &s, Ring<C> &r, int 
   const int *table = s.tables + (size_t)seq * C::MAX_BLOCKS;
   const int firstPage = lo / C::BLOCK_TOKENS;
   const int pageCount = hi > lo ? (hi - 1) / C::BLOCK_TOKENS - firstPage + 1 : 0;
-  for (int i = threadIdx.x; i < pageCount; i += CW * 32)
+  for (int i = threadIdx.x; i < pageCount; i += C::CW * 32)
     r.pages[i] = table[firstPage + i];
 }
 
@@ -868,7 +868,7 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   if (threadIdx.x == 0)
     waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
-  consumerBarrier();
+  consumerBarrier<C>();
   t *act = activations + (size_t)layer * actPerLayer<C>();
   const t *qv = act;
   t *out = act + (size_t)C::HEADS * D;
@@ -887,12 +887,12 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
   }
   // The item's pages are in shared memory (loadItemPages, once a step).
   const int firstPage = lo / C::BLOCK_TOKENS;
-  for (int p0 = lo + w; p0 < hi; p0 += CW * U) {
+  for (int p0 = lo + w; p0 < hi; p0 += C::CW * U) {
     // U rows of K and V in flight, kept packed (2 registers a row) until used.
     wf_pack<t, 4> kp[U], vp[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int p = p0 + u * CW;
+      const int p = p0 + u * C::CW;
       if (p < hi) {
         const size_t row =
             ((size_t)pages[p / C::BLOCK_TOKENS - firstPage] * C::BLOCK_TOKENS +
@@ -911,14 +911,14 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
       };
       // Every slot within the item: the U sums interleave. Past its end (the
       // same for the whole warp) no sum is taken; at short contexts most are.
-      if (p0 + (U - 1) * CW < hi) {
+      if (p0 + (U - 1) * C::CW < hi) {
 #pragma unroll
         for (int u = 0; u < U; ++u)
           sc[u] = score(u);
       } else {
 #pragma unroll
         for (int u = 0; u < U; ++u)
-          sc[u] = p0 + u * CW < hi ? score(u) : -1e30f;
+          sc[u] = p0 + u * C::CW < hi ? score(u) : -1e30f;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -930,7 +930,7 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
         acc[g][d] *= corr;
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (p0 + u * CW < hi) {
+        if (p0 + u * C::CW < hi) {
           const float pr = exp2f(sc[u] - mb);
           l[g] += pr;
 #pragma unroll
@@ -942,7 +942,7 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
   }
   // Merge the warps: merge holds [CW][G][D] accumulators, then [CW][G]
   // maxima and sums.
-  float *wacc = merge, *wm = wacc + CW * G * D, *wl = wm + CW * G;
+  float *wacc = merge, *wm = wacc + C::CW * G * D, *wl = wm + C::CW * G;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -951,17 +951,17 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
     if (lane == 0)
       wm[w * G + g] = m[g], wl[w * G + g] = l[g];
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   float *pm = partials, *pl = pm + C::HEADS * C::SPLITS, *pacc = pl + C::HEADS * C::SPLITS;
-  for (int i = threadIdx.x; i < G * D; i += CW * 32) {
+  for (int i = threadIdx.x; i < G * D; i += C::CW * 32) {
     const int g = i / D, d = i % D, h = kv * G + g;
     float M = -1e30f;
 #pragma unroll
-    for (int v = 0; v < CW; ++v)
+    for (int v = 0; v < C::CW; ++v)
       M = fmaxf(M, wm[v * G + g]);
     float Lsum = 0.f, A = 0.f;
 #pragma unroll
-    for (int v = 0; v < CW; ++v) {
+    for (int v = 0; v < C::CW; ++v) {
       const float c = exp2f(wm[v * G + g] - M);
       Lsum += wl[v * G + g] * c;
       A += wacc[(v * G + g) * D + d] * c;
@@ -970,15 +970,15 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
     if (d == 0)
       pm[h * C::SPLITS + split] = M, pl[h * C::SPLITS + split] = Lsum;
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   if (threadIdx.x == 0) {
     const unsigned arrived =
         addAcqRel(counters + C::LAYERS * PHASES + layer * C::KV_HEADS + kv);
     red[0] = arrived == (unsigned)C::SPLITS - 1 ? 1.f : 0.f;
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   const bool last = red[0] != 0.f;
-  consumerBarrier(); // red is reused
+  consumerBarrier<C>(); // red is reused
   if (!last)
     return;
   // The last split: two threads per (head, 4 dimensions), each over half
@@ -987,7 +987,7 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
   // together through a shuffle (pairs are adjacent lanes; whole warps take
   // part: 2 G D / 4 is a multiple of 32 and at most CW * 32).
   constexpr int HALF = (C::SPLITS + 1) / 2;
-  static_assert(2 * G * D / 4 <= CW * 32 && (2 * G * D / 4) % 32 == 0, "combine threads");
+  static_assert(2 * G * D / 4 <= C::CW * 32 && (2 * G * D / 4) % 32 == 0, "combine threads");
   if (threadIdx.x < 2 * G * D / 4) {
     const int item = threadIdx.x >> 1, half = threadIdx.x & 1;
     const int g = item / (D / 4), d = 4 * (item % (D / 4)), h = kv * G + g;
@@ -1029,7 +1029,7 @@ __device__ __noinline__ void attend(unsigned *counters, typename C::t *activatio
     out[h * D + d + 2 * half] = wf_to<t>((half ? A[2] : A[0]) * inv);
     out[h * D + d + 2 * half + 1] = wf_to<t>((half ? A[3] : A[1]) * inv);
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   if (threadIdx.x == 0)
     addRelease(doneCounter(counters, layer, 1));
 }
@@ -1063,9 +1063,9 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   r.empty = r.full + C::STAGES;
   r.pFull = r.empty + C::STAGES;
   r.pEmpty = r.pFull + (CODES ? C::SCALE_SLOTS : 0);
-  r.part = reinterpret_cast<float(*)[CW]>(r.pEmpty + (CODES ? C::SCALE_SLOTS : 0));
+  r.part = reinterpret_cast<float(*)[C::CW]>(r.pEmpty + (CODES ? C::SCALE_SLOTS : 0));
   r.red = &r.part[C::MAX_ROWS][0];
-  r.attn = r.red + CW;
+  r.attn = r.red + C::CW;
   r.xs = reinterpret_cast<t *>(r.attn);
   r.pages = reinterpret_cast<int *>(reinterpret_cast<unsigned char *>(r.attn) + mergeBytes<C>());
   r.rowAux = reinterpret_cast<RowCodes *>(r.pages + itemPages<C>());
@@ -1075,18 +1075,18 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   if (threadIdx.x == 0) {
     for (int i = 0; i < C::STAGES; ++i) {
       mbarInit(&r.full[i], 1);
-      mbarInit(&r.empty[i], CW);
+      mbarInit(&r.empty[i], C::CW);
     }
     for (int i = 0; i < (CODES ? C::SCALE_SLOTS : 0); ++i) {
       mbarInit(&r.pFull[i], 1);
-      mbarInit(&r.pEmpty[i], CW);
+      mbarInit(&r.pEmpty[i], C::CW);
     }
   }
   __syncthreads(); // also publishes `layers`
-  if (threadIdx.x >= CW * 32) {
+  if (threadIdx.x >= C::CW * 32) {
     // The producer: lane 0 of the last warp copies; weights never change,
     // so it runs ahead of every dependency.
-    if (threadIdx.x != CW * 32)
+    if (threadIdx.x != C::CW * 32)
       return;
     for (int layer = 0; layer < C::LAYERS; ++layer) {
       const Layer<C> &L = layers[layer];
