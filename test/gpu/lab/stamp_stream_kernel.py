@@ -60,28 +60,28 @@ __device__ __forceinline__ void tl(int ev) {{
   TLP(layer, phase, 0);
   const int cols""")
     rep("""  loadInput<C, P::K>(x, norm != nullptr, gamma, xf, r.red);
-  const int base = w * (P::K / CW) + lane * 8;
+  const int base = w * (P::K / C::CW) + lane * 8;
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int st = r.it % C::STAGES;
     mbarWait(&r.full[st], (r.it / C::STAGES) & 1);""", """  loadInput<C, P::K>(x, norm != nullptr, gamma, xf, r.red);
   TLP(layer, phase, 1);
-  const int base = w * (P::K / CW) + lane * 8;
+  const int base = w * (P::K / C::CW) + lane * 8;
   for (int c = c0; c < c1; ++c, ++r.it) {
     const int st = r.it % C::STAGES;
     mbarWait(&r.full[st], (r.it / C::STAGES) & 1);
     if (c == c0) TLP(layer, phase, 2);""")
     rep("""      mbarArrive(&r.empty[st]);
   }
-  consumerBarrier();
+  consumerBarrier<C>();
   // The block's columns""", """      mbarArrive(&r.empty[st]);
   }
   TLP(layer, phase, 3);
-  consumerBarrier();
+  consumerBarrier<C>();
   // The block's columns""")
-    rep("""  consumerBarrier();
+    rep("""  consumerBarrier<C>();
   if (threadIdx.x == 0)
     addRelease(doneCounter(s, layer, phase));
-}""", """  consumerBarrier();
+}""", """  consumerBarrier<C>();
   TLP(layer, phase, 4);
   if (threadIdx.x == 0)
     addRelease(doneCounter(s, layer, phase));
@@ -92,9 +92,9 @@ __device__ __forceinline__ void tl(int ev) {{
   int u0, u1;""", """  waitPhaseInput(s, layer, phase);
   TLP(layer, phase, 0);
   int u0, u1;""")
-    rep("""    consumerBarrier();
+    rep("""    consumerBarrier<C>();
   }
-  for (int u = u0; u < u1; ++u, ++r.units) {""", """    consumerBarrier();
+  for (int u = u0; u < u1; ++u, ++r.units) {""", """    consumerBarrier<C>();
   }
   TLP(layer, phase, 1);
   for (int u = u0; u < u1; ++u, ++r.units) {""")
@@ -105,33 +105,33 @@ __device__ __forceinline__ void tl(int ev) {{
     rep("""      }
     }
   }
-  consumerBarrier();
-  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+  consumerBarrier<C>();
+  for (int q = threadIdx.x; q < cols; q += C::CW * 32) {
     const int k = q / 16, j = q % 16;""", """      }
     }
   }
   TLP(layer, phase, 3);
-  consumerBarrier();
-  for (int q = threadIdx.x; q < cols; q += CW * 32) {
+  consumerBarrier<C>();
+  for (int q = threadIdx.x; q < cols; q += C::CW * 32) {
     const int k = q / 16, j = q % 16;""")
     # attend
     rep("""    waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
-  consumerBarrier();
+  consumerBarrier<C>();
   t *act""", """    waitCount(doneCounter(counters, layer, 0), (unsigned)C::GRID);
-  consumerBarrier();
+  consumerBarrier<C>();
   const bool TLL = threadIdx.x == 0 && layer == C::LAYERS / 2;
   if (TLL) tl(24);
   t *act""")
     rep("""  float *wacc = merge, *wm""", """  if (TLL) tl(25);
   float *wacc = merge, *wm""")
-    rep("""  consumerBarrier();
+    rep("""  consumerBarrier<C>();
   if (threadIdx.x == 0) {
-    const unsigned arrived =""", """  consumerBarrier();
+    const unsigned arrived =""", """  consumerBarrier<C>();
   if (TLL) tl(26);
   if (threadIdx.x == 0) {
     const unsigned arrived =""")
-    rep("""  consumerBarrier(); // red is reused
-  if (!last)""", """  consumerBarrier(); // red is reused
+    rep("""  consumerBarrier<C>(); // red is reused
+  if (!last)""", """  consumerBarrier<C>(); // red is reused
   if (TLL) tl(27);
   if (!last)""")
     rep("""    addRelease(doneCounter(counters, layer, 1));
