@@ -33,8 +33,9 @@
 // Config C: t (f16 or bf16: activations, weights, cache), LAYERS, HIDDEN,
 // FFN, HEADS, KV_HEADS, D (128), GROUP (HEADS / KV_HEADS, at most 4), CW
 // (consumer warps: 8 or 16), QKV_ROWS ((HEADS + 2 KV_HEADS) D), EPS,
-// SCALE_LOG2 (scale * log2 e), BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES, SPLITS, STAGES, IN_FLIGHT (of
-// the stages, at most this many requested and not landed), STAGE_BYTES,
+// SCALE_LOG2 (scale * log2 e), BLOCK_TOKENS, MAX_BLOCKS, MAX_SEQUENCES,
+// SPLITS, STAGES, IN_FLIGHT (of the stages, at most this many requested and
+// not landed), STAGE_BYTES,
 // SCALE_SLOTS (4-bit codes; else 0), MAX_ROWS (a block's rows of one
 // projection, at most), GRID (blocks), SHARED_BYTES (the dynamic shared
 // memory the launch gives, at least sharedBytes<C>()); static double
