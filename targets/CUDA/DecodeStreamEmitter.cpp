@@ -358,7 +358,8 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
      << ", \"counters\");\n"
      << "static_assert(weft::kernels::stream::actPerLayer<Config>() * " << layers
      << " * 2 == " << actBytes << ", \"activations\");\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(weft::kernels::stream::threadsOf<Config>(), 1)\n"
+     << "extern \"C\" __global__ void\n"
+     << "__launch_bounds__(weft::kernels::stream::threadsOf<Config>(), 1)\n"
      << kNameMarker << "(const Config::t *x, const int *positions, const int *slots,\n"
      << "    const int *block_tables, Config::t *out, Config::t *act, float *partials,\n"
      << "    unsigned *counters";

@@ -404,11 +404,15 @@ int main(int argc, char **argv) {
   if (decodeStreamWarps != 0 && decodeStreamWarps != 8 && decodeStreamWarps != 16)
     return fail("--decode-stream-warps: expected 8 or 16, got " +
                 std::to_string(decodeStreamWarps));
+  if (given(decodeStreamWarps) && !decodeStream)
+    return fail("--decode-stream-warps shapes the decode stream kernel, which "
+                "--decode-stream=false turns off");
   planOptions.lowering.decodeStreamWarps = decodeStreamWarps;
   if (logitsRows != "all" && logitsRows != "last")
     return fail("--logits-rows: expected all or last, got '" + logitsRows + "'");
   planOptions.lowering.sampledRowsLogits = logitsRows == "last";
-  if (decodeStream.getNumOccurrences() > 0)
+  // Either option given explicitly: say why a plan cannot take the kernel.
+  if (given(decodeStream) || given(decodeStreamWarps))
     planOptions.lowering.warn = [](const std::string &message) {
       llvm::errs() << "weft-compile: warning: " << message << "\n";
     };

@@ -216,7 +216,7 @@ template <class C, int KIND> struct QProj {
   static constexpr int ROWS = 16 * T;      // rows a unit (16 columns)
   static constexpr int KS = quantStageInputs(K, T, C::STAGE_BYTES, C::CW), KP = (K + KS - 1) / KS;
   static constexpr int TILE_BYTES = 16 * KS / 2; // a tile's codes in a full stage
-  static constexpr int SPW = KS / (128 * C::CW);    // 128-input steps per warp of a full stage
+  static constexpr int SPW = KS / (128 * C::CW); // 128-input steps per warp of a full stage
   // Inputs of part kp (the last may be fewer), its 128-input steps per
   // warp and a tile's bytes of codes in it.
   static __device__ __forceinline__ int partInputs(int kp) {
@@ -290,9 +290,9 @@ template <class C> struct Ring {
   unsigned long long *pFull, *pEmpty; // per slot
   int units;                         // pair slots taken so far (4-bit codes)
   typename C::t *xs;                 // 4-bit codes: the staged input (in attn's room)
-  float (*part)[C::CW];                 // [MAX_ROWS][C::CW] the warps' row sums
-  float *red;                        // [C::CW]
-  float *attn;                       // attention: [C::CW][GROUP][D + 2]
+  float (*part)[C::CW];              // [MAX_ROWS][CW] the warps' row sums
+  float *red;                        // [CW]
+  float *attn;                       // attention: [CW][GROUP][D + 2]
   int *pages;                        // attention: the item's pages, [itemPages]
   RowCodes *rowAux;                  // 8-bit codes: [MAX_ROWS] the rows' biases and scales
   int it;                            // stages taken so far (same count in every thread)
@@ -404,8 +404,8 @@ __device__ __forceinline__ void waitPhaseInput(const Step<C> &s, int layer, int 
 // The norm weights of this lane's slice of a K-long input (as loadInput
 // takes them), loaded before the wait for the input: weights never change.
 template <class C, int K>
-__device__ __forceinline__ void loadNormWeights(const typename C::t *norm,
-                                                wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)]) {
+__device__ __forceinline__ void
+loadNormWeights(const typename C::t *norm, wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)]) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int base = w * (K / C::CW) + lane * 8;
 #pragma unroll
@@ -418,9 +418,10 @@ __device__ __forceinline__ void loadNormWeights(const typename C::t *norm,
 // w K / CW + 8 l + 256 j (j < VPL; zeros past the slice), RMSNormed with
 // the norm weights `g` (loadNormWeights) if `normed`.
 template <class C, int K>
-__device__ __forceinline__ void loadInput(const typename C::t *x, bool normed,
-                                          const wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)],
-                                          float (&xf)[vectorsPerLane(K, C::CW) * 8], float *red) {
+__device__ __forceinline__ void
+loadInput(const typename C::t *x, bool normed,
+          const wf_pack<typename C::t, 8> (&g)[vectorsPerLane(K, C::CW)],
+          float (&xf)[vectorsPerLane(K, C::CW) * 8], float *red) {
   using t = typename C::t;
   constexpr int VPL = vectorsPerLane(K, C::CW);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
