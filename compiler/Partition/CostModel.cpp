@@ -91,6 +91,88 @@ double WeightFormat::codeTokenFraction() const {
   }
 }
 
+// Fitted on one H200 (4.28 TB/s copy bandwidth) with Llama 3.1 8B at batch
+// 1, each format's step against its bytes at the copy bandwidth, the LM
+// head priced as its own kernel (test/gpu/results/stream-variants-2026-12-06.txt,
+// in-flight-2026-12-04.txt, quantized-defaults-2026-12-05.txt): 16-bit
+// weights 3.76 ms at context 128, where the ring (6 stages) hides all but
+// a few us of each layer's hand-offs; 4-bit codes 1.57 ms, whose consumers
+// set the pace, so that a full ring hides little (docs/benchmarks.md,
+// "Inside a layer of the stream kernel"); 8-bit codes 2.43 (int8) and 2.39
+// ms (fp8) at context 512. An H100 measured 1.92 ms for the same int4 plan
+// (the fit predicts 1.85 at its datasheet 3.35 TB/s).
+double WeightFormat::streamHandoffSeconds() const {
+  switch (dtype) {
+  case WeightDType::Int4: return 18.5e-6;
+  case WeightDType::Int8:
+  case WeightDType::FP8: return 14.0e-6;
+  default: return 5.5e-6;
+  }
+}
+
+// The stream kernel's attention reads K/V rows at about this fraction of
+// the copy bandwidth: the step grew by 0.115 ms per 1000 positions from
+// context 512 to 4000 (32 layers of 4 KB a position) with 16-bit weights
+// and 4-bit codes alike (in-flight-2026-12-04.txt).
+static constexpr double kStreamAttentionBandwidth = 0.27;
+
+bool decodeStreamTakes(const ModelConfig &config, const WeightFormat &format) {
+  const bool llamaStyle =
+      (config.family == ModelFamily::Llama || config.family == ModelFamily::Mistral) &&
+      !config.qkvBias && !config.oBias && !config.mlpBias &&
+      config.hiddenAct == Activation::Silu && config.normWeightOffset == 0.0 &&
+      !config.slidingWindow && config.slidingLayers.empty() && !config.attentionSoftcap;
+  if (!llamaStyle || config.headDim != 128 || config.numKvHeads <= 0 ||
+      config.numHeads % config.numKvHeads != 0 || config.numHeads / config.numKvHeads > 4)
+    return false;
+  // Every width a whole number of the blocks' slices (8 consumer warps).
+  int64_t slice = 64;
+  switch (format.dtype) {
+  case WeightDType::Int4:
+    if (format.groupSize != 128)
+      return false;
+    slice = 1024; // 128-input steps of 8 warps
+    break;
+  case WeightDType::Int8:
+    if (format.grouped8)
+      return false; // 8-bit codes take a scale per row
+    break;
+  case WeightDType::FP8:
+  case WeightDType::F16:
+  case WeightDType::BF16:
+    break;
+  default:
+    return false;
+  }
+  for (int64_t width : {config.hiddenSize, config.intermediateSize, config.qWidth()})
+    if (width % slice != 0)
+      return false;
+  return true;
+}
+
+double streamLayerSeconds(llvm::ArrayRef<RegionTerms> layer,
+                          const hardware::DeviceProfile &device, const WeightFormat &format,
+                          int64_t context, StepSplit *split) {
+  const double bandwidth = device.effectiveBandwidth();
+  const StepScale scale = stepScaleAt(device, 1);
+  double weights = 0, kv = 0;
+  for (const RegionTerms &r : layer) {
+    weights += double(format.matrixBytes(r.matrixElements, r.matrixRows) + r.vectorBytes) +
+               double(r.actBytesPerToken);
+    const double ctx =
+        double(r.slidingWindow ? std::min(context, r.slidingWindow) : context);
+    kv += ctx * double(r.kvBytesPerTokenPosition);
+  }
+  const double other =
+      (weights / bandwidth + format.streamHandoffSeconds()) * scale.weights;
+  const double attention = kv / (bandwidth * kStreamAttentionBandwidth) * scale.attention;
+  if (split) {
+    split->other += other;
+    split->attention += attention;
+  }
+  return other + attention;
+}
+
 double mmaSyncFlops(const hardware::DeviceProfile &device, double peak) {
   return device.computeCapability >= 90 ? peak / 2 : peak;
 }

@@ -70,6 +70,10 @@ struct WeightFormat {
   // fraction of the device's mma.sync peak (mmaSyncFlops); 0 for float
   // formats.
   double codeTokenFraction() const;
+  // The decode stream kernel's time a layer beyond its bytes: the hand-offs
+  // between its phases (the blocks' releases, the attention window) that its
+  // ring of weight stages does not hide (streamLayerSeconds).
+  double streamHandoffSeconds() const;
 };
 
 // The 16-bit tensor rate of mma.sync, which the generated GEMV uses: the
@@ -144,6 +148,25 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
                       const WeightFormat &format, int64_t tokens,
                       int64_t context, int tpDegree = 1, StepSplit *split = nullptr,
                       bool prefill = false);
+
+// Whether the decode stream kernel (weft/decode_stream.cuh; weft-compile
+// --decode-stream) takes this model's layers in `format`: Llama-style
+// layers (no biases, SiLU, no sliding window, soft-cap or QK norm), head_dim
+// 128, at most 4 query heads a KV head, widths whole for its blocks, 16-bit
+// weights, 4-bit codes in groups of 128 or 8-bit codes with a scale per row.
+// The model-level half of cuda::emitDecodeStream's checks (a unit test
+// holds them to the same fixtures); the plan then says for certain.
+bool decodeStreamTakes(const ModelConfig &config, const WeightFormat &format);
+
+// One layer (`layer`: its regions) of a one-token decode step on `device`
+// as the decode stream kernel runs it: its weights read at the copy
+// bandwidth, its K/V rows at `context` positions at the rate its attention
+// items reach, and the hand-offs its ring does not hide
+// (WeightFormat::streamHandoffSeconds). A calibrated device's bandwidth and
+// step scales apply as in regionsSeconds; `split` accumulates the parts.
+double streamLayerSeconds(llvm::ArrayRef<RegionTerms> layer,
+                          const hardware::DeviceProfile &device, const WeightFormat &format,
+                          int64_t context, StepSplit *split = nullptr);
 
 // Weight bytes of `regions` in `format`, divided over `tpDegree` shards.
 uint64_t regionsWeightBytes(llvm::ArrayRef<RegionTerms> regions,

@@ -111,6 +111,9 @@ public:
 
   double layerSeconds(const Unit &u, int64_t layer, int64_t tokens) const {
     const DeviceProfile &d = topology.devices[size_t(u.devices[0])];
+    if (options.streams(d, tokens, /*prefill=*/false, u.degree()))
+      return streamLayerSeconds(profile.layers[size_t(layer)], d, options.weights,
+                                options.timingContext());
     double s = regionsSeconds(profile.layers[size_t(layer)], d, options.weights,
                               tokens, options.timingContext(), u.degree());
     if (u.degree() > 1) // all-reduce after the O and down projections
@@ -606,6 +609,12 @@ makePartitionOptions(const ModelConfig &config, llvm::StringRef objective,
   return o;
 }
 
+bool PartitionOptions::streams(const DeviceProfile &device, int64_t tokens, bool prefill,
+                               int tpDegree) const {
+  return decodeStream && tokens == 1 && !prefill && tpDegree == 1 &&
+         device.computeCapability >= 90;
+}
+
 Candidate evaluateCandidate(const ModelProfile &profile, const Topology &topology,
                             const PartitionOptions &options,
                             std::vector<Stage> stages) {
@@ -644,7 +653,17 @@ StepSplit predictStepSeconds(const ModelProfile &profile, const Topology &topolo
     int tp = int(s.devices.size());
     if (s.embedding)
       add(profile.pre, embeddingDevice(s), 1);
+    const bool streamed =
+        options.streams(topology.devices[size_t(s.devices[0])], tokens, prefill, tp);
     for (int64_t l = s.firstLayer; l < s.endLayer; ++l) {
+      if (streamed) {
+        const DeviceProfile &d = topology.devices[size_t(s.devices[0])];
+        streamLayerSeconds(profile.layers[size_t(l)], d, options.weights, attended, &split);
+        if (raw)
+          streamLayerSeconds(profile.layers[size_t(l)], plain[size_t(s.devices[0])],
+                             options.weights, attended, raw);
+        continue;
+      }
       add(profile.layers[size_t(l)], s.devices[0], tp);
       if (tp > 1) // all-reduce after the O and down projections
         addOther(2 * allReduceSeconds(topology, s.devices,

@@ -31,6 +31,11 @@ struct PartitionOptions {
   int64_t prefillChunk = 512; // largest prefill bucket (activation sizing)
   WeightFormat weights;
   bool allowHostOffload = true;
+  // One-token decode steps run each single-device stage's layers as the
+  // decode stream kernel (sm_90 and newer): priced by streamLayerSeconds
+  // instead of kernel by kernel. Set where the plan asks for it and the
+  // kernel takes the model (decodeStreamTakes).
+  bool decodeStream = false;
   // A plan will be built from the result: offer only what the runtime can
   // execute (no quantized-weight hints when nothing fits).
   bool runnableOnly = false;
@@ -38,6 +43,11 @@ struct PartitionOptions {
   // When set, this layout is priced and used instead of searching (see
   // parseStageSpec); it must still fit.
   std::vector<Stage> forcedStages;
+
+  // Whether a one-token decode step of `tpDegree` devices starting at
+  // `device` runs the decode stream kernel.
+  bool streams(const hardware::DeviceProfile &device, int64_t tokens, bool prefill,
+               int tpDegree) const;
 
   int64_t timingContext() const {
     return decodeContext > 0 ? decodeContext : std::max<int64_t>(1, context / 2);

@@ -158,6 +158,9 @@ llvm::Error partitionStage(Compilation &c, bool buildsPlan) {
   if (buildsPlan && o.hostOffloadGiven && o.hostOffload)
     return makeError("--host-offload: plans cannot keep layers in host RAM yet (the runtime "
                      "does not implement it); the option applies to --report only");
+  c.partitionOptions->decodeStream =
+      o.decodeStream &&
+      partition::decodeStreamTakes(c.source.config, c.partitionOptions->weights);
   c.partitionOptions->allowHostOffload = o.hostOffload && !buildsPlan;
   c.partitionOptions->runnableOnly = buildsPlan;
   if (!o.stages.empty()) {

@@ -72,6 +72,11 @@ struct Options {
   // (weft-fuse-projection-rope); false keeps them a kernel of their own,
   // for A/B measurements.
   bool fuseProjectionRope = true;
+
+  // The plan runs one-token decode steps as the decode stream kernel where
+  // it takes the layers (weft-compile --decode-stream): the partitioner and
+  // the plan's predictions price them so.
+  bool decodeStream = false;
 };
 
 struct Compilation;

@@ -380,6 +380,7 @@ int main(int argc, char **argv) {
   options.stages = stageSpec;
   options.hostOffload = hostOffload;
   options.fuseProjectionRope = fuseProjectionRope;
+  options.decodeStream = decodeStream;
   options.hostOffloadGiven = hostOffload.getNumOccurrences() > 0;
   options.graphAsPlan = emit == Emit::Fused || emit == Emit::Graph;
 
