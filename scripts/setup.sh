@@ -14,7 +14,7 @@ packages=(cmake ninja-build python3 libgtest-dev nlohmann-json3-dev libpcre2-dev
           python3-jinja2 libsodium-dev)
 if [[ "$runtime_only" != 1 ]]; then
   packages+=(clang-19 lld-19 libclang-rt-19-dev llvm-19-dev llvm-19-tools
-             libmlir-19-dev mlir-19-tools python3-numpy)
+             libmlir-19-dev mlir-19-tools python3-numpy patch)
 fi
 
 missing=()
