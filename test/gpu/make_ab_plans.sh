@@ -105,6 +105,11 @@ ldd "$out/weft-run" | awk '/sodium/ {print $3}' | xargs -r cp -L -t "$out/lib/"
 # them there).
 rel="$(realpath -m "$out")"
 rel="${rel#"$root"/}"
+mib=$(du -sm "$out" | cut -f1)
+if ((mib > 60)); then
+  echo "$0: warning: $out holds $mib MiB, more than a GPU call carries (64 MiB in all):" \
+    "fewer variants a call, or WEFT_AB_PLANS (e.g. 'awq|int4')" >&2
+fi
 pairs=""
 for name in "${names[@]:1}"; do
   for w in awq fp16; do
