@@ -100,7 +100,7 @@ double WeightFormat::codeTokenFraction() const {
 // set the pace, so that a full ring hides little (docs/benchmarks.md,
 // "Inside a layer of the stream kernel"); 8-bit codes 2.43 (int8) and 2.39
 // ms (fp8) at context 512. An H100 measured 1.92 ms for the same int4 plan
-// (the fit predicts 1.85 at its datasheet 3.35 TB/s).
+// (the fit predicts 1.86 at its datasheet 3.35 TB/s).
 double WeightFormat::streamHandoffSeconds() const {
   switch (dtype) {
   case WeightDType::Int4: return 18.5e-6;

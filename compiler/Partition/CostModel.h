@@ -154,8 +154,9 @@ double regionsSeconds(llvm::ArrayRef<RegionTerms> regions,
 // layers (no biases, SiLU, no sliding window, soft-cap or QK norm), head_dim
 // 128, at most 4 query heads a KV head, widths whole for its blocks, 16-bit
 // weights, 4-bit codes in groups of 128 or 8-bit codes with a scale per row.
-// The model-level half of cuda::emitDecodeStream's checks (a unit test
-// holds them to the same fixtures); the plan then says for certain.
+// The model-level half of cuda::emitDecodeStream's checks; lowering
+// decides for certain (test/Partition/decode_stream_pricing.test compiles
+// plans the emitter takes and refuses and checks the report agrees).
 bool decodeStreamTakes(const ModelConfig &config, const WeightFormat &format);
 
 // One layer (`layer`: its regions) of a one-token decode step on `device`

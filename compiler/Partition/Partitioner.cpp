@@ -653,12 +653,11 @@ StepSplit predictStepSeconds(const ModelProfile &profile, const Topology &topolo
     int tp = int(s.devices.size());
     if (s.embedding)
       add(profile.pre, embeddingDevice(s), 1);
-    const bool streamed =
-        options.streams(topology.devices[size_t(s.devices[0])], tokens, prefill, tp);
+    const DeviceProfile &first = topology.devices[size_t(s.devices[0])];
+    const bool streamed = options.streams(first, tokens, prefill, tp);
     for (int64_t l = s.firstLayer; l < s.endLayer; ++l) {
       if (streamed) {
-        const DeviceProfile &d = topology.devices[size_t(s.devices[0])];
-        streamLayerSeconds(profile.layers[size_t(l)], d, options.weights, attended, &split);
+        streamLayerSeconds(profile.layers[size_t(l)], first, options.weights, attended, &split);
         if (raw)
           streamLayerSeconds(profile.layers[size_t(l)], plain[size_t(s.devices[0])],
                              options.weights, attended, raw);
