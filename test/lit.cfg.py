@@ -23,6 +23,9 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 # first python3 on PATH, which may lack it.
 import sys
 config.substitutions.append(("%python", sys.executable))
+# weft-serve's own path, for tests that copy it beside a fake weft-compile.
+config.substitutions.append(("%weft_serve", os.path.join(config.weft_obj_root, "tools", "weft-serve",
+                                                         "weft-serve")))
 # weft-detect against a fake NVML and the machines it describes.
 config.substitutions.append(("%fake_nvml", config.fake_nvml))
 config.substitutions.append(("%nvml_boxes", os.path.join(config.test_source_root, "detect", "boxes")))

@@ -139,11 +139,36 @@ public:
     e->line = line_;
     return e;
   }
+  // A node whose operands are all in place: its height, checked.
+  ExprP seal(ExprP e) {
+    int h = 0;
+    for (const ExprP &a : e->args)
+      if (a)
+        h = std::max(h, a->height);
+    for (const auto &kw : e->kwargs)
+      h = std::max(h, kw.second->height);
+    e->height = h + 1;
+    if (e->height > kMaxExprHeight)
+      fail("expression nested too deeply (more than " + std::to_string(kMaxExprHeight) +
+           " operations inside one another)");
+    return e;
+  }
+  ExprP node(Expr::Kind k, std::vector<ExprP> args, std::string name = {}) {
+    ExprP e = make(k);
+    e->args = std::move(args);
+    e->name = std::move(name);
+    return seal(std::move(e));
+  }
+  // Parser recursion: one level more than `d`.
+  void nest(int d) const {
+    if (d > kMaxExprNesting)
+      fail("expression nested too deeply (more than " + std::to_string(kMaxExprNesting) +
+           " levels)");
+  }
 
   // expression := or ["if" or ["else" expression]]
   ExprP expression(int depth = 0) {
-    if (depth > 64)
-      fail("expression nested too deeply");
+    nest(depth);
     ExprP e = orExpr(depth);
     if (isName("if")) {
       ++p_;
@@ -156,9 +181,7 @@ public:
         otherwise = make(Expr::Literal);
         otherwise->name = "undefined";
       }
-      ExprP t = make(Expr::Ternary);
-      t->args = {cond, e, otherwise};
-      return t;
+      return node(Expr::Ternary, {cond, e, otherwise});
     }
     return e;
   }
@@ -166,9 +189,8 @@ public:
     ExprP l = andExpr(d);
     while (isName("or")) {
       ++p_;
-      ExprP e = make(Expr::Or);
-      e->args = {l, andExpr(d)};
-      l = e;
+      ExprP r = andExpr(d);
+      l = node(Expr::Or, {l, r});
     }
     return l;
   }
@@ -176,18 +198,16 @@ public:
     ExprP l = notExpr(d);
     while (isName("and")) {
       ++p_;
-      ExprP e = make(Expr::And);
-      e->args = {l, notExpr(d)};
-      l = e;
+      ExprP r = notExpr(d);
+      l = node(Expr::And, {l, r});
     }
     return l;
   }
   ExprP notExpr(int d) {
     if (isName("not")) {
       ++p_;
-      ExprP e = make(Expr::Not);
-      e->args = {notExpr(d + 1)};
-      return e;
+      nest(d + 1);
+      return node(Expr::Not, {notExpr(d + 1)});
     }
     return compare(d);
   }
@@ -224,59 +244,54 @@ public:
         } else if (!atEnd() && (peek().kind == Token::Number || peek().kind == Token::String ||
                                 (peek().kind == Token::Name && !isName("and") && !isName("or") &&
                                  !isName("else") && !isName("if") && !isName("in")))) {
+          nest(d + 1);
           e->args.push_back(concat(d + 1));
         }
-        l = e;
+        l = seal(e);
         continue;
       } else {
         return l;
       }
-      ExprP e = make(Expr::Binary);
-      e->name = op;
-      e->args = {l, concat(d)};
-      l = e;
+      ExprP r = concat(d);
+      l = node(Expr::Binary, {l, r}, op);
     }
   }
   ExprP concat(int d) {
     ExprP l = additive(d);
     while (isOp("~")) {
       ++p_;
-      ExprP e = make(Expr::Binary);
-      e->name = "~";
-      e->args = {l, additive(d)};
-      l = e;
+      ExprP r = additive(d);
+      l = node(Expr::Binary, {l, r}, "~");
     }
     return l;
   }
   ExprP additive(int d) {
     ExprP l = multiplicative(d);
     while (isOp("+") || isOp("-")) {
-      ExprP e = make(Expr::Binary);
-      e->name = next().text;
-      e->args = {l, multiplicative(d)};
-      l = e;
+      std::string op = next().text;
+      ExprP r = multiplicative(d);
+      l = node(Expr::Binary, {l, r}, op);
     }
     return l;
   }
   ExprP multiplicative(int d) {
     ExprP l = unary(d);
     while (isOp("*") || isOp("/") || isOp("//") || isOp("%")) {
-      ExprP e = make(Expr::Binary);
-      e->name = next().text;
-      e->args = {l, unary(d)};
-      l = e;
+      std::string op = next().text;
+      ExprP r = unary(d);
+      l = node(Expr::Binary, {l, r}, op);
     }
     return l;
   }
   ExprP unary(int d) {
     if (isOp("-")) {
       ++p_;
-      ExprP e = make(Expr::Neg);
-      e->args = {unary(d + 1)};
-      return e;
+      nest(d + 1);
+      return node(Expr::Neg, {unary(d + 1)});
     }
     if (isOp("+")) {
       ++p_;
+      nest(d + 1);
       return unary(d + 1);
     }
     return postfix(d);
@@ -301,10 +316,8 @@ public:
     while (true) {
       if (isOp(".")) {
         ++p_;
-        ExprP a = make(Expr::Attr);
-        a->name = expectName();
-        a->args = {e};
-        e = a;
+        std::string name = expectName();
+        e = node(Expr::Attr, {e}, name);
       } else if (isOp("[")) {
         ++p_;
         ExprP lo, hi, step;
@@ -323,15 +336,13 @@ public:
           }
         }
         expectOp("]");
-        ExprP x = make(slice ? Expr::Slice : Expr::Index);
-        x->args = {e, lo, hi, step};
-        e = x;
+        e = node(slice ? Expr::Slice : Expr::Index, {e, lo, hi, step});
       } else if (isOp("(")) {
         ++p_;
         ExprP c = make(Expr::Call);
         c->args = {e};
         callArgs(c, d);
-        e = c;
+        e = seal(c);
       } else if (isOp("|")) {
         ++p_;
         ExprP f = make(Expr::Filter);
@@ -341,7 +352,7 @@ public:
           ++p_;
           callArgs(f, d);
         }
-        e = f;
+        e = seal(f);
       } else {
         return e;
       }
@@ -382,7 +393,7 @@ public:
           l->args.push_back(expression(d + 1));
         }
         expectOp(")");
-        return l;
+        return seal(l);
       }
       expectOp(")");
       return first;
@@ -396,7 +407,7 @@ public:
           expectOp(",");
       }
       ++p_;
-      return l;
+      return seal(l);
     }
     if (isOp("{")) {
       ++p_;
@@ -409,7 +420,7 @@ public:
           expectOp(",");
       }
       ++p_;
-      return m;
+      return seal(m);
     }
     fail("expected a value");
   }
@@ -436,8 +447,19 @@ std::vector<Tag> lexTemplate(std::string_view s, const std::string &name) {
   size_t i = 0;
   int line = 1;
   bool trimNextNewline = false, stripNextWhitespace = false;
+  // Lines are counted once over the source as tags come (they come in
+  // order), and the last newline seen is kept for lstrip_blocks: the lexer
+  // stays linear in the source, however many tags share a line.
+  size_t countedTo = 0;
+  int countedLines = 1;
+  size_t lastNewline = std::string_view::npos;
   auto lineOf = [&](size_t upTo) {
-    return int(1 + std::count(s.begin(), s.begin() + long(upTo), '\n'));
+    for (; countedTo < upTo; ++countedTo)
+      if (s[countedTo] == '\n') {
+        ++countedLines;
+        lastNewline = countedTo;
+      }
+    return countedLines;
   };
   while (i <= s.size()) {
     size_t open = s.find('{', i);
@@ -508,12 +530,11 @@ std::vector<Tag> lexTemplate(std::string_view s, const std::string &name) {
     } else if (block && !leftPlus) {
       // lstrip_blocks: blanks between the start of the tag's line (in the
       // source) and the tag go, if nothing else is on that line before it.
-      size_t lineStart = s.rfind('\n', open == 0 ? 0 : open - 1);
-      lineStart = lineStart == std::string_view::npos ? 0 : lineStart + 1;
-      if (open == 0 || s.rfind('\n', open - 1) == std::string_view::npos)
-        lineStart = 0;
-      bool blanks = true;
-      for (size_t k = lineStart; k < open; ++k)
+      // (lineOf(open) above counted up to the tag.) A line that starts
+      // before the text does holds the previous tag: not blanks.
+      size_t lineStart = lastNewline == std::string_view::npos ? 0 : lastNewline + 1;
+      bool blanks = lineStart >= i;
+      for (size_t k = lineStart; blanks && k < open; ++k)
         if (s[k] != ' ' && s[k] != '\t')
           blanks = false;
       if (blanks && open - lineStart <= text.size())

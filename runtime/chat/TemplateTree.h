@@ -44,8 +44,17 @@ struct Expr {
   std::vector<std::shared_ptr<Expr>> args;  // operands, call args, list items
   std::vector<std::pair<std::string, std::shared_ptr<Expr>>> kwargs;
   int line = 0;
+  int height = 1; // 1 + the tallest operand's; the parser keeps it <= kMaxExprHeight
 };
 using ExprP = std::shared_ptr<Expr>;
+
+// How deep an expression may nest, counted both ways: the parser's own
+// recursion (parentheses, brackets, `not not ...`, `- - ...`) and the height
+// of the tree it builds (`a + b + ...`, `x.a.b...`, `x|f|g...` grow left
+// without recursing). Both bounds keep the parser, the evaluator and the
+// tree's destructor far from the end of the stack, whatever the input.
+inline constexpr int kMaxExprNesting = 64;
+inline constexpr int kMaxExprHeight = 64;
 
 struct Node {
   enum Kind { Block, Text, Output, If, For, Set, Break, Continue } kind = Block;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <limits>
 
 #include <cstdio>
@@ -146,6 +147,59 @@ TEST(ChatTemplateTest, BadTemplatesNameTheLine) {
   expectError("{{ 1 // 0 }}", "division by zero");
   expectError("{{ raise_exception('roles must alternate') }}", "roles must alternate");
   expectError("{% set x = 1 %}{% set x.y = 2 %}", "only namespace() objects take attributes");
+}
+
+// Templates come from checkpoints downloaded from anywhere: no nesting,
+// however deep, may reach the end of the stack (45,000 `not ` once crashed
+// every tool that reads a tokenizer_config.json), and left-growing chains
+// (`a + a + ...`, `x.a.a...`, `x|f|f...`) that the parser builds without
+// recursing are bounded too, or evaluating and freeing them would recurse.
+TEST(ChatTemplateTest, DeepExpressionsEndInOneLineNotACrash) {
+  auto repeat = [](const std::string &s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += s;
+    return out;
+  };
+  expectError("{{ " + repeat("not ", 45000) + "x }}", "expression nested too deeply");
+  expectError("{{ " + repeat("- ", 100000) + "1 }}", "expression nested too deeply");
+  expectError("{{ " + repeat("+", 100000) + "1 }}", "expression nested too deeply");
+  expectError("{{ 1" + repeat(" + 1", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ 'a'" + repeat(" ~ 'a'", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat(".a", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat("[0]", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat("|e", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat(" is sameas x", 50000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat(" and x", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ x" + repeat(" == x", 100000) + " }}", "expression nested too deeply");
+  expectError("{{ 1" + repeat(" if x else 1", 50000) + " }}", "expression nested too deeply");
+  expectError("{% set y = " + repeat("not ", 45000) + "x %}", "expression nested too deeply");
+  expectError("{% for i in " + repeat("- ", 45000) + "x %}{% endfor %}",
+              "expression nested too deeply");
+  expectError("{% if " + repeat("not ", 45000) + "x %}{% endif %}", "expression nested too deeply");
+  expectError(repeat("{% if x %}", 20000) + repeat("{% endif %}", 20000), "nested too deeply");
+  // Just inside the bounds still renders.
+  EXPECT_EQ(render("{{ " + repeat("not ", 60) + "x }}", Json{{"x", true}}), "True");
+  EXPECT_EQ(render("{{ 1" + repeat(" + 1", 60) + " }}"), "61");
+}
+
+// Lexing is linear in the template: tens of thousands of tags on one line,
+// or on as many lines, take milliseconds (line numbers and lstrip_blocks
+// once rescanned the source from its start for every tag).
+TEST(ChatTemplateTest, ManyTagsLexInLinearTime) {
+  std::string oneLine, manyLines;
+  // Each under the 1 MiB a template may have.
+  for (int i = 0; i < 40000; ++i) {
+    oneLine += "{% if x %}a{% endif %}";
+    manyLines += "  {% if x %}\na{% endif %}\n";
+  }
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(render(oneLine, Json{{"x", false}}), "");
+  EXPECT_EQ(render(manyLines, Json{{"x", false}}).size(), 0u);
+  expectError(manyLines + "{{ nosuch(1) }}", "line 80001: unknown function 'nosuch'");
+  // Milliseconds when linear, minutes when quadratic; the bound leaves room
+  // for sanitizer builds and a loaded machine.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
 }
 
 TEST(ChatTemplateTest, LimitsStopRunawayTemplates) {

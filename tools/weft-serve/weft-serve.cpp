@@ -2,6 +2,7 @@
 // OpenAI-compatible HTTP API (see runtime/server), until SIGTERM or SIGINT,
 // which drain the requests in flight before exiting 0.
 #include "runtime/base/Progress.h"
+#include "runtime/base/Subprocess.h"
 #include "runtime/base/Text.h"
 #include "runtime/io/ReadFile.h"
 #include "runtime/chat/ChatTemplateSource.h"
@@ -26,6 +27,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -48,7 +50,8 @@ bool parseInt(const std::string &text, long long lo, long long hi, long long &ou
 // the topology, the options and the weft-compile binary; compiled by
 // weft-compile (next to this binary, or on PATH) when missing.
 bool compiledPlan(const char *self, const std::string &model, const std::string &topology,
-                  const std::string &args, bool quiet, std::string &plan, std::string &error) {
+                  const std::vector<std::string> &args, bool quiet, std::string &plan,
+                  std::string &error) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(model, ec)) {
@@ -56,7 +59,13 @@ bool compiledPlan(const char *self, const std::string &model, const std::string 
     return false;
   }
   fs::path compiler;
-  fs::path here = fs::weakly_canonical(fs::path(self), ec).parent_path();
+  // This binary's own folder from the kernel, not from argv[0]: started
+  // from PATH, argv[0] is a bare name that would resolve in the current
+  // directory, where anyone could have left a weft-compile.
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty())
+    exe = fs::weakly_canonical(fs::path(self), ec);
+  fs::path here = exe.parent_path();
   for (fs::path c : {here / "weft-compile", here.parent_path() / "weft-compile" / "weft-compile"})
     if (fs::is_regular_file(c, ec)) {
       compiler = c;
@@ -66,8 +75,10 @@ bool compiledPlan(const char *self, const std::string &model, const std::string 
     if (const char *path = std::getenv("PATH")) {
       std::stringstream ss(path);
       std::string dir;
+      // Absolute entries only: an empty or relative one means the current
+      // directory.
       while (compiler.empty() && std::getline(ss, dir, ':'))
-        if (fs::is_regular_file(fs::path(dir) / "weft-compile", ec))
+        if (!dir.empty() && dir[0] == '/' && fs::is_regular_file(fs::path(dir) / "weft-compile", ec))
           compiler = fs::path(dir) / "weft-compile";
     }
   if (compiler.empty()) {
@@ -82,7 +93,8 @@ bool compiledPlan(const char *self, const std::string &model, const std::string 
   };
   mix(fs::absolute(model, ec).string());
   mix(topology);
-  mix(args);
+  for (const std::string &a : args)
+    mix(a);
   std::vector<fs::path> files;
   for (const fs::directory_entry &e : fs::directory_iterator(model, ec))
     if (e.is_regular_file(ec))
@@ -108,21 +120,25 @@ bool compiledPlan(const char *self, const std::string &model, const std::string 
       std::fprintf(stderr, "weft-serve: plan from the cache: %s\n", plan.c_str());
     return true;
   }
-  // weft-compile writes a plan for an output named *.weft.
+  // weft-compile writes a plan for an output named *.weft. It starts from
+  // an argument vector, never through a shell: quotes, `;` or `$(...)` in
+  // a path, the topology or --compile-args are plain characters.
   std::string tmp = (cache / (std::string(name, 16) + ".partial" + std::to_string(::getpid()) +
                               ".weft")).string();
-  std::string cmd = "'" + compiler.string() + "' --model '" + model + "' --topology '" +
-                    topology + "' " + args + " -o '" + tmp + "'" + (quiet ? " > /dev/null" : " >&2");
-  for (const std::string &s : {model, topology, compiler.string()})
-    if (s.find('\'') != std::string::npos) {
-      error = "--model/--topology: paths with a quote are not supported";
-      return false;
-    }
+  std::vector<std::string> argv = {compiler.string(), "--model", model, "--topology", topology};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"-o", tmp});
   if (!quiet)
     std::fprintf(stderr, "weft-serve: compiling %s for %s (once; then cached)\n", model.c_str(),
                  topology.c_str());
-  int rc = std::system(cmd.c_str());
-  if (rc != 0 || !fs::is_regular_file(tmp, ec)) {
+  weft::StatusOr<int> rc =
+      weft::runProgram(argv, quiet ? weft::ChildOutput::kDiscard : weft::ChildOutput::kToStderr);
+  if (!rc) {
+    fs::remove(tmp, ec);
+    error = rc.status().message();
+    return false;
+  }
+  if (*rc != 0 || !fs::is_regular_file(tmp, ec)) {
     fs::remove(tmp, ec);
     error = "weft-compile failed for --model " + model + " --topology " + topology +
             " (its error is above)";
@@ -139,7 +155,9 @@ bool compiledPlan(const char *self, const std::string &model, const std::string 
 const char *kUsage =
     "usage: weft-serve PLAN (--weights DIR | --random-weights) [--host ADDR] [--port N]\n"
     "       weft-serve --model DIR --topology SPEC [--compile-args \"--max-batch 64 ...\"]\n"
-    "                  (compiles once with weft-compile, caches the plan, serves DIR's weights)\n"
+    "                  (compiles once with weft-compile, caches the plan, serves DIR's weights;\n"
+    "                  --compile-args splits at blanks, '...' and \"...\" quote, \\ escapes;\n"
+    "                  no shell reads it)\n"
     "                  [--model-name NAME] [--api-key KEY] [--max-requests N]\n"
     "                  [--http-threads N] [--drain-seconds S] [--tokenizer tokenizer.json]\n"
     "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
@@ -153,14 +171,20 @@ const char *kUsage =
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, tokenizerPath, chatTemplatePath, modelDir, topology, compileArgs;
+  std::string planPath, tokenizerPath, chatTemplatePath, modelDir, topology;
+  std::optional<std::vector<std::string>> compileArgs;
   std::string trustedKeysPath;
   weft::engine::EngineOptions options;
   weft::server::ServerOptions server;
   server.port = 8000;
   bool quiet = false;
-  if (const char *key = std::getenv("WEFT_API_KEY"))
+  if (const char *key = std::getenv("WEFT_API_KEY")) {
+    // Set but empty would serve without authentication: refused, as
+    // --api-key '' is.
+    if (!*key)
+      return fail("WEFT_API_KEY is set but empty: give a key, or unset it to serve without one");
     server.apiKey = key;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -184,7 +208,14 @@ int main(int argc, char **argv) {
     } else if (a == "--compile-args") {
       std::optional<std::string> v = value();
       if (!v) return fail("--compile-args needs the weft-compile options, in one argument");
-      compileArgs = *v;
+      if (compileArgs)
+        return fail("--compile-args given twice: put every weft-compile option in one");
+      weft::StatusOr<std::vector<std::string>> split = weft::splitArguments(*v);
+      if (!split)
+        return fail("--compile-args: " + split.status().message());
+      if (split->empty())
+        return fail("--compile-args is empty: give weft-compile options, or leave it out");
+      compileArgs = std::move(*split);
     } else if (a == "--weights") {
       std::optional<std::string> v = value();
       if (!v) return fail("--weights needs a directory");
@@ -269,9 +300,10 @@ int main(int argc, char **argv) {
     if (options.weightsDir.empty() && !options.randomWeights)
       options.weightsDir = modelDir;
     std::string error;
-    if (!compiledPlan(argv[0], modelDir, topology, compileArgs, quiet, planPath, error))
+    if (!compiledPlan(argv[0], modelDir, topology, compileArgs.value_or(std::vector<std::string>{}),
+                      quiet, planPath, error))
       return fail(error);
-  } else if (!topology.empty() || !compileArgs.empty()) {
+  } else if (!topology.empty() || compileArgs) {
     return fail("--topology and --compile-args go with --model");
   }
   if (planPath.empty())
