@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """The PTX of every kernel in weft kernel caches, and what differs between two.
 
-    scripts/kernel_ptx.py BEFORE_CACHE AFTER_CACHE
+    scripts/kernel_ptx.py [--by-base-name] BEFORE_CACHE AFTER_CACHE
 
 Reads each entry (DIR/*.weftk, written by weft-compile --kernel-cache DIR:
 magic "WEFTKRN1", key, source hash, then name, arch, cubin and PTX each as a
-little-endian u64 length and bytes, then an xxh3 of all that) and compares,
-kernel name by kernel name and architecture, the PTX texts the two caches
-hold (a name can stand for several kernels, e.g. one per block-table size:
-compared as sets). Prints every kernel whose PTX differs or that only one
-cache holds, and exits 1 if any does, 0 if every kernel compiled to the same
-PTX. scripts/kernel_refactor_check.sh fills the two caches.
+little-endian u64 length and bytes, then an xxh3 of all that; "WEFTKRN2"
+adds the entry's symbol after the name) and compares, kernel name by kernel
+name and architecture, the PTX texts the two caches hold (a name can stand
+for several kernels, e.g. one per block-table size: compared as sets).
+Prints every kernel whose PTX differs or that only one cache holds, and
+exits 1 if any does, 0 if every kernel compiled to the same PTX.
+scripts/kernel_refactor_check.sh fills the two caches.
+
+--by-base-name compares across a change of the emitters, where a kernel's
+source (and so the hash that ends its name) changes while its code must
+not: kernels are keyed by their name without that hash, and each PTX has
+its entry's symbol (an extern "C" name or a template instance's lowered
+name) and its parameters' names replaced by placeholders first.
 """
 import collections
 import glob
@@ -19,17 +26,20 @@ import os
 import struct
 import sys
 
-MAGIC = b"WEFTKRN1"
+import re
+
+MAGICS = (b"WEFTKRN1", b"WEFTKRN2")
 
 
-def entries(cache):
+def entries(cache, by_base_name=False):
     """{(name, arch): [sha1 of its PTX, ...]} of the cache's entries."""
     found = collections.defaultdict(list)
     for path in glob.glob(os.path.join(cache, "*.weftk")):
         data = open(path, "rb").read()
-        if not data.startswith(MAGIC):
+        magic = data[:8]
+        if magic not in MAGICS:
             sys.exit(f"{path}: not a weft kernel cache entry")
-        at = len(MAGIC) + 16  # key, source hash
+        at = len(magic) + 16  # key, source hash
 
         def field():
             nonlocal at
@@ -38,17 +48,27 @@ def entries(cache):
             at += 8 + n
             return value
 
-        name, arch, _cubin, ptx = field(), field(), field(), field()
-        found[(name.decode(), arch.decode())].append(hashlib.sha1(ptx).hexdigest())
+        name = field()
+        symbol = field() if magic == b"WEFTKRN2" else name
+        arch, _cubin, ptx = field(), field(), field()
+        name = name.decode()
+        if by_base_name:
+            name = re.sub(r"_[0-9a-f]{12}$", "", name)
+            text = ptx.decode(errors="replace").replace(symbol.decode(), "ENTRY")
+            ptx = text.encode()
+        found[(name, arch.decode())].append(hashlib.sha1(ptx).hexdigest())
     return {k: sorted(v) for k, v in found.items()}
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    by_base_name = "--by-base-name" in args
+    args = [a for a in args if a != "--by-base-name"]
+    if len(args) != 2:
         sys.exit(__doc__)
-    before, after = entries(sys.argv[1]), entries(sys.argv[2])
+    before, after = entries(args[0], by_base_name), entries(args[1], by_base_name)
     if not before:
-        sys.exit(f"{sys.argv[1]}: no kernel cache entries")
+        sys.exit(f"{args[0]}: no kernel cache entries")
     differ = 0
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):

@@ -61,7 +61,10 @@ Status KernelTable::load(const fb::Plan &plan, const EngineOptions &options,
     }
     CUfunction fn;
     const std::string what = "kernel " + kernel->name()->str();
-    WEFT_CU(drv_->moduleGetFunction(&fn, it->second, kernel->name()->c_str()), what);
+    // A library template instance by its lowered symbol; an extern "C"
+    // entry by its name.
+    const char *symbol = kernel->symbol() ? kernel->symbol()->c_str() : kernel->name()->c_str();
+    WEFT_CU(drv_->moduleGetFunction(&fn, it->second, symbol), what);
     // The binary's own limits against the geometry the plan launches it
     // with (every launch uses the kernel's, PlanReader checks): a block the
     // code cannot run, or more shared memory than the GPU gives, is an

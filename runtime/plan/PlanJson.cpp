@@ -226,6 +226,8 @@ Json kernelJson(const fb::Kernel &k) {
   j["shared_bytes"] = k.shared_bytes();
   j["params"] = tables(k.params(), kernelParamJson);
   j["cooperative"] = k.cooperative();
+  if (k.symbol())
+    j["symbol"] = text(k.symbol());
   return j;
 }
 

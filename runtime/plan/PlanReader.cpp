@@ -5,6 +5,7 @@
 #include "runtime/base/Text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <tuple>
 #include <cerrno>
 #include <exception>
@@ -574,7 +575,19 @@ private:
       Scope s(path_, "kernels", k);
       const fb::Kernel *kernel = plan_.kernels()->Get(k);
       if (view(kernel->name()).empty())
-        return badField("name", "empty: expected the kernel's entry point");
+        return badField("name", "empty: expected the kernel's name");
+      if (kernel->symbol()) {
+        std::string_view symbol = view(kernel->symbol());
+        // A C++ symbol: what cuModuleGetFunction takes, nothing else.
+        if (symbol.empty() || symbol.size() > 4096 ||
+            std::any_of(symbol.begin(), symbol.end(), [](char c) {
+              return !(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
+                       c == '.');
+            }))
+          return badField("symbol", quote(kernel->symbol()) +
+                                        ": expected the entry's symbol (letters, digits, _, $ "
+                                        "and ., at most 4096 bytes)");
+      }
       if (count(kernel->binaries()) == 0)
         return badField("binaries", "empty: expected at least one cubin or PTX");
       for (uint32_t b = 0; b < kernel->binaries()->size(); ++b) {

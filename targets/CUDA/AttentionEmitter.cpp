@@ -1,6 +1,7 @@
 // Emits the attention kernels: split flash-decoding (SIMT or tensor cores)
 // plus a combine kernel for decode, tensor-core flash attention for prefill.
 #include "targets/CUDA/AttentionEmitter.h"
+#include "targets/CUDA/EmitterSupport.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -18,6 +19,10 @@
 
 namespace weft::cuda {
 namespace {
+
+using detail::binding;
+using detail::libraryKernel;
+using detail::LibraryKernel;
 
 using mlir::BlockArgument;
 using mlir::RankedTensorType;
@@ -159,14 +164,6 @@ std::string kernelBaseName(const AttentionShape &s, const char *what) {
   return name;
 }
 
-ParamBinding binding(ParamBinding::Kind kind, int64_t index, const char *name) {
-  ParamBinding b;
-  b.kind = kind;
-  b.index = index;
-  b.name = name;
-  return b;
-}
-
 //===----------------------------------------------------------------------===//
 // Decode: split flash-decoding and the combine kernel
 //===----------------------------------------------------------------------===//
@@ -276,41 +273,29 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
   }
 
   // The Config of weft/attention_decode.cuh, shared by the split and
-  // combine kernels.
+  // combine kernels. Between a 4-bit layer's QKV and O projections, at one
+  // token, both release the next kernel at once (EmitOptions::fourBitProjections).
   std::string config;
   {
     llvm::raw_string_ostream os(config);
-    os << "#include \"weft/attention_decode.cuh\"\n\nstruct Config {\n";
     emitDecodeConstants(os, s, p, o, chunkKernel);
-    os << "};\n";
     os.flush();
   }
+  const bool releaseEarly = o.fourBitProjections && s.tokens == 1;
 
-  EmittedKernel split;
-  split.name = base + (p.splits > 1 ? "_split" : "");
-  split.regionKind = "attention";
-  {
-    llvm::raw_string_ostream os(split.source);
-    os << "// Weft attention, decode: flash-decoding over the paged KV cache"
-       << (p.tensorCores ? " on tensor cores" : "")
-       << (p.splits > 1 ? " (split pass)" : "") << ".\n"
-       << config
-       << "\nextern \"C\" __global__ void __launch_bounds__(Config::kThreads) " << split.name
-       << "(\n    const Config::elem_t *__restrict__ query, const int *__restrict__ positions,\n"
-          "    const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,\n"
-          "    const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,\n"
-          "    void *__restrict__ outOrPartials) {\n"
-       << "  weft::kernels::attention::" << (p.tensorCores ? "decodeSplitTc" : "decodeSplit")
-       << "<Config>(query, positions, slots, k_cache, v_cache, block_tables,\n"
-          "                                                outOrPartials);\n}\n";
-    os.flush();
-  }
+  LibraryKernel split;
+  split.what = std::string("Weft attention, decode: flash-decoding over the paged KV cache") +
+               (p.tensorCores ? " on tensor cores" : "") +
+               (p.splits > 1 ? " (split pass)" : "") + ".";
+  split.header = "weft/attention_decode.cuh";
+  split.config = config;
+  split.instance = std::string("weft::kernels::attention::") +
+                   (p.tensorCores ? "decodeSplitTcKernel" : "decodeSplitKernel") + "<Config>";
+  split.hashName = false;
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
   split.block = {int(p.warps * 32), 1, 1};
   split.sharedBytes = int(std::max(p.stages * stageBytes, mergeBytes));
-  // Between a 4-bit layer's QKV and O projections, at one token: the next
-  // kernel is released at once (EmitOptions::fourBitProjections).
-  split.releaseEarly = o.fourBitProjections && s.tokens == 1;
+  split.releaseEarly = releaseEarly;
   split.params = {
       binding(ParamBinding::Kind::RegionInput, s.queryInput, "query"),
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
@@ -329,28 +314,22 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
     split.params.push_back(scratch);
 
   std::vector<EmittedStep> steps(1);
-  steps[0].kernel = std::move(split);
+  steps[0].kernel = libraryKernel("attention", base + (p.splits > 1 ? "_split" : ""),
+                                  std::move(split));
   if (p.splits == 1)
     return steps;
 
-  EmittedKernel combine;
-  combine.name = base + "_combine";
-  combine.regionKind = "attention";
-  {
-    llvm::raw_string_ostream os(combine.source);
-    os << "// Weft attention, decode: combines the splits' partial results.\n"
-       << config << "\nextern \"C\" __global__ void " << combine.name
-       << "(\n    const int *__restrict__ positions, const int *__restrict__ slots,\n"
-          "    const float *__restrict__ partials, Config::elem_t *__restrict__ out) {\n"
-          "  weft::kernels::attention::decodeCombine<Config>(positions, slots, partials, out);\n"
-          "}\n";
-    os.flush();
-  }
+  LibraryKernel combine;
+  combine.what = "Weft attention, decode: combines the splits' partial results.";
+  combine.header = "weft/attention_decode.cuh";
+  combine.config = config;
+  combine.instance = "weft::kernels::attention::decodeCombineKernel<Config>";
+  combine.hashName = false;
   int threads = int(std::clamp<int64_t>((s.headDim + 31) / 32 * 32, 32, 256));
   combine.grid = {int(s.tokens), int(s.heads), 1};
   combine.block = {threads, 1, 1};
   combine.sharedBytes = int((p.splits + 1) * sizeof(float));
-  combine.releaseEarly = o.fourBitProjections && s.tokens == 1;
+  combine.releaseEarly = releaseEarly;
   combine.params = {
       binding(ParamBinding::Kind::RegionInput, s.positionsInput, "positions"),
       binding(ParamBinding::Kind::RegionInput, s.slotsInput, "slots"),
@@ -358,7 +337,7 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
       binding(ParamBinding::Kind::RegionResult, 0, "out"),
   };
   steps.emplace_back();
-  steps.back().kernel = std::move(combine);
+  steps.back().kernel = libraryKernel("attention", base + "_combine", std::move(combine));
   return steps;
 }
 
@@ -388,14 +367,12 @@ bool prefillTakesTensorCores(const AttentionShape &s, const EmitOptions &o) {
 
 std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions &o) {
   int64_t keys = prefillKeyTile(s.headDim);
-  EmittedKernel k;
-  k.name = kernelBaseName(s, "prefill");
-  k.regionKind = "attention";
+  LibraryKernel k;
+  k.what = "Weft attention, prefill: causal flash attention on tensor cores (mma.sync m16n8k16)\n"
+           "over the paged KV cache.";
+  k.header = "weft/attention_prefill.cuh";
   {
-    llvm::raw_string_ostream os(k.source);
-    os << "// Weft attention, prefill: causal flash attention on tensor cores "
-          "(mma.sync m16n8k16)\n// over the paged KV cache.\n"
-       << "#include \"weft/attention_prefill.cuh\"\n\nstruct Config {\n";
+    llvm::raw_string_ostream os(k.config);
     emitModelConstants(os, s, o, /*chunkKernel=*/true);
     os << "  static constexpr int kRows = " << kPrefillRows << "; // query rows per block\n"
        << "  static constexpr int kKeys = " << keys << "; // keys per tile\n"
@@ -406,18 +383,11 @@ std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions 
        << "  static constexpr int kStageElems = 2 * kKeys * kPad;\n"
        << "  static constexpr int kCopies = kKeys * kDimChunks; // 16-byte copies per tile and "
           "tensor\n"
-       << "  static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n"
-       << "};\n"
-       << "\nextern \"C\" __global__ void __launch_bounds__(Config::kThreads) " << k.name
-       << "(\n    const Config::elem_t *__restrict__ query, const int *__restrict__ positions,\n"
-          "    const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,\n"
-          "    const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,\n"
-          "    Config::elem_t *__restrict__ out) {\n"
-          "  weft::kernels::attention::prefillChunk<Config>(query, positions, slots, k_cache, "
-          "v_cache,\n"
-          "                                                 block_tables, out);\n}\n";
+       << "  static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;\n";
     os.flush();
   }
+  k.instance = "weft::kernels::attention::prefillChunkKernel<Config>";
+  k.hashName = false;
   k.grid = {int((s.tokens + kPrefillRows - 1) / kPrefillRows), int(s.heads), 1};
   k.block = {kPrefillThreads, 1, 1};
   k.sharedBytes = int(prefillSharedBytes(s.headDim));
@@ -431,7 +401,7 @@ std::vector<EmittedStep> emitPrefill(const AttentionShape &s, const EmitOptions 
       binding(ParamBinding::Kind::RegionResult, 0, "out"),
   };
   std::vector<EmittedStep> steps(1);
-  steps[0].kernel = std::move(k);
+  steps[0].kernel = libraryKernel("attention", kernelBaseName(s, "prefill"), std::move(k));
   return steps;
 }
 

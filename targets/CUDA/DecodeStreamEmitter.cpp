@@ -413,19 +413,18 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   stream.sharedBytes = int(g.sharedBytes);
   stream.cooperative = true;
 
-  std::string rsrc;
-  llvm::raw_string_ostream rs(rsrc);
-  rs << "// Zeroes the decode stream kernel's " << counters << " counters before it runs\n"
-     << "#include \"weft/decode_stream.cuh\"\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(256)\n"
-     << kNameMarker << "(unsigned *counters) {\n"
-     << "  weft::kernels::stream::resetCounters(counters, " << counters << ");\n"
-     << "}\n";
-  rs.flush();
-  EmittedKernel reset = finishKernel("decode_stream", "weft_decode_stream_reset_n" +
-                                                          std::to_string(counters),
-                                     std::move(rsrc), {1, 1, 1}, {256, 1, 1},
-                                     {scratchBinding(2, uint64_t(counters) * 4, "counters")});
+  LibraryKernel resetKernel;
+  resetKernel.what = "Zeroes the decode stream kernel's " + std::to_string(counters) +
+                     " counters before it runs";
+  resetKernel.header = "weft/decode_stream.cuh";
+  resetKernel.config = "  static constexpr int COUNTERS = " + std::to_string(counters) + ";\n";
+  resetKernel.instance = "weft::kernels::stream::resetCountersKernel<Config>";
+  resetKernel.grid = {1, 1, 1};
+  resetKernel.block = {256, 1, 1};
+  resetKernel.params = {scratchBinding(2, uint64_t(counters) * 4, "counters")};
+  EmittedKernel reset = libraryKernel("decode_stream", "weft_decode_stream_reset_n" +
+                                                           std::to_string(counters),
+                                      std::move(resetKernel));
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(std::move(reset)));
   steps.push_back(kernelStep(std::move(stream)));

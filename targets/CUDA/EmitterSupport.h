@@ -36,6 +36,31 @@ EmittedKernel finishKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
                            std::array<int, 3> block, std::vector<ParamBinding> params);
 EmittedStep kernelStep(EmittedKernel k);
 
+// A kernel that runs a __global__ template of the kernel library: the
+// emitter writes only what the template reads, the body of the source's
+// `struct Config` (constants, tile shapes, types), and names the template
+// instance. libraryKernel adds Config::RELEASE_EARLY (common.cuh's
+// wf_grid_dependency_enter) and names the kernel baseName plus a hash of
+// its source and instance (or baseName alone, see hashName).
+struct LibraryKernel {
+  std::string what;     // what it computes: the source's first comment line(s)
+  std::string header;   // the library header that holds the template, "weft/softcap.cuh"
+  std::string config;   // the lines of Config's body, each ending in '\n'
+  std::string instance; // "weft::kernels::softcapRowsKernel<Config>"
+  std::array<int, 3> grid{1, 1, 1}, block{1, 1, 1};
+  std::vector<ParamBinding> params;
+  int sharedBytes = 0;
+  bool releaseEarly = false;
+  // false: the name is baseName alone, which says all the source depends on
+  // (the attention kernels' shape names, kept for profiles and tests).
+  bool hashName = true;
+};
+EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
+                            LibraryKernel k);
+// ", T, T, ..." (n times; "" for none): the template arguments of a pack of
+// one element per result, after Config.
+std::string moreArgs(llvm::StringRef type, size_t n);
+
 //===----------------------------------------------------------------------===//
 // Projections (linear / logits with their prologue and epilogue ops)
 //===----------------------------------------------------------------------===//

@@ -190,6 +190,46 @@ EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::strin
                       std::move(params));
 }
 
+EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
+                            LibraryKernel k) {
+  std::string source;
+  llvm::raw_string_ostream os(source);
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(k.what).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef line : lines)
+    os << "// " << line << "\n";
+  os << "#include \"" << k.header << "\"\n\n"
+     << "struct Config {\n"
+     << k.config
+     << "  static constexpr bool RELEASE_EARLY = " << (k.releaseEarly ? "true" : "false")
+     << ";\n"
+     << "};\n";
+  os.flush();
+  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source + '\0' + k.instance));
+  EmittedKernel out;
+  llvm::raw_string_ostream nos(out.name);
+  nos << baseName;
+  if (k.hashName)
+    nos << "_" << llvm::format_hex_no_prefix(hash >> 16, 12);
+  nos.flush();
+  out.regionKind = regionKind.str();
+  out.source = std::move(source);
+  out.instance = std::move(k.instance);
+  out.grid = k.grid;
+  out.block = k.block;
+  out.params = std::move(k.params);
+  out.sharedBytes = k.sharedBytes;
+  out.releaseEarly = k.releaseEarly;
+  return out;
+}
+
+std::string moreArgs(llvm::StringRef type, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i)
+    out += ", " + type.str();
+  return out;
+}
+
 EmittedStep kernelStep(EmittedKernel k) {
   EmittedStep s;
   s.kernel = std::move(k);
@@ -1086,31 +1126,23 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
 
   // --- Argmax: the best of the per-block candidates.
   if (argmax) {
-    std::string src;
-    llvm::raw_string_ostream os(src);
-    os << "// Argmax over the per-block candidates of a logits GEMV (lowest index among "
-          "equal logits).\n"
-       << "#include \"weft/gemv.cuh\"\n\n"
-       << "struct Config {\n"
-       << "  static constexpr int T = " << p.tokens << ", BLOCKS = " << g.gx
-       << ", THREADS = 256;  // BLOCKS: candidates per token\n"
-       << "};\n";
-    std::vector<ParamBinding> params = {candidates};
-    std::vector<std::string> ids;
-    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-       << kNameMarker << "(const unsigned long long *__restrict__ candidates";
-    for (ParamBinding &b : idBindings(p)) {
-      os << ", int *__restrict__ " << b.name;
-      ids.push_back(b.name);
-      params.push_back(std::move(b));
-    }
-    os << ") {\n  weft::kernels::argmaxCandidates<Config>(candidates, " << llvm::join(ids, ", ")
-       << ");\n}\n";
-    os.flush();
-    steps.push_back(kernelStep(finishKernel(
-        region, "weft_argmax_candidates_t" + std::to_string(p.tokens) + "_b" +
-                    std::to_string(g.gx),
-        std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1}, std::move(params))));
+    LibraryKernel k;
+    k.what = "Argmax over the per-block candidates of a logits GEMV (lowest index among equal "
+             "logits).";
+    k.header = "weft/gemv.cuh";
+    k.config = "  static constexpr int T = " + std::to_string(p.tokens) + ", BLOCKS = " +
+               std::to_string(g.gx) + ", THREADS = 256;  // BLOCKS: candidates per token\n";
+    k.params = {candidates};
+    std::vector<ParamBinding> ids = idBindings(p);
+    k.instance = "weft::kernels::argmaxCandidatesKernel<Config" + moreArgs("int", ids.size()) + ">";
+    for (ParamBinding &b : ids)
+      k.params.push_back(std::move(b));
+    k.grid = {int(p.tokens), 1, 1};
+    k.block = {256, 1, 1};
+    steps.push_back(kernelStep(libraryKernel(
+        region.getKind(),
+        "weft_argmax_candidates_t" + std::to_string(p.tokens) + "_b" + std::to_string(g.gx),
+        std::move(k))));
   }
   return steps;
 }
@@ -1183,62 +1215,36 @@ std::vector<ParamBinding> idBindings(const Projection &p) {
   return ids;
 }
 
-void addIdParams(llvm::raw_ostream &os, const Projection &p, std::vector<ParamBinding> &params) {
-  for (ParamBinding &b : idBindings(p)) {
-    os << ", int *__restrict__ " << b.name;
-    params.push_back(std::move(b));
-  }
-}
-
-// The ids parameters of a token-selection kernel, in order: "ids, ids_1, ...".
-std::string idArgs(const Projection &p) {
-  std::vector<std::string> names;
-  for (const ParamBinding &b : idBindings(p))
-    names.push_back(b.name);
-  return llvm::join(names, ", ");
-}
-
 EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// Argmax of each logits row, one block per token (lowest index among equal "
-        "logits).\n"
-     << "#include \"weft/sample.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int V = " << p.nw << ", THREADS = 256;\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {logitsBinding(p)};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(const float *__restrict__ logits";
-  addIdParams(os, p, params);
-  os << ") {\n  weft::kernels::argmaxRows<Config>(logits, " << idArgs(p) << ");\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_argmax_rows_v" +
-                                     std::to_string(p.nw),
-                                 std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
-                                 std::move(params)));
+  LibraryKernel k;
+  k.what = "Argmax of each logits row, one block per token (lowest index among equal logits).";
+  k.header = "weft/sample.cuh";
+  k.config = "  static constexpr int V = " + std::to_string(p.nw) + ", THREADS = 256;\n";
+  k.params = {logitsBinding(p)};
+  for (ParamBinding &b : idBindings(p))
+    k.params.push_back(std::move(b));
+  k.instance = "weft::kernels::argmaxRowsKernel<Config" +
+               moreArgs("int", k.params.size() - 1) + ">";
+  k.grid = {int(p.tokens), 1, 1};
+  k.block = {256, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(), "weft_argmax_rows_v" + std::to_string(p.nw),
+                                  std::move(k)));
 }
 
 // The soft cap of logits a library GEMM wrote (weft/softcap.cuh).
 EmittedStep emitSoftcapRows(FusionOp region, const Projection &p) {
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// cap * tanh(logit / cap) of each logit, in place.\n"
-     << "#include \"weft/softcap.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int V = " << p.nw << ", THREADS = 256;\n"
-     << "  static constexpr float CAP = " << floatLiteral(*p.logitsSoftcap)
-     << ", INV_CAP = " << floatLiteral(1.0 / *p.logitsSoftcap) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {logitsBinding(p)};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(float *__restrict__ logits) {\n"
-     << "  weft::kernels::softcapRows<Config>(logits);\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region, "weft_softcap_rows_v" + std::to_string(p.nw),
-                                 std::move(src), {int(ceilDiv(p.nw, 256)), int(p.tokens), 1},
-                                 {256, 1, 1}, std::move(params)));
+  LibraryKernel k;
+  k.what = "cap * tanh(logit / cap) of each logit, in place.";
+  k.header = "weft/softcap.cuh";
+  k.config = "  static constexpr int V = " + std::to_string(p.nw) + ", THREADS = 256;\n" +
+             "  static constexpr float CAP = " + floatLiteral(*p.logitsSoftcap) +
+             ", INV_CAP = " + floatLiteral(1.0 / *p.logitsSoftcap) + ";\n";
+  k.instance = "weft::kernels::softcapRowsKernel<Config>";
+  k.params = {logitsBinding(p)};
+  k.grid = {int(ceilDiv(p.nw, 256)), int(p.tokens), 1};
+  k.block = {256, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(), "weft_softcap_rows_v" + std::to_string(p.nw),
+                                  std::move(k)));
 }
 
 // The region's sampling parameters (temperature, top_k, top_p, uniform).
@@ -1251,38 +1257,31 @@ std::vector<ParamBinding> samplingInputs(const Projection &p) {
 
 // weft.sample, one block per token (weft/sample.cuh).
 EmittedStep emitSample(FusionOp region, const Projection &p) {
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// weft.sample (temperature, top-k, top-p, uniform) of each logits row, one block "
-        "per token.\n"
-     << "#include \"weft/sample.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int V = " << p.nw << ";\n"
-     << "  static constexpr int THREADS = 1024, WARPS = THREADS / 32;\n"
-     << "  static constexpr int CAP = 2048;     // candidates kept in shared memory\n"
-     << "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address atomics)\n"
-     << "  static constexpr float CUT = 40.0f;  // candidates: (logit - max) / temperature >= -CUT\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {logitsBinding(p)};
+  LibraryKernel k;
+  k.what = "weft.sample (temperature, top-k, top-p, uniform) of each logits row, one block per "
+           "token.";
+  k.header = "weft/sample.cuh";
+  k.config = "  static constexpr int V = " + std::to_string(p.nw) + ";\n"
+             "  static constexpr int THREADS = 1024, WARPS = THREADS / 32;\n"
+             "  static constexpr int CAP = 2048;     // candidates kept in shared memory\n"
+             "  static constexpr int REPLICAS = 8;   // histogram copies (fewer same-address "
+             "atomics)\n"
+             "  static constexpr float CUT = 40.0f;  // candidates: (logit - max) / temperature "
+             ">= -CUT\n";
+  k.params = {logitsBinding(p)};
   for (ParamBinding &b : p.compact ? std::vector<ParamBinding>{p.compact->temperature,
                                                                p.compact->topK, p.compact->topP,
                                                                p.compact->uniform}
                                    : samplingInputs(p))
-    params.push_back(std::move(b));
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(const float *__restrict__ logits, const float *__restrict__ temperature, "
-        "const int *__restrict__ top_k, const float *__restrict__ top_p, "
-        "const float *__restrict__ uniform";
-  addIdParams(os, p, params);
-  os << ") {\n  weft::kernels::sampleRows<Config>(logits, temperature, top_k, top_p, uniform, "
-     << idArgs(p) << ");\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_sample_v" +
-                                     std::to_string(p.nw),
-                                 std::move(src), {int(p.tokens), 1, 1}, {1024, 1, 1},
-                                 std::move(params)));
+    k.params.push_back(std::move(b));
+  std::vector<ParamBinding> ids = idBindings(p);
+  k.instance = "weft::kernels::sampleRowsKernel<Config" + moreArgs("int", ids.size()) + ">";
+  for (ParamBinding &b : ids)
+    k.params.push_back(std::move(b));
+  k.grid = {int(p.tokens), 1, 1};
+  k.block = {1024, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(), "weft_sample_v" + std::to_string(p.nw),
+                                  std::move(k)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1293,34 +1292,22 @@ EmittedStep emitRmsNormRows(FusionOp region, const Projection &p, ParamBinding o
   int64_t vec = vectorWidth(std::max({bytesOf(p.xType), bytesOf(p.normType),
                                       bytesOf(p.normOutType)}),
                             {p.k});
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// RMSNorm of each token row (one block per token), rounded as Hugging Face does.\n"
-     << "#include \"weft/rms_norm.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int K = " << p.k << ", VEC = " << vec
-     << ", THREADS = 256;\n"
-     << "  static constexpr float EPS = " << floatLiteral(p.eps)
-     << ", NORM_OFFSET = " << floatLiteral(p.normOffset) << ";\n"
-     << "  using x_t = " << cudaType(p.xType) << ";\n"
-     << "  using norm_t = " << cudaType(p.normType) << ";\n"
-     << "  using y_t = " << cudaType(p.normOutType) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {
-      xBinding(p),
-      binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"), out};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w,\n"
-        "    Config::y_t *__restrict__ y) {\n"
-        "  weft::kernels::rmsNormRows<Config>(x, norm_w, y);\n"
-        "}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_rms_norm_k" +
-                                     std::to_string(p.k),
-                                 std::move(src), {int(p.tokens), 1, 1}, {256, 1, 1},
-                                 std::move(params)));
+  LibraryKernel k;
+  k.what = "RMSNorm of each token row (one block per token), rounded as Hugging Face does.";
+  k.header = "weft/rms_norm.cuh";
+  k.config = "  static constexpr int K = " + std::to_string(p.k) + ", VEC = " +
+             std::to_string(vec) + ", THREADS = 256;\n" +
+             "  static constexpr float EPS = " + floatLiteral(p.eps) +
+             ", NORM_OFFSET = " + floatLiteral(p.normOffset) + ";\n" +
+             "  using x_t = " + cudaType(p.xType) + ";\n" +
+             "  using norm_t = " + cudaType(p.normType) + ";\n" +
+             "  using y_t = " + cudaType(p.normOutType) + ";\n";
+  k.instance = "weft::kernels::rmsNormRowsKernel<Config>";
+  k.params = {xBinding(p), binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"), out};
+  k.grid = {int(p.tokens), 1, 1};
+  k.block = {256, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(), "weft_rms_norm_k" + std::to_string(p.k),
+                                  std::move(k)));
 }
 
 // Copies the GEMM output [T, NW] into the split results (prefill).
@@ -1395,36 +1382,26 @@ EmittedStep emitSwigluRows(FusionOp region, const Projection &p, ParamBinding in
                             {p.width, p.gateOffset, p.upOffset, p.nw});
   int64_t perRow = p.width / vec;
   int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// " << (p.gelu ? "gelu_tanh" : "silu") << "(gate) * up over a projection's output.\n"
-     << "#include \"weft/swiglu.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int NW = " << p.nw << ", I = " << p.width
-     << ", GATE = " << p.gateOffset << ", UP = " << p.upOffset << ", VEC = " << vec
-     << ", THREADS = " << threads << ";\n"
-     << "  static constexpr bool GELU = " << (p.gelu ? "true" : "false") << ";\n"
-     << "  using lin_t = " << cudaType(p.linType) << ";\n"
-     << "  using out_t = " << cudaType(p.outType) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {in};
-  std::vector<std::string> outs;
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(const Config::lin_t *__restrict__ y";
-  for (size_t c = 0; c < p.outResults.size(); ++c) {
-    std::string n = c ? "out_" + std::to_string(c) : "out";
-    os << ", Config::out_t *__restrict__ " << n;
-    params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults[c], n));
-    outs.push_back(n);
-  }
-  os << ") {\n  weft::kernels::swigluRows<Config>(y, " << llvm::join(outs, ", ") << ");\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_swiglu_i" +
-                                     std::to_string(p.width),
-                                 std::move(src),
-                                 {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
-                                 {threads, 1, 1}, std::move(params)));
+  LibraryKernel k;
+  k.what = std::string(p.gelu ? "gelu_tanh" : "silu") + "(gate) * up over a projection's output.";
+  k.header = "weft/swiglu.cuh";
+  k.config = "  static constexpr int NW = " + std::to_string(p.nw) + ", I = " +
+             std::to_string(p.width) + ", GATE = " + std::to_string(p.gateOffset) +
+             ", UP = " + std::to_string(p.upOffset) + ", VEC = " + std::to_string(vec) +
+             ", THREADS = " + std::to_string(threads) + ";\n" +
+             "  static constexpr bool GELU = " + (p.gelu ? "true" : "false") + ";\n" +
+             "  using lin_t = " + cudaType(p.linType) + ";\n" +
+             "  using out_t = " + cudaType(p.outType) + ";\n";
+  k.params = {in};
+  for (size_t c = 0; c < p.outResults.size(); ++c)
+    k.params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults[c],
+                               c ? "out_" + std::to_string(c) : "out"));
+  k.instance = "weft::kernels::swigluRowsKernel<Config" +
+               moreArgs("Config::out_t", p.outResults.size()) + ">";
+  k.grid = {int(ceilDiv(perRow, threads)), int(p.tokens), 1};
+  k.block = {threads, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(), "weft_swiglu_i" + std::to_string(p.width),
+                                  std::move(k)));
 }
 
 // A quantized projection's codes expanded to its 16-bit matrix in `out`.
@@ -1432,36 +1409,30 @@ EmittedStep emitExpandCodes(FusionOp region, const Projection &p, ParamBinding o
   const int threads = 256;
   int64_t words = p.nw * p.k * p.quantBits / 32;
   const bool e4m3 = p.quantFormat == QuantFormat::E4M3;
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// The " << (e4m3 ? "FP8 E4M3" : std::to_string(p.quantBits) + "-bit")
-     << " codes of a projection expanded to its " << cudaType(p.weightType) << " matrix.\n"
-     << "#include \"weft/mma_weights.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int NW = " << p.nw << ", K = " << p.k << ", BITS = " << p.quantBits
-     << ", GROUP = " << p.quantGroup << ", THREADS = " << threads << ";\n"
-     << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
-     << (e4m3 ? "E4M3" : "Int") << ";\n"
-     << "  static constexpr bool TILED = " << (p.quantTiled ? "true" : "false")
-     << ";  // codes in 16-row tiles of 128 inputs\n"
-     << "  using m_t = " << cudaType(p.weightType) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, p.weightIn, "w")};
+  LibraryKernel k;
+  k.what = "The " + (e4m3 ? std::string("FP8 E4M3") : std::to_string(p.quantBits) + "-bit") +
+           " codes of a projection expanded to its " + cudaType(p.weightType) + " matrix.";
+  k.header = "weft/mma_weights.cuh";
+  k.config = "  static constexpr int NW = " + std::to_string(p.nw) + ", K = " +
+             std::to_string(p.k) + ", BITS = " + std::to_string(p.quantBits) + ", GROUP = " +
+             std::to_string(p.quantGroup) + ", THREADS = " + std::to_string(threads) + ";\n" +
+             "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::" +
+             (e4m3 ? "E4M3" : "Int") + ";\n" +
+             "  static constexpr bool TILED = " + (p.quantTiled ? "true" : "false") +
+             ";  // codes in 16-row tiles of 128 inputs\n" +
+             "  using m_t = " + cudaType(p.weightType) + ";\n";
+  k.instance = "weft::kernels::expandCodesKernel<Config>";
+  k.params = {binding(ParamBinding::Kind::RegionInput, p.weightIn, "w")};
   ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
   scales.part = 1;
-  params.push_back(scales);
-  params.push_back(out);
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(const unsigned *__restrict__ w, const void *__restrict__ w_scales, "
-        "Config::m_t *__restrict__ expanded) {\n"
-     << "  weft::kernels::expandCodes<Config>(w, w_scales, expanded);\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_expand_codes_n" + std::to_string(p.nw) + "_k" +
-                                     std::to_string(p.k),
-                                 std::move(src), {int(ceilDiv(words, threads)), 1, 1},
-                                 {threads, 1, 1}, std::move(params)));
+  k.params.push_back(scales);
+  k.params.push_back(out);
+  k.grid = {int(ceilDiv(words, threads)), 1, 1};
+  k.block = {threads, 1, 1};
+  return kernelStep(libraryKernel(region.getKind(),
+                                  "weft_expand_codes_n" + std::to_string(p.nw) + "_k" +
+                                      std::to_string(p.k),
+                                  std::move(k)));
 }
 
 // A norm of a projection's output added to the residual (Gemma's
@@ -1488,34 +1459,27 @@ llvm::Expected<std::vector<EmittedStep>> emitNormResidual(FusionOp region, RmsNo
     return regionError(region, "the sum must be the region's one result");
   int64_t k = shape->second, tokens = shape->first;
   int64_t vec = vectorWidth(std::max({bytesOf(*xt), bytesOf(*nt), bytesOf(*yt)}), {k});
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// residual + RMSNorm of each token row (one block per token).\n"
-     << "#include \"weft/rms_norm.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int K = " << k << ", VEC = " << vec << ", THREADS = 256;\n"
-     << "  static constexpr float EPS = " << floatLiteral(norm.getEpsilon().convertToDouble())
-     << ", NORM_OFFSET = " << floatLiteral(norm.weightOffsetOrZero()) << ";\n"
-     << "  using x_t = " << cudaType(*xt) << ";\n"
-     << "  using norm_t = " << cudaType(*nt) << ";\n"
-     << "  using y_t = " << cudaType(*yt) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {
-      binding(ParamBinding::Kind::RegionInput, xIn, "x"),
-      binding(ParamBinding::Kind::RegionInput, wIn, "norm_w"),
-      binding(ParamBinding::Kind::RegionInput, rIn, "residual"),
-      binding(ParamBinding::Kind::RegionResult, out->second.front(), "y")};
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w,\n"
-        "    const Config::y_t *__restrict__ residual, Config::y_t *__restrict__ y) {\n"
-        "  weft::kernels::rmsNormRows<Config, true>(x, norm_w, y, residual);\n"
-        "}\n";
-  os.flush();
+  LibraryKernel kernel;
+  kernel.what = "residual + RMSNorm of each token row (one block per token).";
+  kernel.header = "weft/rms_norm.cuh";
+  kernel.config = "  static constexpr int K = " + std::to_string(k) + ", VEC = " +
+                  std::to_string(vec) + ", THREADS = 256;\n" +
+                  "  static constexpr float EPS = " +
+                  floatLiteral(norm.getEpsilon().convertToDouble()) +
+                  ", NORM_OFFSET = " + floatLiteral(norm.weightOffsetOrZero()) + ";\n" +
+                  "  using x_t = " + cudaType(*xt) + ";\n" +
+                  "  using norm_t = " + cudaType(*nt) + ";\n" +
+                  "  using y_t = " + cudaType(*yt) + ";\n";
+  kernel.instance = "weft::kernels::rmsNormResidualRowsKernel<Config>";
+  kernel.params = {binding(ParamBinding::Kind::RegionInput, xIn, "x"),
+                   binding(ParamBinding::Kind::RegionInput, wIn, "norm_w"),
+                   binding(ParamBinding::Kind::RegionInput, rIn, "residual"),
+                   binding(ParamBinding::Kind::RegionResult, out->second.front(), "y")};
+  kernel.grid = {int(tokens), 1, 1};
+  kernel.block = {256, 1, 1};
   std::vector<EmittedStep> steps;
-  steps.push_back(kernelStep(finishKernel(region, "weft_rms_norm_residual_k" + std::to_string(k),
-                                          std::move(src), {int(tokens), 1, 1}, {256, 1, 1},
-                                          std::move(params))));
+  steps.push_back(kernelStep(libraryKernel(
+      region.getKind(), "weft_rms_norm_residual_k" + std::to_string(k), std::move(kernel))));
   return steps;
 }
 
@@ -1635,58 +1599,41 @@ llvm::Expected<std::vector<EmittedStep>> emitSampledRowsLogits(FusionOp region,
   c.uniform = typed(scratchBinding(11, uint64_t(rows * 4), "uniform_s"), ST::F32);
   c.logits = typed(scratchBinding(12, uint64_t(rows * p.nw * 4), "logits_s"), ST::F32);
   c.ids = typed(scratchBinding(13, uint64_t(rows * 4), "ids_s"), ST::I32);
-  std::string config;
-  {
-    llvm::raw_string_ostream os(config);
-    os << "#include \"weft/sampled_rows.cuh\"\n\n"
-       << "struct Config {\n"
-       << "  static constexpr int T = " << T << ", R = " << rows << ", H = " << p.k
-       << ", V = " << p.nw << ";  // rows, compact rows, hidden, vocabulary\n"
-       << "  static constexpr int MAX_SEQUENCES = " << o.maxSequences
-       << ", THREADS = 256;\n"
-       << "  static constexpr bool SAMPLE = " << (sample ? "true" : "false") << ";\n"
-       << "  using x_t = " << cudaType(p.xType) << ";\n"
-       << "};\n";
-  }
+  std::string config = "  static constexpr int T = " + std::to_string(T) + ", R = " +
+                       std::to_string(rows) + ", H = " + std::to_string(p.k) + ", V = " +
+                       std::to_string(p.nw) + ";  // rows, compact rows, hidden, vocabulary\n" +
+                       "  static constexpr int MAX_SEQUENCES = " +
+                       std::to_string(o.maxSequences) + ", THREADS = 256;\n" +
+                       "  static constexpr bool SAMPLE = " + (sample ? "true" : "false") +
+                       ";\n" + "  using x_t = " + cudaType(p.xType) + ";\n";
   std::vector<EmittedStep> steps;
   {
-    std::string src;
-    llvm::raw_string_ostream os(src);
-    os << "// The rows of the step that end a sequence's run (the sampled ones), their\n"
-          "// hidden states and sampling parameters into " << rows << " compact rows.\n"
-       << config;
+    LibraryKernel k;
+    k.what = "The rows of the step that end a sequence's run (the sampled ones), their\n"
+             "hidden states and sampling parameters into " +
+             std::to_string(rows) + " compact rows.";
+    k.header = "weft/sampled_rows.cuh";
+    k.config = config;
     ParamBinding slots = binding(ParamBinding::Kind::Slots, 0, "slots");
     slots.bytes = uint64_t(T * 4); // the rows the kernel reads
-    std::vector<ParamBinding> params = {slots,
-                                        binding(ParamBinding::Kind::RegionInput, p.xIn, "x")};
-    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-       << kNameMarker
-       << "(const int *__restrict__ slots, const Config::x_t *__restrict__ x";
-    if (sample) {
+    k.params = {slots, binding(ParamBinding::Kind::RegionInput, p.xIn, "x")};
+    if (sample)
       for (ParamBinding &b : samplingInputs(p))
-        params.push_back(std::move(b));
-      os << ", const float *__restrict__ temperature, const int *__restrict__ top_k, "
-            "const float *__restrict__ top_p, const float *__restrict__ uniform";
-    }
-    params.push_back(rowIndex);
-    params.push_back(c.x);
-    os << ", int *__restrict__ rows, Config::x_t *__restrict__ xs";
-    if (sample) {
+        k.params.push_back(std::move(b));
+    k.params.push_back(rowIndex);
+    k.params.push_back(c.x);
+    if (sample)
       for (const ParamBinding &b : {c.temperature, c.topK, c.topP, c.uniform})
-        params.push_back(b);
-      os << ", float *__restrict__ temperature_s, int *__restrict__ top_k_s, "
-            "float *__restrict__ top_p_s, float *__restrict__ uniform_s";
-    }
-    os << ") {\n  weft::kernels::gatherSampledRows<Config>(slots, x, "
-       << (sample ? "temperature, top_k, top_p, uniform" : "nullptr, nullptr, nullptr, nullptr")
-       << ", rows, xs, "
-       << (sample ? "temperature_s, top_k_s, top_p_s, uniform_s"
-                  : "nullptr, nullptr, nullptr, nullptr")
-       << ");\n}\n";
-    os.flush();
-    steps.push_back(kernelStep(finishKernel(
-        region, "weft_gather_sampled_rows_t" + std::to_string(T) + "_r" + std::to_string(rows),
-        std::move(src), {int(rows), 1, 1}, {256, 1, 1}, std::move(params))));
+        k.params.push_back(b);
+    k.instance = std::string("weft::kernels::") +
+                 (sample ? "gatherSampledRowsSamplingKernel" : "gatherSampledRowsKernel") +
+                 "<Config>";
+    k.grid = {int(rows), 1, 1};
+    k.block = {256, 1, 1};
+    steps.push_back(kernelStep(libraryKernel(
+        region.getKind(),
+        "weft_gather_sampled_rows_t" + std::to_string(T) + "_r" + std::to_string(rows),
+        std::move(k))));
   }
   Projection q = p;
   q.tokens = rows;
@@ -1697,39 +1644,27 @@ llvm::Expected<std::vector<EmittedStep>> emitSampledRowsLogits(FusionOp region,
   for (EmittedStep &s : *head)
     steps.push_back(std::move(s));
   {
-    std::string src;
-    llvm::raw_string_ostream os(src);
-    os << "// The compact rows' logits and tokens back at the rows they came from.\n" << config;
-    std::vector<ParamBinding> params = {rowIndex, c.logits, c.ids};
-    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-       << kNameMarker
-       << "(const int *__restrict__ rows, const float *__restrict__ logits_s, "
-          "const int *__restrict__ ids_s";
-    std::vector<std::string> outs;
-    if (!p.outResults.empty()) {
-      params.push_back(binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "logits"));
-      os << ", float *__restrict__ logits";
-    }
-    for (size_t i = 0; i < p.idResults.size(); ++i) {
-      std::string n = i ? "ids_" + std::to_string(i) : "ids";
-      params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[i], n));
-      os << ", int *__restrict__ " << n;
-      outs.push_back(n);
-    }
-    os << ") {\n";
-    if (outs.empty())
-      os << "  weft::kernels::scatterSampledRows<Config>(rows, logits_s, "
-         << (p.outResults.empty() ? "nullptr" : "logits") << ", ids_s, nullptr);\n";
-    for (size_t i = 0; i < outs.size(); ++i)
-      os << "  weft::kernels::scatterSampledRows<Config>(rows, logits_s, "
-         << (i == 0 && !p.outResults.empty() ? "logits" : "nullptr") << ", ids_s, " << outs[i]
-         << ");\n";
-    os << "}\n";
-    os.flush();
-    steps.push_back(kernelStep(finishKernel(
-        region, "weft_scatter_sampled_rows_v" + std::to_string(p.nw) + "_r" + std::to_string(rows),
-        std::move(src), {int(ceilDiv(p.nw, 256)), int(rows), 1}, {256, 1, 1},
-        std::move(params))));
+    LibraryKernel k;
+    k.what = "The compact rows' logits and tokens back at the rows they came from.";
+    k.header = "weft/sampled_rows.cuh";
+    k.config = config;
+    k.params = {rowIndex, c.logits, c.ids};
+    const bool logits = !p.outResults.empty();
+    if (logits)
+      k.params.push_back(
+          binding(ParamBinding::Kind::RegionResult, p.outResults.front(), "logits"));
+    for (size_t i = 0; i < p.idResults.size(); ++i)
+      k.params.push_back(binding(ParamBinding::Kind::RegionResult, p.idResults[i],
+                                 i ? "ids_" + std::to_string(i) : "ids"));
+    k.instance = std::string("weft::kernels::") +
+                 (logits ? "scatterSampledRowsKernel" : "scatterSampledTokensKernel") +
+                 "<Config" + moreArgs("int", p.idResults.size()) + ">";
+    k.grid = {int(ceilDiv(p.nw, 256)), int(rows), 1};
+    k.block = {256, 1, 1};
+    steps.push_back(kernelStep(libraryKernel(
+        region.getKind(),
+        "weft_scatter_sampled_rows_v" + std::to_string(p.nw) + "_r" + std::to_string(rows),
+        std::move(k))));
   }
   return steps;
 }
@@ -1854,40 +1789,30 @@ llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, Embeddin
   int64_t vec = vectorWidth(std::max(bytesOf(*tableType), bytesOf(*outType)), {hidden});
   int64_t perRow = hidden / vec;
   int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// Embedding: gathers the table rows of the token ids (ids outside the vocabulary "
-        "give zeros).\n"
-     << "#include \"weft/embedding.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int H = " << hidden << ", V = " << vocab
-     << ", VEC = " << vec << ", THREADS = " << threads << ";\n";
+  LibraryKernel k;
+  k.what = "Embedding: gathers the table rows of the token ids (ids outside the vocabulary give "
+           "zeros).";
+  k.header = "weft/embedding.cuh";
+  k.config = "  static constexpr int H = " + std::to_string(hidden) + ", V = " +
+             std::to_string(vocab) + ", VEC = " + std::to_string(vec) + ", THREADS = " +
+             std::to_string(threads) + ";\n";
   // Gemma's normalizer, sqrt(H) as a number of the result's dtype.
-  os << "  static constexpr float SCALE = " << floatLiteral(emb.roundedScale())
-     << (emb.getScale() ? ";  // rows times sqrt(H) in out_t\n" : ";\n");
-  os << "  using table_t = " << cudaType(*tableType) << ";\n"
-     << "  using out_t = " << cudaType(*outType) << ";\n"
-     << "};\n";
-  std::vector<ParamBinding> params = {binding(ParamBinding::Kind::RegionInput, tableIn, "table"),
-                                      binding(ParamBinding::Kind::RegionInput, idsIn, "ids")};
-  std::vector<std::string> outs;
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(const Config::table_t *__restrict__ table, const int *__restrict__ ids";
-  for (size_t c = 0; c < it->second.size(); ++c) {
-    std::string n = c ? "out_" + std::to_string(c) : "out";
-    os << ", Config::out_t *__restrict__ " << n;
-    params.push_back(binding(ParamBinding::Kind::RegionResult, it->second[c], n));
-    outs.push_back(n);
-  }
-  os << ") {\n  weft::kernels::embedding<Config>(table, ids, " << llvm::join(outs, ", ")
-     << ");\n}\n";
-  os.flush();
+  k.config += "  static constexpr float SCALE = " + floatLiteral(emb.roundedScale()) +
+              (emb.getScale() ? ";  // rows times sqrt(H) in out_t\n" : ";\n");
+  k.config += "  using table_t = " + std::string(cudaType(*tableType)) + ";\n" +
+              "  using out_t = " + cudaType(*outType) + ";\n";
+  k.params = {binding(ParamBinding::Kind::RegionInput, tableIn, "table"),
+              binding(ParamBinding::Kind::RegionInput, idsIn, "ids")};
+  for (size_t c = 0; c < it->second.size(); ++c)
+    k.params.push_back(binding(ParamBinding::Kind::RegionResult, it->second[c],
+                               c ? "out_" + std::to_string(c) : "out"));
+  k.instance = "weft::kernels::embeddingKernel<Config" +
+               moreArgs("Config::out_t", it->second.size()) + ">";
+  k.grid = {int(ceilDiv(perRow, threads)), int(tokens), 1};
+  k.block = {threads, 1, 1};
   std::vector<EmittedStep> steps;
-  steps.push_back(kernelStep(finishKernel(
-      region, "weft_embedding_h" + std::to_string(hidden),
-      std::move(src), {int(ceilDiv(perRow, threads)), int(tokens), 1}, {threads, 1, 1},
-      std::move(params))));
+  steps.push_back(kernelStep(
+      libraryKernel(region.getKind(), "weft_embedding_h" + std::to_string(hidden), std::move(k))));
   return steps;
 }
 
@@ -2278,6 +2203,10 @@ size_t bodyStart(const std::string &src, size_t from) {
 } // namespace
 
 llvm::Error addGridDependencyControl(EmittedKernel &k) {
+  // A library template enters through wf_grid_dependency_enter, as the
+  // Config libraryKernel wrote from k.releaseEarly says: nothing to add.
+  if (!k.instance.empty())
+    return llvm::Error::success();
   std::string &src = k.source;
   size_t entry = src.find("extern \"C\" __global__");
   size_t body = entry == std::string::npos ? entry : bodyStart(src, entry);
@@ -2331,8 +2260,14 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
         ropeOfOneToken = type.getRank() == 2 && type.getDimSize(0) == 1;
   for (EmittedStep &s : *steps)
     if (s.kernel) {
-      if (ropeOfOneToken && options.fourBitProjections)
+      if (ropeOfOneToken && options.fourBitProjections) {
+        // A library kernel's Config already says whether it releases early.
+        if (!s.kernel->instance.empty() && !s.kernel->releaseEarly)
+          return regionError(region, "internal error: kernel " + s.kernel->name +
+                                         " of a 4-bit one-token RoPE region was written "
+                                         "without RELEASE_EARLY");
         s.kernel->releaseEarly = true;
+      }
       if (llvm::Error e = addGridDependencyControl(*s.kernel))
         return std::move(e);
     }
@@ -2422,32 +2357,26 @@ RegionSteps emitRegionSteps(FusionOp region, const EmitOptions &options) {
 } // namespace
 
 EmittedKernel emitAccumulateKernel(ElementType type, int64_t count) {
-  std::string t = cudaType(type);
   int64_t blocks = std::min<int64_t>(ceilDiv(count, kAccumulateBlock), 1024);
-  std::string source;
-  llvm::raw_string_ostream os(source);
-  os << "// all-reduce without NCCL: dst += src over " << count << " " << elementTypeName(type)
-     << " elements (grid-stride, any grid)\n"
-     << "#include \"weft/accumulate.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr long COUNT = " << count << ";\n"
-     << "  static constexpr int THREADS = " << kAccumulateBlock << ";\n"
-     << "  using value_t = " << t << ";\n"
-     << "};\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker
-     << "(Config::value_t *__restrict__ dst, const Config::value_t *__restrict__ src) {\n"
-     << "  weft::kernels::accumulate<Config>(dst, src);\n"
-     << "}\n";
-  os.flush();
-  std::string base = "weft_accumulate_" + std::string(elementTypeName(type)) + "_n" +
-                     std::to_string(count);
+  LibraryKernel k;
+  k.what = "all-reduce without NCCL: dst += src over " + std::to_string(count) + " " +
+           elementTypeName(type) + " elements (grid-stride, any grid)";
+  k.header = "weft/accumulate.cuh";
+  k.config = "  static constexpr long COUNT = " + std::to_string(count) + ";\n" +
+             "  static constexpr int THREADS = " + std::to_string(kAccumulateBlock) + ";\n" +
+             "  using value_t = " + cudaType(type) + ";\n";
+  k.instance = "weft::kernels::accumulateKernel<Config>";
   ParamBinding dst{ParamBinding::Kind::RegionInput, 0};
   dst.name = "dst";
   ParamBinding src{ParamBinding::Kind::RegionInput, 1};
   src.name = "src";
-  return finishKernel("all_reduce", base, std::move(source), {int(blocks), 1, 1},
-                      {int(kAccumulateBlock), 1, 1}, {dst, src});
+  k.params = {dst, src};
+  k.grid = {int(blocks), 1, 1};
+  k.block = {int(kAccumulateBlock), 1, 1};
+  return libraryKernel("all_reduce",
+                       "weft_accumulate_" + std::string(elementTypeName(type)) + "_n" +
+                           std::to_string(count),
+                       std::move(k));
 }
 
 } // namespace weft::cuda

@@ -60,7 +60,15 @@ struct ParamBinding {
 };
 
 struct EmittedKernel {
-  std::string name;       // extern "C" entry point, unique per source
+  // Unique per source and entry: the base name of what it computes and a
+  // hash ("weft_embedding_h4096_1a2b3c4d5e6f").
+  std::string name;
+  // The entry point, as a C++ name expression of a __global__ template of
+  // the kernel library instantiated with the source's Config
+  // ("weft::kernels::embeddingKernel<Config, __half *>"); NVRTC lowers it
+  // to the symbol the binary holds. Empty: the source defines an
+  // extern "C" entry named `name` (kernels not yet moved to the library).
+  std::string instance;
   std::string regionKind; // the region's kind
   std::string source;     // a CUDA C++ translation unit; it may include the
                           // kernel library ("weft/*.cuh", KernelLibrary.h)

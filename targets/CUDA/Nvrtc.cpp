@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #ifndef WEFT_CUDA_INCLUDE_DIR
 #error "WEFT_CUDA_INCLUDE_DIR must name the CUDA toolkit's include directory"
@@ -30,7 +31,8 @@
 namespace weft::cuda {
 namespace {
 
-constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
+// Version 2 adds the entry's symbol (a template instance's lowered name).
+constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '2'};
 constexpr llvm::StringLiteral kEntrySuffix = ".weftk";
 
 llvm::Error kernelError(llvm::StringRef name, llvm::StringRef arch, const llvm::Twine &what) {
@@ -161,10 +163,12 @@ std::optional<CompiledKernel> KernelCache::lookup(uint64_t key, llvm::StringRef 
   uint64_t storedKey = r.get64();
   k.sourceHash = r.get64();
   k.name = r.getBytes().str();
+  k.symbol = r.getBytes().str();
   k.arch = r.getBytes().str();
   llvm::StringRef cubin = r.getBytes();
   k.ptx = r.getBytes().str();
-  if (!r.ok || !r.data.empty() || storedKey != key || k.name != name || cubin.empty())
+  if (!r.ok || !r.data.empty() || storedKey != key || k.name != name || cubin.empty() ||
+      k.symbol.empty())
     return std::nullopt;
   k.cubin.assign(cubin.bytes_begin(), cubin.bytes_end());
   k.fromCache = true;
@@ -179,6 +183,7 @@ llvm::Error KernelCache::store(uint64_t key, const CompiledKernel &kernel) const
   put64(data, key);
   put64(data, kernel.sourceHash);
   putBytes(data, kernel.name);
+  putBytes(data, kernel.symbol);
   putBytes(data, kernel.arch);
   putBytes(data, llvm::StringRef(reinterpret_cast<const char *>(kernel.cubin.data()),
                                  kernel.cubin.size()));
@@ -251,6 +256,10 @@ std::vector<std::string> nvrtcOptions(llvm::StringRef arch) {
 
 uint64_t kernelSourceHash(const EmittedKernel &kernel) {
   std::string material = kernel.source;
+  if (!kernel.instance.empty()) { // (so extern "C" kernels keep their hashes)
+    material += '\0';
+    material += kernel.instance;
+  }
   material += '\0';
   material += std::to_string(kernelLibraryHash());
   return llvm::xxh3_64bits(llvm::StringRef(material));
@@ -258,6 +267,10 @@ uint64_t kernelSourceHash(const EmittedKernel &kernel) {
 
 uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch) {
   std::string material = kernel.source;
+  if (!kernel.instance.empty()) { // (so extern "C" kernels keep their hashes)
+    material += '\0';
+    material += kernel.instance;
+  }
   material += '\0';
   material += std::to_string(kernelLibraryHash());
   material += '\0';
@@ -298,6 +311,14 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
   // Destroys the program on every path out.
   auto destroy = llvm::make_scope_exit([&] { nvrtcDestroyProgram(&program); });
 
+  // A template instance of the library: NVRTC instantiates it from its
+  // name expression and says what it lowered it to.
+  if (!kernel.instance.empty())
+    if (nvrtcResult r = nvrtcAddNameExpression(program, kernel.instance.c_str());
+        r != NVRTC_SUCCESS)
+      return kernelError(kernel.name, arch,
+                         "NVRTC refused the template instance " + kernel.instance + ": " + nvrtcGetErrorString(r));
+
   std::vector<std::string> options = nvrtcOptions(arch);
   std::vector<const char *> argv;
   for (const std::string &o : options)
@@ -317,6 +338,14 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
 
   CompiledKernel k;
   k.name = kernel.name;
+  k.symbol = kernel.name;
+  if (!kernel.instance.empty()) {
+    const char *lowered = nullptr;
+    if (nvrtcGetLoweredName(program, kernel.instance.c_str(), &lowered) != NVRTC_SUCCESS ||
+        !lowered || !*lowered)
+      return kernelError(kernel.name, arch, "NVRTC gave no symbol for the template instance " + kernel.instance);
+    k.symbol = lowered;
+  }
   k.arch = arch.str();
   k.sourceHash = kernelSourceHash(kernel);
   size_t cubinSize = 0, ptxSize = 0;
@@ -344,10 +373,10 @@ compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
   // One compilation per distinct source.
   std::vector<size_t> uniqueOf(kernels.size());
   std::vector<size_t> unique; // indices into `kernels`
-  std::map<std::pair<uint64_t, llvm::StringRef>, size_t> seen;
+  std::map<std::tuple<uint64_t, llvm::StringRef, llvm::StringRef>, size_t> seen;
   for (size_t i = 0; i < kernels.size(); ++i) {
     llvm::StringRef source = kernels[i].source;
-    auto key = std::make_pair(llvm::xxh3_64bits(source), source);
+    auto key = std::make_tuple(llvm::xxh3_64bits(source), source, llvm::StringRef(kernels[i].instance));
     auto [it, inserted] = seen.try_emplace(key, unique.size());
     if (inserted)
       unique.push_back(i);

@@ -17,8 +17,10 @@
 namespace weft::cuda {
 
 struct CompiledKernel {
-  std::string name; // the extern "C" entry point
-  std::string arch; // "sm_86"
+  std::string name;   // the kernel's name (EmittedKernel::name)
+  std::string symbol; // what the binary calls its entry: the lowered name of a
+                      // template instance (EmittedKernel::instance), else `name`
+  std::string arch;   // "sm_86"
   std::vector<uint8_t> cubin;
   std::string ptx;         // the same code as PTX (for newer architectures)
   uint64_t sourceHash = 0; // kernelSourceHash: the source and the kernel library

@@ -880,7 +880,8 @@ void emitPlanIR(ModuleOp module, const Lowering &lowering, const ModelConfig &co
                                 b.getStrArrayAttr(archs), dims(e.grid), dims(e.block),
                                 i64(e.sharedBytes), b.getArrayAttr(params),
                                 b.getStringAttr(e.source),
-                                e.cooperative ? b.getUnitAttr() : UnitAttr());
+                                e.cooperative ? b.getUnitAttr() : UnitAttr(),
+                                e.instance.empty() ? StringAttr() : b.getStringAttr(e.instance));
   }
 
   for (const WeightRec &w : lowering.weights) {

@@ -205,6 +205,8 @@ compilePlanKernels(ModuleOp plan, cuda::KernelCache *cache,
       e.name = op.getEntry().str();
       e.regionKind = op.getRegion().str();
       e.source = op.getSource()->str();
+      if (std::optional<StringRef> instance = op.getInstance())
+        e.instance = instance->str();
       for (int i = 0; i < 3; ++i) {
         e.grid[size_t(i)] = int(op.getGrid()[size_t(i)]);
         e.block[size_t(i)] = int(op.getBlock()[size_t(i)]);
@@ -373,11 +375,22 @@ llvm::Expected<std::vector<uint8_t>> serializePlan(ModuleOp plan, const Serializ
     }
     std::vector<int32_t> grid(op.getGrid().begin(), op.getGrid().end()),
         block(op.getBlock().begin(), op.getBlock().end());
+    // Every binary names its entry alike; the symbol is written only when
+    // it is not the kernel's name (a library template instance).
+    flatbuffers::Offset<flatbuffers::String> symbol;
+    if (!bin.empty() && !bin[0].symbol.empty() && bin[0].symbol != op.getEntry().str()) {
+      for (const cuda::CompiledKernel &c : bin)
+        if (c.symbol != bin[0].symbol)
+          return makeError("kernel " + op.getEntry() + ": its " + c.arch + " binary names its "
+                           "entry " + c.symbol + ", its " + bin[0].arch + " binary " +
+                           bin[0].symbol);
+      symbol = b.CreateString(bin[0].symbol);
+    }
     kernels.push_back(fb::CreateKernel(b, str(op.getEntry()), str(op.getRegion()),
                                        bin.empty() ? 0 : bin[0].sourceHash,
                                        b.CreateVector(bins), b.CreateVector(grid),
                                        b.CreateVector(block), int32_t(op.getShared()),
-                                       b.CreateVector(params), op.getCooperative()));
+                                       b.CreateVector(params), op.getCooperative(), symbol));
   }
 
   // Buckets.

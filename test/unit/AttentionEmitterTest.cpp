@@ -104,8 +104,12 @@ protected:
       ASSERT_TRUE(step.kernel && !step.gemm) << what;
       const EmittedKernel &k = *step.kernel;
       EXPECT_EQ(k.regionKind, "attention");
-      EXPECT_TRUE(contains(k.source, "extern \"C\" __global__")) << k.name;
-      EXPECT_TRUE(contains(k.source, k.name + "(")) << k.name;
+      // A library template instance: the source is its Config alone.
+      EXPECT_FALSE(contains(k.source, "__global__")) << k.name;
+      EXPECT_TRUE(contains(k.instance, "weft::kernels::attention::")) << k.name;
+      EXPECT_TRUE(contains(k.source, std::string("static constexpr bool RELEASE_EARLY = ") +
+                                         (k.releaseEarly ? "true;" : "false;")))
+          << k.name;
       int threads = k.block[0] * k.block[1] * k.block[2];
       EXPECT_GE(threads, 32) << k.name;
       EXPECT_LE(threads, 1024) << k.name;
@@ -156,8 +160,8 @@ protected:
     EXPECT_EQ(first.block[0], p.tensorCores ? 64 : 128) << first.name;
     // The engine is the template the kernel instantiates (weft/attention_decode.cuh).
     EXPECT_TRUE(contains(first.source, "#include \"weft/attention_decode.cuh\"")) << first.name;
-    EXPECT_TRUE(contains(first.source, p.tensorCores ? "attention::decodeSplitTc<Config>("
-                                                     : "attention::decodeSplit<Config>("))
+    EXPECT_EQ(first.instance, p.tensorCores ? "weft::kernels::attention::decodeSplitTcKernel<Config>"
+                                            : "weft::kernels::attention::decodeSplitKernel<Config>")
         << first.name;
     EXPECT_TRUE(contains(first.source, "constexpr int kSplits = " + std::to_string(p.splits) +
                                            ";"))
@@ -177,7 +181,8 @@ protected:
       EXPECT_EQ(first.params[6].bytes, bytes) << first.name;
       const EmittedKernel &combine = *steps[1].kernel;
       EXPECT_TRUE(contains(combine.name, "combine")) << combine.name;
-      EXPECT_TRUE(contains(combine.source, "attention::decodeCombine<Config>(")) << combine.name;
+      EXPECT_EQ(combine.instance, "weft::kernels::attention::decodeCombineKernel<Config>")
+          << combine.name;
       EXPECT_EQ(combine.grid, (std::array<int, 3>{int(a.tokens), int(a.heads), 1}));
       ASSERT_EQ(combine.params.size(), 4u);
       expectBinding(combine.params[0], Kind::RegionInput, 1, "positions", combine.name);
@@ -191,7 +196,8 @@ protected:
       EXPECT_TRUE(contains(chunk.name, "prefill")) << chunk.name;
       EXPECT_TRUE(contains(chunk.source, "#include \"weft/attention_prefill.cuh\""))
           << chunk.name;
-      EXPECT_TRUE(contains(chunk.source, "attention::prefillChunk<Config>(")) << chunk.name;
+      EXPECT_EQ(chunk.instance, "weft::kernels::attention::prefillChunkKernel<Config>")
+          << chunk.name;
       EXPECT_EQ(chunk.grid, (std::array<int, 3>{int((a.tokens + 63) / 64), int(a.heads), 1}));
       EXPECT_EQ(chunk.block, (std::array<int, 3>{128, 1, 1}));
       ASSERT_EQ(chunk.params.size(), 7u);
@@ -230,7 +236,7 @@ void compileForBothArchitectures(const std::map<std::string, EmittedKernel> &ker
       const CompiledKernel &c = (*compiled)[i];
       EXPECT_EQ(c.name, list[i].name);
       EXPECT_FALSE(c.cubin.empty()) << c.name << " " << arch;
-      EXPECT_TRUE(contains(c.ptx, ".entry " + c.name)) << c.name << " " << arch;
+      EXPECT_TRUE(contains(c.ptx, ".entry " + c.symbol)) << c.name << " " << arch;
     }
   }
 }

@@ -113,8 +113,21 @@ protected:
         const EmittedKernel &k = *step.kernel;
         EXPECT_EQ(k.regionKind, region.getKind().str());
         EXPECT_TRUE(llvm::StringRef(k.name).starts_with("weft_")) << k.name;
-        EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string::npos);
-        EXPECT_NE(k.source.find(k.name + "("), std::string::npos) << k.name;
+        if (k.instance.empty()) {
+          // An entry the emitter still writes: extern "C", named in the source.
+          EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string::npos);
+          EXPECT_NE(k.source.find(k.name + "("), std::string::npos) << k.name;
+        } else {
+          // A library template instance: the source is a Config, nothing else.
+          EXPECT_TRUE(llvm::StringRef(k.instance).starts_with("weft::kernels::")) << k.instance;
+          EXPECT_NE(k.instance.find("<Config"), std::string::npos) << k.instance;
+          EXPECT_EQ(k.source.find("__global__"), std::string::npos) << k.name;
+          EXPECT_EQ(k.source.find(k.name), std::string::npos) << k.name;
+          EXPECT_NE(k.source.find(std::string("static constexpr bool RELEASE_EARLY = ") +
+                                  (k.releaseEarly ? "true" : "false")),
+                    std::string::npos)
+              << k.name;
+        }
         EXPECT_FALSE(k.params.empty()) << k.name;
         int threads = k.block[0] * k.block[1] * k.block[2];
         EXPECT_GE(threads, 1) << k.name;
@@ -132,9 +145,9 @@ protected:
           if (p.kind == ParamBinding::Kind::RegionResult)
             EXPECT_LT(p.index, int64_t(region.getNumResults())) << k.name;
         }
-        auto [it, inserted] = out.kernels.try_emplace(k.source, k);
+        auto [it, inserted] = out.kernels.try_emplace(k.source + '\0' + k.instance, k);
         if (!inserted)
-          EXPECT_EQ(it->second.name, k.name) << "one source, one name";
+          EXPECT_EQ(it->second.name, k.name) << "one source and entry, one name";
       }
     });
   }
@@ -162,7 +175,7 @@ void compileAll(const Emission &e, llvm::StringRef what) {
       EXPECT_EQ(c.name, kernels[i].name);
       EXPECT_EQ(c.arch, arch);
       EXPECT_FALSE(c.cubin.empty()) << c.name;
-      EXPECT_NE(c.ptx.find(".entry " + c.name), std::string::npos) << c.name;
+      EXPECT_NE(c.ptx.find(".entry " + c.symbol), std::string::npos) << c.name;
     }
     std::printf("[ compiled ] %s: %zu kernels for %s in %.1f s\n", what.str().c_str(),
                 kernels.size(), arch, secondsSince(start));
@@ -218,10 +231,11 @@ TEST_F(KernelEmitterTest, SelectionKernelsCompileForAnOddVocabulary) {
     ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
     Emission all;
     emitAll(*module, sampling ? "vocab 32001 (sampling)" : "vocab 32001", all);
-    const char *entry = sampling ? "weft::kernels::sampleRows<" : "weft::kernels::argmaxRows<";
+    const char *entry =
+        sampling ? "weft::kernels::sampleRowsKernel<" : "weft::kernels::argmaxRowsKernel<";
     size_t found = 0;
     for (const auto &[source, k] : all.kernels)
-      if (source.find(entry) != std::string::npos) {
+      if (k.instance.find(entry) != std::string::npos) {
         EXPECT_NE(source.find("V = 32001"), std::string::npos) << k.name;
         odd.kernels.emplace(source, k);
         ++found;
@@ -578,6 +592,46 @@ EmittedKernel tinyKernel(const std::string &name, const std::string &body) {
              "(__nv_bfloat16 *out) {\n" + body + "\n}\n";
   k.block = {32, 1, 1};
   return k;
+}
+
+// A library entry: NVRTC instantiates the template from the instance's
+// name expression and names the symbol the binary holds, which the cache
+// keeps; the source names no entry of its own.
+TEST(NvrtcTest, LibraryTemplateInstancesGetTheirLoweredSymbol) {
+  weft::testing::TempDir dir;
+  KernelCache cache(dir.path());
+  EmittedKernel k;
+  k.name = "weft_test_softcap";
+  k.regionKind = "test";
+  k.source = "#include \"weft/softcap.cuh\"\n\nstruct Config {\n"
+             "  static constexpr int V = 1000, THREADS = 256;\n"
+             "  static constexpr float CAP = 30.0f, INV_CAP = 0.0333333351f;\n"
+             "  static constexpr bool RELEASE_EARLY = false;\n};\n";
+  k.instance = "weft::kernels::softcapRowsKernel<Config>";
+  k.block = {256, 1, 1};
+  llvm::Expected<CompiledKernel> compiled = compileKernel(k, "sm_90", &cache);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  EXPECT_EQ(compiled->name, "weft_test_softcap");
+  EXPECT_EQ(compiled->symbol, "_ZN4weft7kernels17softcapRowsKernelI6ConfigEEvPf");
+  EXPECT_NE(compiled->ptx.find(".entry " + compiled->symbol), std::string::npos);
+  llvm::Expected<CompiledKernel> again = compileKernel(k, "sm_90", &cache);
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_TRUE(again->fromCache);
+  EXPECT_EQ(again->symbol, compiled->symbol);
+  // Another instance of the same source is another kernel.
+  EmittedKernel other = k;
+  other.instance = "weft::kernels::softcapRowsKernel<Config >";
+  EXPECT_NE(kernelCacheKey(other, "sm_90"), kernelCacheKey(k, "sm_90"));
+  EXPECT_NE(kernelSourceHash(other), kernelSourceHash(k));
+  // An instance that names nothing is a one-line error naming the kernel.
+  other.instance = "weft::kernels::noSuchKernel<Config>";
+  llvm::Expected<CompiledKernel> bad = compileKernel(other, "sm_90", nullptr);
+  ASSERT_FALSE(bool(bad));
+  std::string message = llvm::toString(bad.takeError());
+  EXPECT_NE(message.find("kernel weft_test_softcap (sm_90): NVRTC compilation failed"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 TEST(NvrtcTest, CacheServesTheSameBinary) {

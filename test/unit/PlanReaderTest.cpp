@@ -845,7 +845,11 @@ const Rejection kRejections[] = {
     {"BinaryWithoutArch", [](fb::PlanT &p) { p.kernels[0]->binaries[0]->arch.clear(); },
      "kernels[0].binaries[0].arch", "empty"},
     {"UnnamedKernel", [](fb::PlanT &p) { p.kernels[0]->name.clear(); }, "kernels[0].name",
-     "empty: expected the kernel's entry point"},
+     "empty: expected the kernel's name"},
+    {"KernelSymbolNotASymbol", [](fb::PlanT &p) { p.kernels[0]->symbol = "_Z3foo v;rm"; },
+     "kernels[0].symbol",
+     "'_Z3foo v;rm': expected the entry's symbol (letters, digits, _, $ and ., at most 4096 "
+     "bytes)"},
     // KV cache.
     {"MissingKvCache", [](fb::PlanT &p) { p.kv_cache.reset(); }, "kv_cache", "missing"},
     {"KvHeadsPerDeviceCount", [](fb::PlanT &p) { p.kv_cache->kv_heads_per_device = {2}; },

@@ -317,6 +317,8 @@ inline pfb::PlanT tinyPlan() {
   k1->name = "weft_attention_0";
   k1->region_kind = "attention";
   k1->source_hash = 42;
+  // A library template instance: the binary's entry is its lowered name.
+  k1->symbol = "_ZN4weft7kernels15attentionKernelI6ConfigEEvPKf";
   auto b1 = std::make_unique<pfb::KernelBinaryT>();
   b1->arch = "sm_86";
   b1->ptx = ".version 8.0\n.target sm_86\n// attention\n";

@@ -230,11 +230,18 @@ int main(int argc, char **argv) {
               }
               os << "//   compiled for " << compiled->arch << ": cubin "
                  << (compiled->cubin.empty() ? "empty" : "ok") << ", ptx "
-                 << (compiled->ptx.empty() ? "empty" : "ok") << "\n";
+                 << (compiled->ptx.empty() ? "empty" : "ok");
+              if (compiled->symbol != k.name)
+                os << ", symbol " << compiled->symbol;
+              os << "\n";
             }
           }
-          if (!noSource)
+          if (!noSource) {
             os << k.source;
+            // A library kernel's entry: the template instance NVRTC compiles.
+            if (!k.instance.empty())
+              os << "// entry: " << k.instance << "\n";
+          }
         } else if (step.gemm) {
           const weft::cuda::GemmStep &g = *step.gemm;
           os << "// step " << i << ": gemm m " << g.m << " n " << g.n << " k " << g.k << " ("

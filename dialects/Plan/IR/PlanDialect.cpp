@@ -121,6 +121,8 @@ LogicalResult verifyGeometry(Operation *op, ArrayRef<int64_t> grid, ArrayRef<int
 LogicalResult KernelOp::verify() {
   if (getEntry().empty())
     return emitOpError("needs an entry point");
+  if (std::optional<StringRef> instance = getInstance(); instance && instance->empty())
+    return emitOpError("has an empty template instance");
   if (getArchs().empty())
     return emitOpError("is compiled for no architecture");
   if (getSharedAttr().getInt() < 0)

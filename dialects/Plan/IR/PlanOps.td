@@ -140,7 +140,11 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">, Symbol]> {
     `region` the kind of region it was generated from, `archs` the
     architectures it is compiled for, `params` what each launch must bind
     and `source` the CUDA translation unit (left out of printouts meant for
-    reading; a kernel without one cannot be serialized). A `cooperative`
+    reading; a kernel without one cannot be serialized). `instance`, when
+    present, is the entry as a C++ name expression: the kernel library's
+    `__global__` template instantiated with the source's `Config`, which
+    NVRTC lowers to the symbol the binary holds; without it the source
+    defines an `extern "C"` function named `entry`. A `cooperative`
     kernel needs every block resident at once (a persistent kernel whose
     blocks wait on each other, weft/decode_stream.cuh): the runtime launches
     it cooperatively.
@@ -156,7 +160,8 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"::mlir::ModuleOp">, Symbol]> {
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$entry, StrAttr:$region,
                        StrArrayAttr:$archs, DenseI64ArrayAttr:$grid, DenseI64ArrayAttr:$block,
                        I64Attr:$shared, TypedArrayAttrBase<Plan_ParamAttr, "parameters">:$params,
-                       OptionalAttr<StrAttr>:$source, UnitAttr:$cooperative);
+                       OptionalAttr<StrAttr>:$source, UnitAttr:$cooperative,
+                       OptionalAttr<StrAttr>:$instance);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -43,20 +43,16 @@
 // CHECK: constexpr int kVec = 8;
 // CHECK: static constexpr int kWords = 4;
 // CHECK: constexpr int kLanesPerRow = 8;
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[SPLIT]](
-// CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
-// CHECK: wf_grid_dependency_wait();
-// CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(query, positions, slots, k_cache, v_cache, block_tables,
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
 // CHECK: // step 1: kernel [[COMBINE:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_combine]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (64, 1, 1) shared 68
 // CHECK-NEXT: //   param 0 positions: RegionInput 1
 // CHECK-NEXT: //   param 1 slots: RegionInput 2
 // CHECK-NEXT: //   param 2 partials: Scratch 0 (67584 bytes)
 // CHECK-NEXT: //   param 3 out: RegionResult 0
-// CHECK: extern "C" __global__ void [[COMBINE]](
-// CHECK-NEXT: const int *__restrict__ positions, const int *__restrict__ slots,
-// CHECK-NEXT: const float *__restrict__ partials, Config::elem_t *__restrict__ out) {
-// CHECK: weft::kernels::attention::decodeCombine<Config>(positions, slots, partials, out);
+// CHECK: // entry: weft::kernels::attention::decodeCombineKernel<Config>
 
 // The window bounds the span: 100 positions, two splits. 8 query heads per
 // KV head take the tensor cores; a scale other than 1/sqrt(head_dim) is in
@@ -77,8 +73,7 @@
 // CHECK: constexpr int kSplits = 2;
 // CHECK: constexpr int kHeadsPerBlock = 8;
 // CHECK: constexpr int kKeys = 32;
-// CHECK: [[WSPLIT]](
-// CHECK: weft::kernels::attention::decodeSplitTc<Config>(
+// CHECK: // entry: weft::kernels::attention::decodeSplitTcKernel<Config>
 // CHECK: // step 1: kernel weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2_combine
 // CHECK-NEXT: //   grid (1, 16, 1) block (128, 1, 1) shared 12
 

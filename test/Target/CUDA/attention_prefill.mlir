@@ -46,12 +46,9 @@
 // CHECK: constexpr int kRows = 64;
 // CHECK-NEXT: constexpr int kKeys = 32;
 // CHECK: constexpr int kPad = kHeadDim + 8;
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) [[PREFILL]](
-// CHECK-NEXT: const Config::elem_t *__restrict__ query, const int *__restrict__ positions,
-// CHECK-NEXT: const int *__restrict__ slots, const Config::elem_t *__restrict__ k_cache,
-// CHECK-NEXT: const Config::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-// CHECK-NEXT: Config::elem_t *__restrict__ out)
-// CHECK: weft::kernels::attention::prefillChunk<Config>(query, positions, slots, k_cache, v_cache,
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::attention::prefillChunkKernel<Config>
 
 // head_dim 64: 64-key tiles (2 x 2 x 64 x 72 x 2 + 32 + 512 bytes).
 // CHECK-LABEL: // @prefill_window region 0 "attention": 2 steps

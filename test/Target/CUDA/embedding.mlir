@@ -7,15 +7,15 @@
 // CHECK-NEXT: //   param 0 table: RegionInput 0
 // CHECK-NEXT: //   param 1 ids: RegionInput 1
 // CHECK-NEXT: //   param 2 out: RegionResult 0
-// CHECK: #include "weft/embedding.cuh"
+// CHECK-NEXT: // Embedding: gathers the table rows
+// CHECK-NEXT: #include "weft/embedding.cuh"
 // CHECK: static constexpr int H = 4096, V = 32000, VEC = 8, THREADS = 256;
 // CHECK-NEXT: static constexpr float SCALE = 1.0f;
 // CHECK-NEXT: using table_t = __half;
 // CHECK-NEXT: using out_t = __half;
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
-// CHECK-NEXT: [[NAME]](const Config::table_t *__restrict__ table, const int *__restrict__ ids, Config::out_t *__restrict__ out) {
-// CHECK-NEXT: wf_grid_dependency_wait();
-// CHECK-NEXT: weft::kernels::embedding<Config>(table, ids, out);
+// CHECK-NEXT: static constexpr bool RELEASE_EARLY = false;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::embeddingKernel<Config, Config::out_t>
 func.func @embed(%table: tensor<32000x4096xf16>, %ids: tensor<3xi32>) -> tensor<3x4096xf16> {
   %r = weft.fusion "embedding" (%table, %ids) {dims = {hidden = 4096 : i64, tokens = 3 : i64, vocab = 32000 : i64}}
       : (tensor<32000x4096xf16>, tensor<3xi32>) -> tensor<3x4096xf16> {

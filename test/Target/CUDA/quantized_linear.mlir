@@ -182,7 +182,7 @@ func.func @fp8_prefill(%x: tensor<96x256xf16>) -> tensor<96x512xf16> {
 // TILED: // 4-bit codes in 16-row tiles, a (scale, zero) pair per 128 inputs of a row
 // TILED-NEXT: using W = weft::kernels::PackedRows<4, 128, 32, m_t, weft::kernels::Codes::Int, true>;
 // TILED: static constexpr bool TILED = true;  // codes in 16-row tiles of 128 inputs
-// TILED: weft::kernels::expandCodes<Config>
+// TILED: // entry: weft::kernels::expandCodesKernel<Config>
 func.func @o_proj_tiled(%x: tensor<1x4096xf16>, %h: tensor<1x4096xf16>, %y: tensor<128x4096xf16>, %g: tensor<128x4096xf16>) -> (tensor<1x4096xf16>, tensor<128x4096xf16>) {
   %w = weft.weight "attn.o" {quant = #weft.quant<bits = 4, group = 128, tiled = true>} : tensor<4096x4096xf16>
   %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 4096 : i64, n = 4096 : i64, tokens = 1 : i64, width = 4096 : i64}}

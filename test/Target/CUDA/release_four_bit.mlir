@@ -54,17 +54,21 @@ func.func @rope2(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf1
 }
 
 // CHECK-LABEL: // @decode region 0 "attention": 2 steps
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::kThreads) weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_split(
-// CHECK: wf_grid_dependency_control();
-// CHECK-NEXT: weft::kernels::attention::decodeSplit<Config>(
-// CHECK: extern "C" __global__ void weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_combine(
-// CHECK: wf_grid_dependency_control();
-// CHECK-NEXT: weft::kernels::attention::decodeCombine<Config>(
+// CHECK: // step 0: kernel weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_split
+// CHECK: static constexpr bool RELEASE_EARLY = true;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
+// CHECK: // step 1: kernel weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_combine
+// CHECK: static constexpr bool RELEASE_EARLY = true;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::attention::decodeCombineKernel<Config>
 // EIGHT-LABEL: // @decode region 0 "attention": 2 steps
-// EIGHT: wf_grid_dependency_wait();
-// EIGHT-NEXT: weft::kernels::attention::decodeSplit<Config>(
-// EIGHT: wf_grid_dependency_wait();
-// EIGHT-NEXT: weft::kernels::attention::decodeCombine<Config>(
+// EIGHT: static constexpr bool RELEASE_EARLY = false;
+// EIGHT-NEXT: };
+// EIGHT-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
+// EIGHT: static constexpr bool RELEASE_EARLY = false;
+// EIGHT-NEXT: };
+// EIGHT-NEXT: // entry: weft::kernels::attention::decodeCombineKernel<Config>
 func.func @decode(%q: tensor<1x64xf32>, %pos: tensor<1xi32>, %slots: tensor<1xi32>,
                   %cache: !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 16, dtype = f32>) -> tensor<1x64xf32> {
   %r = weft.fusion "attention" (%q, %pos, %slots, %cache) {dims = {head_dim = 16 : i64, kv_heads = 2 : i64, layer = 0 : i64, num_heads = 4 : i64, tokens = 1 : i64}}

@@ -22,8 +22,7 @@
 // CHECK-NEXT: //   param 0 candidates: Scratch 1 (16000 bytes)
 // CHECK-NEXT: //   param 1 ids: RegionResult 1
 // CHECK: static constexpr int T = 2, BLOCKS = 1000, THREADS = 256;
-// CHECK: [[PICK]](const unsigned long long *__restrict__ candidates, int *__restrict__ ids)
-// CHECK: weft::kernels::argmaxCandidates<Config>(candidates, ids);
+// CHECK: // entry: weft::kernels::argmaxCandidatesKernel<Config, int>
 func.func @decode(%x: tensor<2x256xbf16>, %wn: tensor<256xbf16>, %head: tensor<32000x256xbf16>)
     -> (tensor<2x32000xf32>, tensor<2xi32>) {
   %r:2 = weft.fusion "rms_norm_logits_argmax" (%x, %wn, %head) {dims = {hidden = 256 : i64, tokens = 2 : i64, vocab = 32000 : i64}}

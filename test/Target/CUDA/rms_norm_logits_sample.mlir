@@ -19,9 +19,8 @@
 // CHECK: #include "weft/sample.cuh"
 // CHECK: static constexpr int V = 152064;
 // CHECK: static constexpr int CAP = 2048;
-// CHECK: [[NAME]](const float *__restrict__ logits, const float *__restrict__ temperature, const int *__restrict__ top_k, const float *__restrict__ top_p, const float *__restrict__ uniform, int *__restrict__ ids) {
-// CHECK-NEXT: wf_grid_dependency_wait();
-// CHECK-NEXT: weft::kernels::sampleRows<Config>(logits, temperature, top_k, top_p, uniform, ids);
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK: // entry: weft::kernels::sampleRowsKernel<Config, int>
 func.func @decode(%x: tensor<1x512xbf16>, %wn: tensor<512xbf16>, %head: tensor<152064x512xbf16>,
                   %temp: tensor<1xf32>, %k: tensor<1xi32>, %p: tensor<1xf32>, %u: tensor<1xf32>)
     -> (tensor<1x152064xf32>, tensor<1xi32>) {

@@ -18,4 +18,13 @@ __device__ __forceinline__ void accumulate(typename C::value_t *__restrict__ dst
     dst[i] = wf_to<value_t>(wf_f32(dst[i]) + wf_f32(src[i]));
 }
 
+// The entry point (emitAccumulateKernel); Config adds RELEASE_EARLY.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    accumulateKernel(typename C::value_t *__restrict__ dst,
+                     const typename C::value_t *__restrict__ src) {
+  wf_grid_dependency_enter<C>();
+  accumulate<C>(dst, src);
+}
+
 } // namespace weft::kernels

@@ -289,4 +289,16 @@ __device__ __forceinline__ void prefillChunk(
   } // segments
 }
 
+// The entry point (AttentionEmitter's emitPrefill); Config adds
+// RELEASE_EARLY (common.cuh).
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) prefillChunkKernel(
+    const typename C::elem_t *__restrict__ query, const int *__restrict__ positions,
+    const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
+    const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
+    typename C::elem_t *__restrict__ out) {
+  wf_grid_dependency_enter<C>();
+  prefillChunk<C>(query, positions, slots, k_cache, v_cache, block_tables, out);
+}
+
 } // namespace weft::kernels::attention

@@ -184,4 +184,15 @@ __device__ __forceinline__ void wf_grid_dependency_control() {
 #endif
 }
 
+// What every __global__ template of the library does first: one of the two
+// above, as its Config says (C::RELEASE_EARLY, which the emitter writes:
+// KernelEmitter.h, addGridDependencyControl, says which kernels release
+// early and why).
+template <class C> __device__ __forceinline__ void wf_grid_dependency_enter() {
+  if constexpr (C::RELEASE_EARLY)
+    wf_grid_dependency_control();
+  else
+    wf_grid_dependency_wait();
+}
+
 } // namespace

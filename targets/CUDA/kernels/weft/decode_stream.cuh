@@ -1156,4 +1156,11 @@ __device__ __forceinline__ void resetCounters(unsigned *counters, int n) {
     counters[i] = 0u;
 }
 
+// Its entry point (emitDecodeStream): Config holds COUNTERS and, as every
+// library entry's, RELEASE_EARLY (common.cuh).
+template <class C> __global__ void __launch_bounds__(256) resetCountersKernel(unsigned *counters) {
+  wf_grid_dependency_enter<C>();
+  resetCounters(counters, C::COUNTERS);
+}
+
 } // namespace weft::kernels::stream

@@ -44,4 +44,14 @@ __device__ __forceinline__ void embedding(const typename C::table_t *__restrict_
   (wf_store<out_t, C::VEC>(outs + (size_t)t * C::H + h, o), ...);
 }
 
+// The entry point (emitEmbedding): one `out_t` pack element a result;
+// Config adds RELEASE_EARLY.
+template <class C, class... Out>
+__global__ void __launch_bounds__(C::THREADS)
+    embeddingKernel(const typename C::table_t *__restrict__ table, const int *__restrict__ ids,
+                    Out *__restrict__... outs) {
+  wf_grid_dependency_enter<C>();
+  embedding<C>(table, ids, outs...);
+}
+
 } // namespace weft::kernels

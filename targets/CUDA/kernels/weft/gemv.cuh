@@ -490,4 +490,14 @@ __device__ __forceinline__ void argmaxCandidates(
     ((ids[t] = wf_key_index(best)), ...);
 }
 
+// The entry point of the argmax over candidates (emitGemv): one `int` pack
+// element a result; Config adds RELEASE_EARLY.
+template <class C, class... Ids>
+__global__ void __launch_bounds__(C::THREADS)
+    argmaxCandidatesKernel(const unsigned long long *__restrict__ candidates,
+                           Ids *__restrict__... ids) {
+  wf_grid_dependency_enter<C>();
+  argmaxCandidates<C>(candidates, ids...);
+}
+
 } // namespace weft::kernels

@@ -324,4 +324,14 @@ __device__ __forceinline__ void expandCodes(const unsigned *__restrict__ codes,
     dst[j] = h[j];
 }
 
+// The entry point of the codes' expansion (emitExpandCodes); Config adds
+// RELEASE_EARLY.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    expandCodesKernel(const unsigned *__restrict__ w, const void *__restrict__ w_scales,
+                      typename C::m_t *__restrict__ expanded) {
+  wf_grid_dependency_enter<C>();
+  expandCodes<C>(w, w_scales, expanded);
+}
+
 } // namespace weft::kernels

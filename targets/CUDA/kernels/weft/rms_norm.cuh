@@ -65,4 +65,25 @@ __device__ __forceinline__ void rmsNormRows(const typename C::x_t *__restrict__ 
   }
 }
 
+// The entry points (emitRmsNormRows; emitNormResidual, whose residual comes
+// before y); Config adds RELEASE_EARLY.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    rmsNormRowsKernel(const typename C::x_t *__restrict__ x,
+                      const typename C::norm_t *__restrict__ norm_w,
+                      typename C::y_t *__restrict__ y) {
+  wf_grid_dependency_enter<C>();
+  rmsNormRows<C>(x, norm_w, y);
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    rmsNormResidualRowsKernel(const typename C::x_t *__restrict__ x,
+                              const typename C::norm_t *__restrict__ norm_w,
+                              const typename C::y_t *__restrict__ residual,
+                              typename C::y_t *__restrict__ y) {
+  wf_grid_dependency_enter<C>();
+  rmsNormRows<C, true>(x, norm_w, y, residual);
+}
+
 } // namespace weft::kernels

@@ -346,4 +346,22 @@ __device__ __forceinline__ void sampleRows(const float *__restrict__ logits,
     ((ids[t] = wf_key_index(chosen)), ...);
 }
 
+// The entry points (emitArgmaxRows, emitSample): one `int` pack element a
+// result the tokens go to; Config adds RELEASE_EARLY.
+template <class C, class... Ids>
+__global__ void __launch_bounds__(C::THREADS)
+    argmaxRowsKernel(const float *__restrict__ logits, Ids *__restrict__... ids) {
+  wf_grid_dependency_enter<C>();
+  argmaxRows<C>(logits, ids...);
+}
+
+template <class C, class... Ids>
+__global__ void __launch_bounds__(C::THREADS)
+    sampleRowsKernel(const float *__restrict__ logits, const float *__restrict__ temperature,
+                     const int *__restrict__ top_k, const float *__restrict__ top_p,
+                     const float *__restrict__ uniform, Ids *__restrict__... ids) {
+  wf_grid_dependency_enter<C>();
+  sampleRows<C>(logits, temperature, top_k, top_p, uniform, ids...);
+}
+
 } // namespace weft::kernels

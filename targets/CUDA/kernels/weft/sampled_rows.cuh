@@ -104,4 +104,55 @@ __device__ __forceinline__ void scatterSampledRows(const int *__restrict__ rows,
     ids[t] = ids_s[b];
 }
 
+// The entry points (emitSampledRowsLogits); Config adds RELEASE_EARLY
+// (common.cuh). The gather, without and with the sampling parameters:
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    gatherSampledRowsKernel(const int *__restrict__ slots, const typename C::x_t *__restrict__ x,
+                            int *__restrict__ rows, typename C::x_t *__restrict__ xs) {
+  wf_grid_dependency_enter<C>();
+  gatherSampledRows<C>(slots, x, nullptr, nullptr, nullptr, nullptr, rows, xs, nullptr, nullptr,
+                       nullptr, nullptr);
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS) gatherSampledRowsSamplingKernel(
+    const int *__restrict__ slots, const typename C::x_t *__restrict__ x,
+    const float *__restrict__ temperature, const int *__restrict__ top_k,
+    const float *__restrict__ top_p, const float *__restrict__ uniform, int *__restrict__ rows,
+    typename C::x_t *__restrict__ xs, float *__restrict__ temperature_s,
+    int *__restrict__ top_k_s, float *__restrict__ top_p_s, float *__restrict__ uniform_s) {
+  wf_grid_dependency_enter<C>();
+  gatherSampledRows<C>(slots, x, temperature, top_k, top_p, uniform, rows, xs, temperature_s,
+                       top_k_s, top_p_s, uniform_s);
+}
+
+// The scatter of the logits (the first token result takes them along) and
+// of the tokens, one `int` pack element a token result:
+template <class C, class... Ids>
+__global__ void __launch_bounds__(C::THREADS)
+    scatterSampledRowsKernel(const int *__restrict__ rows, const float *__restrict__ logits_s,
+                             const int *__restrict__ ids_s, float *__restrict__ logits,
+                             Ids *__restrict__... ids) {
+  wf_grid_dependency_enter<C>();
+  if constexpr (sizeof...(Ids) == 0) {
+    scatterSampledRows<C>(rows, logits_s, logits, ids_s, nullptr);
+  } else {
+    int i = 0;
+    (scatterSampledRows<C>(rows, logits_s, i++ == 0 ? logits : nullptr, ids_s, ids), ...);
+  }
+}
+
+// ... and of the tokens alone, where the region yields no logits:
+template <class C, class... Ids>
+__global__ void __launch_bounds__(C::THREADS)
+    scatterSampledTokensKernel(const int *__restrict__ rows, const float *__restrict__ logits_s,
+                               const int *__restrict__ ids_s, Ids *__restrict__... ids) {
+  wf_grid_dependency_enter<C>();
+  if constexpr (sizeof...(Ids) == 0)
+    scatterSampledRows<C>(rows, logits_s, nullptr, ids_s, nullptr);
+  else
+    (scatterSampledRows<C>(rows, logits_s, nullptr, ids_s, ids), ...);
+}
+
 } // namespace weft::kernels

@@ -20,4 +20,11 @@ template <class C> __device__ __forceinline__ void softcapRows(float *__restrict
   *v = wf_softcap(*v, C::CAP, C::INV_CAP);
 }
 
+// The entry point (emitSoftcapRows); Config adds RELEASE_EARLY.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS) softcapRowsKernel(float *__restrict__ logits) {
+  wf_grid_dependency_enter<C>();
+  softcapRows<C>(logits);
+}
+
 } // namespace weft::kernels

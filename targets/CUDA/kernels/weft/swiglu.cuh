@@ -35,4 +35,13 @@ __device__ __forceinline__ void swigluRows(const typename C::lin_t *__restrict__
   (wf_store<out_t, C::VEC>(outs + (size_t)t * C::I + c, o), ...);
 }
 
+// The entry point (emitSwigluRows): one `out_t` pack element a result;
+// Config adds RELEASE_EARLY.
+template <class C, class... Out>
+__global__ void __launch_bounds__(C::THREADS)
+    swigluRowsKernel(const typename C::lin_t *__restrict__ y, Out *__restrict__... outs) {
+  wf_grid_dependency_enter<C>();
+  swigluRows<C>(y, outs...);
+}
+
 } // namespace weft::kernels
