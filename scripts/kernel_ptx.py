@@ -31,6 +31,23 @@ import re
 MAGICS = (b"WEFTKRN1", b"WEFTKRN2")
 
 
+def normalized(ptx, symbol):
+    """The PTX with what an entry's form changes set aside: its symbol (and
+    so its parameters' names), its linkage (an extern "C" entry is
+    .visible, a template instance .weak) and the Config's RELEASE_EARLY
+    constant, which a library entry's Config adds (NVRTC's -default-device
+    emits every Config constant as a global)."""
+    ptx = ptx.replace(symbol, "ENTRY")
+    # Internal-linkage names embed the file NVRTC compiled, named after the
+    # kernel ("_ZN75_INTERNAL_00000000_44_<name>_cu_a7e29c40...").
+    ptx = re.sub(r"_ZN\d+_INTERNAL_[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+(?:_\d+)?(?=\d+weft)",
+                 "_ZN_INTERNAL_", ptx)
+    ptx = re.sub(r"^\t// \.(globl|weak)\tENTRY$", "\t// ENTRY", ptx, flags=re.M)
+    ptx = re.sub(r"^\.(visible|weak) \.entry ENTRY\(", ".entry ENTRY(", ptx, flags=re.M)
+    return re.sub(r"^\.global \.align 1 \.u8 _ZN6Config13RELEASE_EARLYE( = 1)?;\n", "", ptx,
+                  flags=re.M)
+
+
 def entries(cache, by_base_name=False):
     """{(name, arch): [sha1 of its PTX, ...]} of the cache's entries."""
     found = collections.defaultdict(list)
@@ -54,8 +71,7 @@ def entries(cache, by_base_name=False):
         name = name.decode()
         if by_base_name:
             name = re.sub(r"_[0-9a-f]{12}$", "", name)
-            text = ptx.decode(errors="replace").replace(symbol.decode(), "ENTRY")
-            ptx = text.encode()
+            ptx = normalized(ptx.decode(errors="replace"), symbol.decode()).encode()
         found[(name, arch.decode())].append(hashlib.sha1(ptx).hexdigest())
     return {k: sorted(v) for k, v in found.items()}
 

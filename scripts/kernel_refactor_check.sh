@@ -12,6 +12,12 @@
 # int4, int8 and fp8 (an int4 LM head too), decode buckets to 64, prefill
 # chunks of 32 and 512, the decode stream kernel and tensor parallel over 2.
 # Exits 0 when every kernel compiled to the same PTX.
+#
+# WEFT_BEFORE_COMPILE=OLD/weft-compile compares two compilers instead, for a
+# change of the emitters: the spread built by OLD (before) and by the
+# build's (after), with LIB left out, kernels matched by name without the
+# source hash and their PTX compared with entry symbols and parameter
+# names set aside (kernel_ptx.py --by-base-name).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 lib="$(cd "${1:-$root/targets/CUDA/kernels}" && pwd)"
@@ -24,10 +30,13 @@ for dt in float16 bfloat16; do
   [[ -d $out/l8-$dt ]] || python3 "$root/test/Inputs/make_sparse_checkpoint.py" "$out/l8-$dt" \
     --layers 2 --dtype $dt --config "$shapes"
 done
+before_compile="${WEFT_BEFORE_COMPILE:-}"
 plans() { # plans CACHE [weft-compile args]: the spread, into CACHE
   local cache=$1
   shift
-  c() { "$compile" --kernel-cache "$cache" "$@" -o "$out/x.weft" >/dev/null 2>&1 ||
+  local compiler="$compile"
+  [[ -n $before_compile && $cache == */before ]] && compiler="$before_compile"
+  c() { "$compiler" --kernel-cache "$cache" "$@" -o "$out/x.weft" >/dev/null 2>&1 ||
           { echo "weft-compile failed: $*" >&2; exit 1; }; }
   for arch in sm_90 sm_86; do
     for f in llama qwen2 gemma2 mistral qwen3 llama_tied_bf16; do
@@ -51,6 +60,14 @@ plans() { # plans CACHE [weft-compile args]: the spread, into CACHE
     --prefill-chunks 32
 }
 rm -rf "$out/before" "$out/after"
+if [[ -n $before_compile ]]; then
+  echo "building the plans with $before_compile..."
+  plans "$out/before"
+  echo "building them with $compile..."
+  plans "$out/after"
+  python3 "$root/scripts/kernel_ptx.py" --by-base-name "$out/before" "$out/after"
+  exit
+fi
 echo "building the plans with the library built into $compile..."
 plans "$out/before"
 echo "building them with $lib over it..."
