@@ -416,6 +416,36 @@ struct Tokenizer::Impl {
     return Status::ok();
   }
 
+  // A Metaspace step's replacement (exactly one character, as Hugging
+  // Face's `char`: an empty one would never advance the word split) and
+  // prepend scheme (always, first or never).
+  Status metaspace(const Json &j, const std::string &path, std::string &replacement,
+                   std::string &scheme) const {
+    const Json &r = j.contains("replacement") ? j["replacement"] : Json("\xE2\x96\x81");
+    if (!r.is_string())
+      return bad(path + ".replacement", "expected a string of one character");
+    replacement = r.get<std::string>();
+    size_t prefix = 0;
+    if (replacement.empty() || firstInvalidUtf8(replacement) != kAllValidUtf8 ||
+        utf8Length(replacement, 0, prefix) != replacement.size())
+      return bad(path + ".replacement", "'" + printableForMessage(replacement, 40) +
+                                            "': expected exactly one character");
+    if (j.contains("prepend_scheme")) {
+      if (!j["prepend_scheme"].is_string())
+        return bad(path + ".prepend_scheme", "expected always, first or never");
+      scheme = j["prepend_scheme"].get<std::string>();
+      if (scheme != "always" && scheme != "first" && scheme != "never")
+        return bad(path + ".prepend_scheme",
+                   "'" + printableForMessage(scheme, 40) + "': expected always, first or never");
+    } else {
+      const Json &add = j.contains("add_prefix_space") ? j["add_prefix_space"] : Json(true);
+      if (!add.is_boolean())
+        return bad(path + ".add_prefix_space", "expected true or false");
+      scheme = add.get<bool>() ? "always" : "never";
+    }
+    return Status::ok();
+  }
+
   Status parseNormalizer(const Json &j, const std::string &path) {
     if (j.is_null())
       return Status::ok();
@@ -504,8 +534,7 @@ struct Tokenizer::Impl {
       p.regex = *r;
     } else if (type == "Metaspace") {
       p.kind = PreTokenizer::Metaspace;
-      p.replacement = j.value("replacement", "\xE2\x96\x81");
-      p.prependScheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+      WEFT_RETURN_IF_ERROR(metaspace(j, path, p.replacement, p.prependScheme));
       p.split = j.value("split", true);
     } else {
       return bad(path + ".type", "pre-tokenizer '" + type + "' is not supported");
@@ -539,8 +568,7 @@ struct Tokenizer::Impl {
       d.stop = j.value("stop", size_t(0));
     } else if (type == "Metaspace") {
       d.kind = DecoderStep::Metaspace;
-      d.replacement = j.value("replacement", "\xE2\x96\x81");
-      d.prependScheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+      WEFT_RETURN_IF_ERROR(metaspace(j, path, d.replacement, d.prependScheme));
     } else {
       return bad(path + ".type", "decoder '" + type + "' is not supported");
     }

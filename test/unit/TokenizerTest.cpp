@@ -140,6 +140,44 @@ TEST(Tokenizer, RejectsWhatItCannotUse) {
       << typed.status().message();
 }
 
+// Metaspace's replacement is one character, as Hugging Face's `char`: an
+// empty one once made the word split loop forever on the first encode (a
+// tokenizer.json from a checkpoint, packed into plans by weft-compile).
+TEST(Tokenizer, MetaspaceTakesOneCharacterAndAKnownScheme) {
+  auto withPre = [](const std::string &pre) {
+    return R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": )" + pre + "}";
+  };
+  expectError(withPre(R"({"type": "Metaspace", "replacement": ""})"),
+              "tok.json: pre_tokenizer.replacement: '': expected exactly one character");
+  expectError(withPre(R"({"type": "Sequence", "pretokenizers": [
+                           {"type": "Metaspace", "replacement": "ab"}]})"),
+              "tok.json: pre_tokenizer.pretokenizers[0].replacement: 'ab': expected exactly one "
+              "character");
+  expectError(withPre(R"({"type": "Metaspace", "replacement": 7})"),
+              "tok.json: pre_tokenizer.replacement: expected a string of one character");
+  expectError(withPre(R"({"type": "Metaspace", "prepend_scheme": "sometimes"})"),
+              "tok.json: pre_tokenizer.prepend_scheme: 'sometimes': expected always, first or "
+              "never");
+  expectError(withPre(R"({"type": "Metaspace", "add_prefix_space": "yes"})"),
+              "tok.json: pre_tokenizer.add_prefix_space: expected true or false");
+  expectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}},
+                  "decoder": {"type": "Metaspace", "replacement": ""}})",
+              "tok.json: decoder.replacement: '': expected exactly one character");
+  // One character of any width is fine: the default U+2581, or '_'.
+  for (const char *r : {"\\u2581", "_", "\\ud83d\\ude42"}) {
+    StatusOr<Tokenizer> t = Tokenizer::fromJson(
+        std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0, "<unk>": 1},
+                                  "unk_token": "<unk>"},
+                        "pre_tokenizer": {"type": "Metaspace", "replacement": ")") +
+            r + "\"}}",
+        "tok.json");
+    ASSERT_TRUE(t.isOk()) << r << ": " << t.status().message();
+    StatusOr<std::vector<int>> ids = t->encode("a a a");
+    ASSERT_TRUE(ids.isOk()) << ids.status().message();
+    EXPECT_FALSE(ids->empty());
+  }
+}
+
 TEST(Tokenizer, ErrorsAreOneLineWhateverTheTokens) {
   // Found by weft-fuzz-tokenizer: a token with a newline in a field path
   // made a two-line message. Paths and values are escaped.
