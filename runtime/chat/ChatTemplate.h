@@ -23,7 +23,10 @@ struct Node;
 struct RenderLimits {
   size_t maxOutputBytes = 16u << 20;
   int maxDepth = 64;             // nesting of expressions and blocks
-  uint64_t maxSteps = 50000000;  // loop iterations and expressions evaluated
+  // Expressions evaluated, loop iterations (24 each) and the copies values
+  // cost (a list element or 32 bytes of a string, 1 each): about 40 ns a
+  // step, so the limit ends a runaway template within a second.
+  uint64_t maxSteps = 16000000;
 };
 
 class ChatTemplate {

@@ -273,11 +273,30 @@ public:
   [[noreturn]] void overflow(int line, const std::string &op) const {
     fail(line, "integer overflow in '" + op + "': the result does not fit 64 bits");
   }
-  void step(int line) {
-    if (++steps_ > limits_.maxSteps)
+  void step(int line, uint64_t units = 1) {
+    steps_ += units;
+    if (steps_ > limits_.maxSteps)
       fail(line, "the template takes too long (more than " + std::to_string(limits_.maxSteps) +
                      " steps)");
   }
+  // What making a value cost beyond its step, in steps: values are copied
+  // whole (a list's elements, a string's bytes, 32 to a step), so a loop
+  // that grows a list or a string pays for every copy and the step limit
+  // bounds the time, not only the number of operations.
+  static uint64_t copySteps(const Json &j) {
+    if (j.is_string())
+      return j.get_ref<const std::string &>().size() / 32;
+    if (!j.is_array() && !j.is_object())
+      return 0;
+    uint64_t n = j.size(); // and one level down: messages are objects of strings
+    for (const Json &e : j)
+      if (e.is_array() || e.is_object())
+        n += e.size();
+    return n;
+  }
+  // A loop iteration: its scope, the item and the `loop` object (with the
+  // previous and next items), about as much work as 24 expressions.
+  static constexpr uint64_t kLoopIterationSteps = 24;
 
   Value *lookup(const std::string &n) {
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
@@ -335,6 +354,7 @@ public:
                         std::to_string(limits_.maxOutputBytes) + " bytes");
     if (v.j.is_array() && v.j.size() > kMaxListElements)
       fail(e->line, "a list grows beyond " + std::to_string(kMaxListElements) + " elements");
+    step(e->line, copySteps(v.j));
     return v;
   }
 
@@ -1047,6 +1067,7 @@ public:
         break;
       }
       for (size_t i = 0; i < items.size(); ++i) {
+        step(n->line, kLoopIterationSteps + 3 * copySteps(items[i]));
         scopes.emplace_back();
         bind(scopes.back(), items[i]);
         Json loop = {{"index", int64_t(i + 1)},

@@ -202,6 +202,39 @@ TEST(ChatTemplateTest, ManyTagsLexInLinearTime) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
 }
 
+// The default step limit ends runaway templates in well under a second:
+// steps pay for loop iterations and for the copies values make, so nested
+// loops over range(), and lists or strings grown in a loop (quadratic
+// copying), end in the one-line error instead of running for minutes.
+TEST(ChatTemplateTest, RunawayTemplatesStopWithinASecond) {
+  const char *runaway[] = {
+      "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
+      "{% for i in range(1000000) %}{% for j in range(1000000) %}{{ '' }}{% endfor %}{% endfor %}",
+      "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}"
+      "{% endfor %}{{ ns.l | length }}",
+      "{% set ns = namespace(s='') %}{% for i in range(1000000) %}"
+      "{% set ns.s = ns.s ~ 'xxxxxxxxxxxxxxxx' %}{% endfor %}{{ ns.s | length }}",
+  };
+  for (const char *source : runaway) {
+    auto start = std::chrono::steady_clock::now();
+    expectError(source, "takes too long");
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // About 0.1-0.9 s here; the bound leaves room for sanitizer builds.
+    EXPECT_LT(seconds, 10.0) << source;
+  }
+  // A 20,000-message conversation is far inside the limit.
+  Json messages = Json::array();
+  for (int i = 0; i < 20000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "message " + std::to_string(i)}});
+  std::string out = render("{% for m in messages %}<{{ m.role }}>{{ m['content'] }}"
+                           "{% if loop.last %}.{% endif %}{% endfor %}",
+                           Json{{"messages", messages}});
+  const std::string last = "<assistant>message 19999.";
+  ASSERT_GE(out.size(), last.size()) << out;
+  EXPECT_EQ(out.substr(out.size() - last.size()), last) << out.substr(0, 80);
+}
+
 TEST(ChatTemplateTest, LimitsStopRunawayTemplates) {
   expectError("{{ " + std::string(200, '(') + "1" + std::string(200, ')') + " }}", "nested too deeply");
   RenderLimits small;
