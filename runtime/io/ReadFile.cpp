@@ -94,6 +94,26 @@ StatusOr<std::string> readRegularFile(const std::string &path, uint64_t maxBytes
   return out;
 }
 
+StatusOr<std::string> readStandardInput(uint64_t maxBytes, const std::string &what) {
+  std::string out;
+  char piece[1 << 16];
+  while (true) {
+    ssize_t n = ::read(STDIN_FILENO, piece, sizeof piece);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return internalError("standard input: " + what + ": " +
+                           std::system_category().message(errno));
+    }
+    if (n == 0)
+      return out;
+    if (out.size() + uint64_t(n) > maxBytes)
+      return invalidArgument("standard input: " + what + " is over " + std::to_string(maxBytes) +
+                             " bytes; at most that many are read");
+    out.append(piece, size_t(n));
+  }
+}
+
 int jsonNestingDepth(std::string_view text) {
   int depth = 0, deepest = 0;
   bool inString = false;

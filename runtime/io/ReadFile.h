@@ -43,6 +43,12 @@ private:
 StatusOr<std::string> readRegularFile(const std::string &path, uint64_t maxBytes,
                                       const std::string &what);
 
+// Everything on standard input (file descriptor 0), up to `maxBytes`: a
+// pipe, a terminal or a file alike, read in pieces, so that an endless
+// stream (/dev/zero) ends in an error naming `what` once it passes the cap
+// instead of filling memory.
+StatusOr<std::string> readStandardInput(uint64_t maxBytes, const std::string &what);
+
 // The deepest nesting of arrays and objects in JSON text, skipping strings;
 // one pass, no recursion, whatever the text.
 int jsonNestingDepth(std::string_view text);

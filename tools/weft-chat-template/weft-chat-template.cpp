@@ -64,9 +64,11 @@ int main(int argc, char **argv) {
     if (!readFile(argv[2], contextText, error))
       return fail(error);
   } else {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    contextText = ss.str();
+    // The same cap as a context file's.
+    weft::StatusOr<std::string> in = weft::io::readStandardInput(16u << 20, "the context");
+    if (!in.isOk())
+      return fail(in.status().message());
+    contextText = std::move(in.value());
   }
   if (weft::Status deep = weft::io::checkJsonNesting(contextText, weft::io::kMaxJsonDepth,
                                                     "the context");

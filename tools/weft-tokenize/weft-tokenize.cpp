@@ -76,16 +76,13 @@ int main(int argc, char **argv) {
     std::cout << tok->decode(ids, skipSpecial) << "\n";
     return 0;
   }
-  std::stringstream buffer;
-  if (file.empty()) {
-    buffer << std::cin.rdbuf();
-  } else {
-    weft::StatusOr<std::string> text = weft::io::readRegularFile(file, 1u << 30, "the text");
-    if (!text.isOk())
-      return fail(text.status().message());
-    buffer << *text;
-  }
-  std::string text = buffer.str();
+  // A file or standard input, with the same cap.
+  weft::StatusOr<std::string> input = file.empty()
+                                          ? weft::io::readStandardInput(1u << 30, "the text")
+                                          : weft::io::readRegularFile(file, 1u << 30, "the text");
+  if (!input.isOk())
+    return fail(input.status().message());
+  std::string text = std::move(input.value());
   weft::StatusOr<std::vector<int32_t>> ids = tok->encode(text, special);
   if (!ids.isOk())
     return fail(ids.status().message());
