@@ -642,7 +642,7 @@ std::string planToJson(const fb::Plan &plan) {
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string planSummary(const fb::Plan &plan) {
+std::string planSummary(const fb::Plan &plan, std::optional<SignatureState> signature) {
   std::string out = "plan: format version " + std::to_string(plan.version()) + ", compiled by " +
                     name(plan.compiler()) + "\n";
   if (const fb::Seal *seal = plan.seal()) {
@@ -655,8 +655,16 @@ std::string planSummary(const fb::Plan &plan) {
         signer += digits[b >> 4];
         signer += digits[b & 15];
       }
-    out += std::string("seal: BLAKE2b-256 checksum, ") +
-           (isSigned ? "signed by " + signer : std::string("unsigned")) + "\n";
+    std::string state = "unsigned";
+    if (isSigned && !signature)
+      state = "signer " + signer + " (signature not checked)";
+    else if (isSigned && *signature == SignatureState::kVerified)
+      state = "signed by " + signer + " (the signature verifies with this key; whether it is "
+              "trusted is --trusted-keys' to say)";
+    else if (isSigned)
+      state = "names signer " + signer + " but the signature does NOT verify with that key "
+              "(forged, or changed after signing)";
+    out += "seal: BLAKE2b-256 checksum, " + state + "\n";
   }
   summarizeModel(plan, out);
   summarizeTopology(plan, out);

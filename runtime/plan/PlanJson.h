@@ -3,8 +3,10 @@
 #ifndef WEFT_RUNTIME_PLAN_PLANJSON_H_
 #define WEFT_RUNTIME_PLAN_PLANJSON_H_
 
+#include "runtime/plan/PlanSeal.h"
 #include "runtime/plan/plan_generated.h"
 
+#include <optional>
 #include <string>
 
 namespace weft::plan {
@@ -19,7 +21,10 @@ std::string planToJson(const fb::Plan &plan);
 
 // Model, topology, partition (stages, chosen prediction, runners-up, the
 // memory-proportional baseline), memory per device, kernels and buckets.
-std::string planSummary(const fb::Plan &plan);
+// The seal line says what `signature` found (signatureState); without it,
+// that the signature was not checked.
+std::string planSummary(const fb::Plan &plan,
+                        std::optional<SignatureState> signature = std::nullopt);
 
 } // namespace weft::plan
 

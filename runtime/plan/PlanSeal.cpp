@@ -204,4 +204,18 @@ Status checkSeal(const std::vector<uint8_t> &bytes, const std::string &display,
   return Status::ok();
 }
 
+StatusOr<SignatureState> signatureState(const std::vector<uint8_t> &bytes,
+                                        const std::string &display) {
+  WEFT_RETURN_IF_ERROR(sodiumReady());
+  SealSpans s;
+  WEFT_RETURN_IF_ERROR(locate(bytes, display, s));
+  const uint8_t *signer = bytes.data() + s.signer;
+  if (allZero(signer, kKeyBytes))
+    return SignatureState::kUnsigned;
+  std::array<uint8_t, kHashBytes> h = digest(bytes, s);
+  return crypto_sign_verify_detached(bytes.data() + s.signature, h.data(), h.size(), signer) == 0
+             ? SignatureState::kVerified
+             : SignatureState::kDoesNotVerify;
+}
+
 } // namespace weft::plan

@@ -57,6 +57,14 @@ StatusOr<SealPolicy> sealPolicyFor(const std::string &trustedKeysPath);
 Status checkSeal(const std::vector<uint8_t> &bytes, const std::string &display,
                  const SealPolicy &policy);
 
+// What a sealed plan's signature is, checked rather than read: none, one
+// that verifies against the plan's hash with the signer key it names, or
+// one that does not (forged, or the plan changed after signing). Whether
+// that key is trusted is checkSeal's business, under a SealPolicy.
+enum class SignatureState { kUnsigned, kVerified, kDoesNotVerify };
+StatusOr<SignatureState> signatureState(const std::vector<uint8_t> &bytes,
+                                        const std::string &display);
+
 } // namespace weft::plan
 
 #endif // WEFT_RUNTIME_PLAN_PLANSEAL_H_
