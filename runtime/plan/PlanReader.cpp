@@ -1195,6 +1195,21 @@ StatusOr<std::vector<uint8_t>> readFile(const std::string &path, const std::stri
   const uint64_t size = uint64_t(st.st_size);
   if (std::string problem = sizeProblem(size); !problem.empty())
     return invalidArgument(display + ": " + problem);
+  // The identifier first (bytes 4-8): a file that is not a plan is refused
+  // before a byte more of it is read or memory is reserved for it.
+  if (size >= 8) {
+    uint8_t head[8];
+    ssize_t n;
+    do
+      n = ::pread(fd, head, sizeof head, 0);
+    while (n < 0 && errno == EINTR);
+    if (n == ssize_t(sizeof head) && !fb::PlanBufferHasIdentifier(head)) {
+      std::string_view id(reinterpret_cast<const char *>(head) + 4, 4);
+      return invalidArgument(display + ": not a Weft plan (identifier '" +
+                             printableForMessage(id) + "', expected '" + kPlanFileIdentifier +
+                             "')");
+    }
+  }
   std::vector<uint8_t> bytes(size);
   uint64_t done = 0;
   while (done < size) {
