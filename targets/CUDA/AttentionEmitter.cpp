@@ -289,8 +289,8 @@ std::vector<EmittedStep> emitDecode(const AttentionShape &s, const EmitOptions &
                (p.splits > 1 ? " (split pass)" : "") + ".";
   split.header = "weft/attention_decode.cuh";
   split.config = config;
-  split.instance = std::string("weft::kernels::attention::") +
-                   (p.tensorCores ? "decodeSplitTcKernel" : "decodeSplitKernel") + "<Config>";
+  split.instance = std::string("weft::kernels::attention::decodeSplitKernel<Config, ") +
+                   (p.tensorCores ? "true" : "false") + ">";
   split.hashName = false;
   split.grid = {int(s.tokens), int(s.kvHeads * p.headBlocks), int(p.splits)};
   split.block = {int(p.warps * 32), 1, 1};

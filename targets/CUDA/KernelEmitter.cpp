@@ -806,6 +806,7 @@ ParamBinding xBinding(const Projection &p) {
   return p.compact ? p.compact->x : binding(ParamBinding::Kind::RegionInput, p.xIn, "x");
 }
 std::vector<ParamBinding> idBindings(const Projection &p);
+void addIdsAndInstance(LibraryKernel &k, const Projection &p, llvm::StringRef entry);
 
 constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / 32;
@@ -1133,10 +1134,7 @@ std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const Em
     k.config = "  static constexpr int T = " + std::to_string(p.tokens) + ", BLOCKS = " +
                std::to_string(g.gx) + ", THREADS = 256;  // BLOCKS: candidates per token\n";
     k.params = {candidates};
-    std::vector<ParamBinding> ids = idBindings(p);
-    k.instance = "weft::kernels::argmaxCandidatesKernel<Config" + moreArgs("int", ids.size()) + ">";
-    for (ParamBinding &b : ids)
-      k.params.push_back(std::move(b));
+    addIdsAndInstance(k, p, "argmaxCandidatesKernel");
     k.grid = {int(p.tokens), 1, 1};
     k.block = {256, 1, 1};
     steps.push_back(kernelStep(libraryKernel(
@@ -1215,16 +1213,22 @@ std::vector<ParamBinding> idBindings(const Projection &p) {
   return ids;
 }
 
+// Appends the token results to `k`'s parameters and names the template
+// `entry` with one `int` pack element each.
+void addIdsAndInstance(LibraryKernel &k, const Projection &p, llvm::StringRef entry) {
+  std::vector<ParamBinding> ids = idBindings(p);
+  k.instance = "weft::kernels::" + entry.str() + "<Config" + moreArgs("int", ids.size()) + ">";
+  for (ParamBinding &b : ids)
+    k.params.push_back(std::move(b));
+}
+
 EmittedStep emitArgmaxRows(FusionOp region, const Projection &p) {
   LibraryKernel k;
   k.what = "Argmax of each logits row, one block per token (lowest index among equal logits).";
   k.header = "weft/sample.cuh";
   k.config = "  static constexpr int V = " + std::to_string(p.nw) + ", THREADS = 256;\n";
   k.params = {logitsBinding(p)};
-  for (ParamBinding &b : idBindings(p))
-    k.params.push_back(std::move(b));
-  k.instance = "weft::kernels::argmaxRowsKernel<Config" +
-               moreArgs("int", k.params.size() - 1) + ">";
+  addIdsAndInstance(k, p, "argmaxRowsKernel");
   k.grid = {int(p.tokens), 1, 1};
   k.block = {256, 1, 1};
   return kernelStep(libraryKernel(region.getKind(), "weft_argmax_rows_v" + std::to_string(p.nw),
@@ -1274,10 +1278,7 @@ EmittedStep emitSample(FusionOp region, const Projection &p) {
                                                                p.compact->uniform}
                                    : samplingInputs(p))
     k.params.push_back(std::move(b));
-  std::vector<ParamBinding> ids = idBindings(p);
-  k.instance = "weft::kernels::sampleRowsKernel<Config" + moreArgs("int", ids.size()) + ">";
-  for (ParamBinding &b : ids)
-    k.params.push_back(std::move(b));
+  addIdsAndInstance(k, p, "sampleRowsKernel");
   k.grid = {int(p.tokens), 1, 1};
   k.block = {1024, 1, 1};
   return kernelStep(libraryKernel(region.getKind(), "weft_sample_v" + std::to_string(p.nw),

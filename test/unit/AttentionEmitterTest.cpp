@@ -160,8 +160,9 @@ protected:
     EXPECT_EQ(first.block[0], p.tensorCores ? 64 : 128) << first.name;
     // The engine is the template the kernel instantiates (weft/attention_decode.cuh).
     EXPECT_TRUE(contains(first.source, "#include \"weft/attention_decode.cuh\"")) << first.name;
-    EXPECT_EQ(first.instance, p.tensorCores ? "weft::kernels::attention::decodeSplitTcKernel<Config>"
-                                            : "weft::kernels::attention::decodeSplitKernel<Config>")
+    EXPECT_EQ(first.instance, p.tensorCores
+                                  ? "weft::kernels::attention::decodeSplitKernel<Config, true>"
+                                  : "weft::kernels::attention::decodeSplitKernel<Config, false>")
         << first.name;
     EXPECT_TRUE(contains(first.source, "constexpr int kSplits = " + std::to_string(p.splits) +
                                            ";"))

@@ -45,7 +45,7 @@
 // CHECK: constexpr int kLanesPerRow = 8;
 // CHECK: static constexpr bool RELEASE_EARLY = false;
 // CHECK-NEXT: };
-// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
+// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config, false>
 // CHECK: // step 1: kernel [[COMBINE:weft_attention_decode_t2_h8_kv2_d64_bf16_s16_combine]]
 // CHECK-NEXT: //   grid (2, 8, 1) block (64, 1, 1) shared 68
 // CHECK-NEXT: //   param 0 positions: RegionInput 1
@@ -73,7 +73,7 @@
 // CHECK: constexpr int kSplits = 2;
 // CHECK: constexpr int kHeadsPerBlock = 8;
 // CHECK: constexpr int kKeys = 32;
-// CHECK: // entry: weft::kernels::attention::decodeSplitTcKernel<Config>
+// CHECK: // entry: weft::kernels::attention::decodeSplitKernel<Config, true>
 // CHECK: // step 1: kernel weft_attention_decode_t1_h16_kv2_d128_w100_f16_sc3dcccccd_s2_combine
 // CHECK-NEXT: //   grid (1, 16, 1) block (128, 1, 1) shared 12
 

@@ -57,7 +57,7 @@ func.func @rope2(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf1
 // CHECK: // step 0: kernel weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_split
 // CHECK: static constexpr bool RELEASE_EARLY = true;
 // CHECK-NEXT: };
-// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
+// CHECK-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config, false>
 // CHECK: // step 1: kernel weft_attention_decode_t1_h4_kv2_d16_f32_s{{[0-9]+}}_combine
 // CHECK: static constexpr bool RELEASE_EARLY = true;
 // CHECK-NEXT: };
@@ -65,7 +65,7 @@ func.func @rope2(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf1
 // EIGHT-LABEL: // @decode region 0 "attention": 2 steps
 // EIGHT: static constexpr bool RELEASE_EARLY = false;
 // EIGHT-NEXT: };
-// EIGHT-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config>
+// EIGHT-NEXT: // entry: weft::kernels::attention::decodeSplitKernel<Config, false>
 // EIGHT: static constexpr bool RELEASE_EARLY = false;
 // EIGHT-NEXT: };
 // EIGHT-NEXT: // entry: weft::kernels::attention::decodeCombineKernel<Config>

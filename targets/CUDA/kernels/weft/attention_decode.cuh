@@ -717,26 +717,20 @@ __device__ __forceinline__ void decodeCombine(const int *__restrict__ positions,
 }
 
 // The entry points (AttentionEmitter's emitDecode): the split pass, SIMT or
-// on tensor cores, writes the output (one split) or its partials; the
-// combine weighs the partials. Config adds RELEASE_EARLY (common.cuh).
-template <class C>
+// on tensor cores (TENSOR_CORES), writes the output (one split) or its
+// partials; the combine weighs the partials. Config adds RELEASE_EARLY
+// (common.cuh).
+template <class C, bool TENSOR_CORES>
 __global__ void __launch_bounds__(C::kThreads) decodeSplitKernel(
     const typename C::elem_t *__restrict__ query, const int *__restrict__ positions,
     const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
     const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
     void *__restrict__ outOrPartials) {
   wf_grid_dependency_enter<C>();
-  decodeSplit<C>(query, positions, slots, k_cache, v_cache, block_tables, outOrPartials);
-}
-
-template <class C>
-__global__ void __launch_bounds__(C::kThreads) decodeSplitTcKernel(
-    const typename C::elem_t *__restrict__ query, const int *__restrict__ positions,
-    const int *__restrict__ slots, const typename C::elem_t *__restrict__ k_cache,
-    const typename C::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-    void *__restrict__ outOrPartials) {
-  wf_grid_dependency_enter<C>();
-  decodeSplitTc<C>(query, positions, slots, k_cache, v_cache, block_tables, outOrPartials);
+  if constexpr (TENSOR_CORES)
+    decodeSplitTc<C>(query, positions, slots, k_cache, v_cache, block_tables, outOrPartials);
+  else
+    decodeSplit<C>(query, positions, slots, k_cache, v_cache, block_tables, outOrPartials);
 }
 
 template <class C>
