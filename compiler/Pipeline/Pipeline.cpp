@@ -21,20 +21,34 @@ llvm::Error makeError(const llvm::Twine &msg) {
 
 // Bucket sizes and the options that shape them, checked before anything
 // runs.
+// A step's tokens are rows of kernel grids (grid.y, at most 65535 on
+// every NVIDIA GPU): a bucket of more could not be launched.
+constexpr int64_t kMaxStepTokens = 65535;
+
 llvm::Expected<CompileOptions> bucketOptions(const Options &o) {
   if (o.maxBatch && *o.maxBatch < 1)
     return makeError("--max-batch must be at least 1");
+  if (o.maxBatch && *o.maxBatch > kMaxStepTokens)
+    return makeError(llvm::formatv("--max-batch {0}: at most {1} tokens a step (a step's tokens "
+                                   "are rows of a kernel grid)",
+                                   *o.maxBatch, kMaxStepTokens));
+  if (o.batch > kMaxStepTokens && !o.maxBatch && o.decodeBuckets.empty())
+    return makeError(llvm::formatv("--batch {0}: at most {1} tokens a step (a step's tokens are "
+                                   "rows of a kernel grid)",
+                                   o.batch, kMaxStepTokens));
   // Decode buckets reach the declared batch unless told otherwise.
   if (o.maxBatch && o.decodeBuckets.empty() && *o.maxBatch < o.batch)
     return makeError(llvm::formatv("--max-batch {0} is below --batch {1}: the plan could not "
                                    "run the batch it is sized for in one step",
                                    *o.maxBatch, o.batch));
   for (int64_t n : o.decodeBuckets)
-    if (n < 1)
-      return makeError("--decode-buckets: sizes must be positive");
+    if (n < 1 || n > kMaxStepTokens)
+      return makeError(llvm::formatv("--decode-buckets: {0}: expected 1 to {1} tokens", n,
+                                     kMaxStepTokens));
   for (int64_t n : o.prefillChunks)
-    if (n < 1)
-      return makeError("--prefill-chunks: sizes must be positive");
+    if (n < 1 || n > kMaxStepTokens)
+      return makeError(llvm::formatv("--prefill-chunks: {0}: expected 1 to {1} tokens", n,
+                                     kMaxStepTokens));
   CompileOptions c;
   c.maxBatch = o.maxBatch ? *o.maxBatch : std::max<int64_t>(64, o.batch);
   c.decodeBuckets = o.decodeBuckets;

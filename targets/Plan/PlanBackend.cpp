@@ -2,6 +2,7 @@
 #include "targets/Plan/PlanBackend.h"
 
 #include "runtime/chat/ChatTemplate.h"
+#include "runtime/plan/PlanReader.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -115,6 +116,16 @@ llvm::Error PlanBackend::serialize(pipeline::Compilation &c) {
   if (!written)
     return written.takeError();
   bytes = std::move(*written);
+  // What the runtime would refuse is not written: the plan passes the same
+  // verifier weft-run, weft-serve and weft-inspect load it with (a grid past
+  // the hardware's limits, a buffer outside its arena, ...), or the compile
+  // fails naming what it broke.
+  if (weft::StatusOr<PlanFile> check = PlanFile::fromBytes(bytes, "the plan being written");
+      !check.isOk())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "internal error: " + check.status().message() +
+                                       " (the runtime would refuse this plan: the options "
+                                       "ask for more than it can run)");
 
   planStats.kernels = kernels->binaries.size();
   planStats.binaries = kernels->total;
