@@ -19,12 +19,12 @@ llvm::Error makeError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-// Bucket sizes and the options that shape them, checked before anything
-// runs.
 // A step's tokens are rows of kernel grids (grid.y, at most 65535 on
 // every NVIDIA GPU): a bucket of more could not be launched.
 constexpr int64_t kMaxStepTokens = 65535;
 
+// Bucket sizes and the options that shape them, checked before anything
+// runs.
 llvm::Expected<CompileOptions> bucketOptions(const Options &o) {
   if (o.maxBatch && *o.maxBatch < 1)
     return makeError("--max-batch must be at least 1");

@@ -254,25 +254,27 @@ std::vector<std::string> nvrtcOptions(llvm::StringRef arch) {
           std::string("-I") + WEFT_CUDA_INCLUDE_DIR};
 }
 
-uint64_t kernelSourceHash(const EmittedKernel &kernel) {
+namespace {
+// What a kernel compiles from: its source, its template instance (none for
+// an extern "C" kernel, whose hashes stay as they were) and the library.
+std::string sourceMaterial(const EmittedKernel &kernel) {
   std::string material = kernel.source;
-  if (!kernel.instance.empty()) { // (so extern "C" kernels keep their hashes)
+  if (!kernel.instance.empty()) {
     material += '\0';
     material += kernel.instance;
   }
   material += '\0';
   material += std::to_string(kernelLibraryHash());
-  return llvm::xxh3_64bits(llvm::StringRef(material));
+  return material;
+}
+} // namespace
+
+uint64_t kernelSourceHash(const EmittedKernel &kernel) {
+  return llvm::xxh3_64bits(llvm::StringRef(sourceMaterial(kernel)));
 }
 
 uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch) {
-  std::string material = kernel.source;
-  if (!kernel.instance.empty()) { // (so extern "C" kernels keep their hashes)
-    material += '\0';
-    material += kernel.instance;
-  }
-  material += '\0';
-  material += std::to_string(kernelLibraryHash());
+  std::string material = sourceMaterial(kernel);
   material += '\0';
   material += arch.str();
   material += '\0';
@@ -317,7 +319,8 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
     if (nvrtcResult r = nvrtcAddNameExpression(program, kernel.instance.c_str());
         r != NVRTC_SUCCESS)
       return kernelError(kernel.name, arch,
-                         "NVRTC refused the template instance " + kernel.instance + ": " + nvrtcGetErrorString(r));
+                         "NVRTC refused the template instance " + kernel.instance + ": " +
+                             nvrtcGetErrorString(r));
 
   std::vector<std::string> options = nvrtcOptions(arch);
   std::vector<const char *> argv;
@@ -343,7 +346,8 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
     const char *lowered = nullptr;
     if (nvrtcGetLoweredName(program, kernel.instance.c_str(), &lowered) != NVRTC_SUCCESS ||
         !lowered || !*lowered)
-      return kernelError(kernel.name, arch, "NVRTC gave no symbol for the template instance " + kernel.instance);
+      return kernelError(kernel.name, arch,
+                         "NVRTC gave no symbol for the template instance " + kernel.instance);
     k.symbol = lowered;
   }
   k.arch = arch.str();
@@ -376,7 +380,8 @@ compileKernels(const std::vector<EmittedKernel> &kernels, llvm::StringRef arch,
   std::map<std::tuple<uint64_t, llvm::StringRef, llvm::StringRef>, size_t> seen;
   for (size_t i = 0; i < kernels.size(); ++i) {
     llvm::StringRef source = kernels[i].source;
-    auto key = std::make_tuple(llvm::xxh3_64bits(source), source, llvm::StringRef(kernels[i].instance));
+    auto key = std::make_tuple(llvm::xxh3_64bits(source), source,
+                               llvm::StringRef(kernels[i].instance));
     auto [it, inserted] = seen.try_emplace(key, unique.size());
     if (inserted)
       unique.push_back(i);

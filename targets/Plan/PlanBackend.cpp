@@ -119,13 +119,14 @@ llvm::Error PlanBackend::serialize(pipeline::Compilation &c) {
   // What the runtime would refuse is not written: the plan passes the same
   // verifier weft-run, weft-serve and weft-inspect load it with (a grid past
   // the hardware's limits, a buffer outside its arena, ...), or the compile
-  // fails naming what it broke.
+  // fails naming what it broke. Options known to need such a plan are
+  // refused before this (Pipeline's bucketOptions); reaching it is a bug.
   if (weft::StatusOr<PlanFile> check = PlanFile::fromBytes(bytes, "the plan being written");
       !check.isOk())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "internal error: " + check.status().message() +
-                                       " (the runtime would refuse this plan: the options "
-                                       "ask for more than it can run)");
+                                   "internal error: the runtime would refuse the plan built, "
+                                   "so it is not written: " +
+                                       check.status().message());
 
   planStats.kernels = kernels->binaries.size();
   planStats.binaries = kernels->total;

@@ -59,14 +59,17 @@ int main(int argc, char **argv) {
   auto plan = weft::plan::PlanFile::open(path);
   if (!plan)
     return fail(plan.status().message());
-  // The signature checked, not read: a forged one is no signature.
-  weft::StatusOr<weft::plan::SignatureState> signature =
-      weft::plan::signatureState(plan->bytes(), path);
-  if (!signature)
-    return fail(signature.status().message());
-  const std::string text = mode == Mode::Json
-                               ? weft::plan::planToJson(plan->plan())
-                               : weft::plan::planSummary(plan->plan(), *signature);
+  std::string text;
+  if (mode == Mode::Json) {
+    text = weft::plan::planToJson(plan->plan());
+  } else {
+    // The signature checked, not read: a forged one is no signature.
+    weft::StatusOr<weft::plan::SignatureState> signature =
+        weft::plan::signatureState(plan->bytes(), path);
+    if (!signature)
+      return fail(signature.status().message());
+    text = weft::plan::planSummary(plan->plan(), *signature);
+  }
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
     return fail("cannot write the output: expected a writable stdout");
   return 0;

@@ -48,7 +48,8 @@ bool parseInt(const std::string &text, long long lo, long long hi, long long &ou
 // ($XDG_CACHE_HOME/weft/plans, else ~/.cache/weft/plans), keyed by the
 // checkpoint's config.json, its files' names, sizes and modification times,
 // the topology, the options and the weft-compile binary; compiled by
-// weft-compile (next to this binary, or on PATH) when missing.
+// weft-compile (next to this binary, or in an absolute PATH entry) when
+// missing.
 bool compiledPlan(const char *self, const std::string &model, const std::string &topology,
                   const std::vector<std::string> &args, bool quiet, std::string &plan,
                   std::string &error) {
