@@ -319,98 +319,76 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   const int64_t partialBytes = heads * g.splits * (headDim + 2) * 4;
   const int64_t counters = layers * 5 + layers * kvHeads;
 
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// A whole decode step of one token: " << layers << " layers, hidden " << hidden
-     << ", FFN " << ffn << ", " << heads << " heads / " << kvHeads << " KV heads of "
-     << headDim << ", one persistent block per SM (weft/decode_stream.cuh)\n"
-     << "#include \"weft/decode_stream.cuh\"\n\n"
-     << "__constant__ double wf_inv_freq[" << invFreq.size() << "] = {";
-  for (size_t i = 0; i < invFreq.size(); ++i)
-    os << (i ? ", " : "") << doubleLiteral(invFreq[i]);
-  os << "};\n\n"
-     << "struct Config {\n"
-     << "  using t = " << tn << ";\n"
-     << "  // " << formatNote << "\n"
-     << "  static constexpr int BITS = " << (codes ? 4 : codes8 ? 8 : 0) << ";\n"
-     << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
-     << (e4m3 ? "E4M3" : "Int") << ";\n"
-     << "  using w_t = " << (codes ? "unsigned" : codes8 ? "unsigned char" : tn) << ";\n"
-     << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
-     << ", FFN = " << ffn << ";\n"
-     << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
-     << ", D = " << headDim << ", GROUP = " << group << ", CW = " << cw << ";\n"
-     << "  static constexpr int QKV_ROWS = " << (heads + 2 * kvHeads) * headDim << ";\n"
-     << "  static constexpr float EPS = " << floatLiteral(eps) << ";\n"
-     << "  static constexpr double SCALE_LOG2 = " << doubleLiteral(scale * 1.4426950408889634)
-     << ";\n"
-     << "  static constexpr int BLOCK_TOKENS = " << options.blockTokens
-     << ", MAX_BLOCKS = " << options.maxBlocksPerSequence
-     << ", MAX_SEQUENCES = " << options.maxSequences << ";\n"
-     << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
-     << ", IN_FLIGHT = " << g.inFlight << ", STAGE_BYTES = " << g.stageBytes
-     << ", SCALE_SLOTS = " << scaleSlots << ", MAX_ROWS = " << g.maxRows
-     << ", GRID = " << g.grid << ";\n"
-     << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
-     << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n"
-     << "};\n"
-     << "static_assert(weft::kernels::stream::counterCount<Config>() == " << counters
-     << ", \"counters\");\n"
-     << "static_assert(weft::kernels::stream::actPerLayer<Config>() * " << layers
-     << " * 2 == " << actBytes << ", \"activations\");\n\n"
-     << "extern \"C\" __global__ void\n"
-     << "__launch_bounds__(weft::kernels::stream::threadsOf<Config>(), 1)\n"
-     << kNameMarker << "(const Config::t *x, const int *positions, const int *slots,\n"
-     << "    const int *block_tables, Config::t *out, Config::t *act, float *partials,\n"
-     << "    unsigned *counters";
-  for (int64_t l = 0; l < layers; ++l) {
-    os << ",\n    const Config::t *l" << l << "_norm1, const Config::w_t *l" << l
-       << "_qkv, Config::t *l" << l << "_k, Config::t *l" << l << "_v, const Config::w_t *l"
-       << l << "_o,\n    const Config::t *l" << l << "_norm2, const Config::w_t *l" << l
-       << "_gate_up, const Config::w_t *l" << l << "_down";
-    if (codes || codes8)
-      os << ",\n    const unsigned *l" << l << "_qkv_pairs, const unsigned *l" << l
-         << "_o_pairs, const unsigned *l" << l << "_gate_up_pairs, const unsigned *l" << l
-         << "_down_pairs";
-  }
-  os << ") {\n"
-     << "  __shared__ weft::kernels::stream::Layer<Config> layers[Config::LAYERS];\n"
-     << "  if (threadIdx.x == 0) {\n";
-  for (int64_t l = 0; l < layers; ++l) {
-    os << "    layers[" << l << "] = {l" << l << "_norm1, l" << l << "_qkv, l" << l << "_o, l"
-       << l << "_norm2, l" << l << "_gate_up, l" << l << "_down, l" << l << "_k, l" << l
-       << "_v";
-    if (codes || codes8)
-      os << ", l" << l << "_qkv_pairs, l" << l << "_o_pairs, l" << l << "_gate_up_pairs, l" << l
-         << "_down_pairs";
-    else
-      os << ", nullptr, nullptr, nullptr, nullptr";
+  LibraryKernel k;
+  k.what = "A whole decode step of one token: " + std::to_string(layers) + " layers, hidden " +
+           std::to_string(hidden) + ", FFN " + std::to_string(ffn) + ", " +
+           std::to_string(heads) + " heads / " + std::to_string(kvHeads) + " KV heads of " +
+           std::to_string(headDim) + ", one persistent block per SM.";
+  k.header = "weft/decode_stream.cuh";
+  {
+    llvm::raw_string_ostream os(k.preamble);
+    os << "__constant__ double wf_inv_freq[" << invFreq.size() << "] = {";
+    for (size_t i = 0; i < invFreq.size(); ++i)
+      os << (i ? ", " : "") << doubleLiteral(invFreq[i]);
     os << "};\n";
   }
-  os << "  }\n"
-     << "  weft::kernels::stream::decodeStep<Config>(\n"
-     << "      {x, positions, slots, block_tables, out, act, partials, counters}, layers);\n"
-     << "}\n";
-  os.flush();
+  {
+    llvm::raw_string_ostream os(k.config);
+    os << "  using t = " << tn << ";\n"
+       << "  // " << formatNote << "\n"
+       << "  static constexpr int BITS = " << (codes ? 4 : codes8 ? 8 : 0) << ";\n"
+       << "  static constexpr weft::kernels::Codes FORMAT = weft::kernels::Codes::"
+       << (e4m3 ? "E4M3" : "Int") << ";\n"
+       << "  using w_t = " << (codes ? "unsigned" : codes8 ? "unsigned char" : tn) << ";\n"
+       << "  static constexpr int LAYERS = " << layers << ", HIDDEN = " << hidden
+       << ", FFN = " << ffn << ";\n"
+       << "  static constexpr int HEADS = " << heads << ", KV_HEADS = " << kvHeads
+       << ", D = " << headDim << ", GROUP = " << group << ", CW = " << cw << ";\n"
+       << "  static constexpr int QKV_ROWS = " << (heads + 2 * kvHeads) * headDim << ";\n"
+       << "  static constexpr float EPS = " << floatLiteral(eps) << ";\n"
+       << "  static constexpr double SCALE_LOG2 = " << doubleLiteral(scale * 1.4426950408889634)
+       << ";\n"
+       << "  static constexpr int BLOCK_TOKENS = " << options.blockTokens
+       << ", MAX_BLOCKS = " << options.maxBlocksPerSequence
+       << ", MAX_SEQUENCES = " << options.maxSequences << ";\n"
+       << "  static constexpr int SPLITS = " << g.splits << ", STAGES = " << g.stages
+       << ", IN_FLIGHT = " << g.inFlight << ", STAGE_BYTES = " << g.stageBytes
+       << ", SCALE_SLOTS = " << scaleSlots << ", MAX_ROWS = " << g.maxRows
+       << ", GRID = " << g.grid << ";\n"
+       << "  static constexpr long SHARED_BYTES = " << g.sharedBytes << ";\n"
+       << "  // the sizes the compiler gave the counters and activations (checked)\n"
+       << "  static constexpr int COUNTERS = " << counters << ";\n"
+       << "  static constexpr long ACT_BYTES = " << actBytes << ";\n"
+       << "  static __device__ __forceinline__ double invFreq(int i) { return wf_inv_freq[i]; }\n";
+  }
 
-  std::vector<ParamBinding> streamParams = {
+  k.params = {
       x, positions, slots, binding(ParamBinding::Kind::BlockTables, 0, "block_tables"), out,
       scratchBinding(0, uint64_t(actBytes), "act"),
       scratchBinding(1, uint64_t(partialBytes), "partials"),
       scratchBinding(2, uint64_t(counters) * 4, "counters")};
+  // Each layer's pointers, as weft::kernels::stream::decodeStreamKernel
+  // takes them.
+  std::string pack;
   for (const LayerParams &lp : perLayer) {
     for (const ParamBinding &b : {lp.norm1, lp.qkv, lp.k, lp.v, lp.o, lp.norm2, lp.gateUp, lp.down})
-      streamParams.push_back(b);
-    if (codes || codes8)
+      k.params.push_back(b);
+    pack += ", const Config::t, const Config::w_t, Config::t, Config::t, const Config::w_t, "
+            "const Config::t, const Config::w_t, const Config::w_t";
+    if (codes || codes8) {
       for (const ParamBinding &b : {lp.qkvPairs, lp.oPairs, lp.gateUpPairs, lp.downPairs})
-        streamParams.push_back(b);
+        k.params.push_back(b);
+      pack += ", const unsigned, const unsigned, const unsigned, const unsigned";
+    }
   }
+  k.instance = "weft::kernels::stream::decodeStreamKernel<Config" + pack + ">";
+  k.grid = {int(g.grid), 1, 1};
+  k.block = {32 * (int(cw) + 1), 1, 1};
+  k.sharedBytes = int(g.sharedBytes);
   std::string base = "weft_decode_stream_l" + std::to_string(layers) + "_h" +
                      std::to_string(hidden) + "_f" + std::to_string(ffn) + "_" +
                      elementTypeName(t) + (codes ? "_int4" : e4m3 ? "_fp8" : codes8 ? "_int8" : "");
-  EmittedKernel stream = finishKernel("decode_stream", base, std::move(src), {int(g.grid), 1, 1},
-                                      {32 * (int(cw) + 1), 1, 1}, std::move(streamParams));
-  stream.sharedBytes = int(g.sharedBytes);
+  EmittedKernel stream = libraryKernel("decode_stream", base, std::move(k));
   stream.cooperative = true;
 
   LibraryKernel resetKernel;
@@ -428,9 +406,6 @@ llvm::Expected<std::vector<EmittedStep>> emitDecodeStream(llvm::ArrayRef<FusionO
   std::vector<EmittedStep> steps;
   steps.push_back(kernelStep(std::move(reset)));
   steps.push_back(kernelStep(std::move(stream)));
-  for (EmittedStep &s : steps)
-    if (llvm::Error e = addGridDependencyControl(*s.kernel))
-      return std::move(e);
   return steps;
 }
 

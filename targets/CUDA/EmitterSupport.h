@@ -19,9 +19,6 @@
 
 namespace weft::cuda::detail {
 
-// Where finishKernel writes the kernel's name into its source.
-inline constexpr const char *kNameMarker = "@@WEFT_KERNEL@@";
-
 llvm::Error regionError(FusionOp region, const llvm::Twine &why);
 int64_t ceilDiv(int64_t a, int64_t b);
 int64_t roundUp(int64_t a, int64_t b);
@@ -29,11 +26,9 @@ std::string doubleLiteral(double v); // 17 significant digits, a C++ double lite
 
 ParamBinding binding(ParamBinding::Kind kind, int64_t index, llvm::StringRef name);
 ParamBinding scratchBinding(int64_t index, uint64_t bytes, llvm::StringRef name);
-// A source written with kNameMarker becomes a kernel named baseName plus a
-// hash of the source.
-EmittedKernel finishKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
-                           std::string source, std::array<int, 3> grid,
-                           std::array<int, 3> block, std::vector<ParamBinding> params);
+// A pointer parameter the kernel's Config does not use (a GEMV's norm weight
+// without a norm): null, as a Scalar 0.
+ParamBinding nullBinding(llvm::StringRef name);
 EmittedStep kernelStep(EmittedKernel k);
 
 // A kernel that runs a __global__ template of the kernel library: the
@@ -45,6 +40,9 @@ EmittedStep kernelStep(EmittedKernel k);
 struct LibraryKernel {
   std::string what;     // what it computes: the source's first comment line(s)
   std::string header;   // the library header that holds the template, "weft/softcap.cuh"
+  // Declarations Config names, written before it: a RoPE kernel's head
+  // groups and frequency tables (each line ending in '\n').
+  std::string preamble;
   std::string config;   // the lines of Config's body, each ending in '\n'
   std::string instance; // "weft::kernels::softcapRowsKernel<Config>"
   std::array<int, 3> grid{1, 1, 1}, block{1, 1, 1};

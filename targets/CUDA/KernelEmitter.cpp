@@ -152,42 +152,18 @@ ParamBinding scratchBinding(int64_t index, uint64_t bytes, llvm::StringRef name)
   return b;
 }
 
+ParamBinding nullBinding(llvm::StringRef name) {
+  ParamBinding b = binding(ParamBinding::Kind::Scalar, 0, name);
+  b.value = 0;
+  return b;
+}
+
 // Kernel names are C identifiers: region kinds are, but be safe.
 std::string identifier(llvm::StringRef s) {
   std::string out;
   for (char c : s)
     out += llvm::isAlnum(c) ? char(llvm::toLower(c)) : '_';
   return out;
-}
-
-// Turns a source written with the name marker into a kernel whose name ends
-// in a hash of that source: same source, same name; any change, new name.
-EmittedKernel finishKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
-                           std::string source, std::array<int, 3> grid,
-                           std::array<int, 3> block, std::vector<ParamBinding> params) {
-  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(source));
-  std::string name;
-  llvm::raw_string_ostream nos(name);
-  nos << baseName << "_" << llvm::format_hex_no_prefix(hash >> 16, 12);
-  nos.flush();
-  for (size_t at = source.find(kNameMarker); at != std::string::npos;
-       at = source.find(kNameMarker, at))
-    source.replace(at, std::strlen(kNameMarker), name);
-  EmittedKernel k;
-  k.name = std::move(name);
-  k.regionKind = regionKind.str();
-  k.source = std::move(source);
-  k.grid = grid;
-  k.block = block;
-  k.params = std::move(params);
-  return k;
-}
-
-EmittedKernel finishKernel(FusionOp region, llvm::StringRef baseName, std::string source,
-                           std::array<int, 3> grid, std::array<int, 3> block,
-                           std::vector<ParamBinding> params) {
-  return finishKernel(region.getKind(), baseName, std::move(source), grid, block,
-                      std::move(params));
 }
 
 EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName,
@@ -198,8 +174,10 @@ EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName
   llvm::StringRef(k.what).split(lines, '\n', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef line : lines)
     os << "// " << line << "\n";
-  os << "#include \"" << k.header << "\"\n\n"
-     << "struct Config {\n"
+  os << "#include \"" << k.header << "\"\n\n" << k.preamble;
+  if (!k.preamble.empty())
+    os << "\n";
+  os << "struct Config {\n"
      << k.config
      << "  static constexpr bool RELEASE_EARLY = " << (k.releaseEarly ? "true" : "false")
      << ";\n"
@@ -234,6 +212,20 @@ EmittedStep kernelStep(EmittedKernel k) {
   EmittedStep s;
   s.kernel = std::move(k);
   return s;
+}
+
+// A 4-bit layer's RoPE region of one token (the QKV projection with RoPE in
+// its epilogue, or RoPE + KV write alone): its kernels release their
+// successor early, like its projections do (the decode attention kernels
+// do so themselves).
+bool releasesEarlyAsFourBitRope(FusionOp region, const EmitOptions &o) {
+  if (!o.fourBitProjections)
+    return false;
+  for (Operation &op : region.getBody().front().without_terminator())
+    if (auto rope = llvm::dyn_cast<RopeOp>(op))
+      if (auto type = llvm::dyn_cast<mlir::RankedTensorType>(rope.getResult().getType()))
+        return type.getRank() == 2 && type.getDimSize(0) == 1;
+  return false;
 }
 
 //===----------------------------------------------------------------------===//
@@ -593,203 +585,201 @@ llvm::Error analyzeRopeEpilogue(FusionOp region, SplitOp split, Projection &p) {
 }
 
 //===----------------------------------------------------------------------===//
-// Projection epilogue code, shared by the GEMV kernel, its split-K reduce
-// kernel and the prefill copy-out kernels
+// Projection epilogues (weft/epilogue.cuh), shared by the GEMV kernel, its
+// split-K reduce kernel and the prefill epilogue and split kernels
 //===----------------------------------------------------------------------===//
 
-// Kernel parameters for the outputs, and the statement that stores the
-// values v[0..rowsPerColumn) of (token t, column col).
+// A projection's epilogue as its kernel's Config names it: the pointers it
+// takes (the entry's trailing pack, in order) and the lines that compose it.
 struct EpilogueCode {
-  std::vector<std::pair<std::string, ParamBinding>> params; // declaration, binding
-  std::string typedefs;
-  std::string body;
+  std::vector<ParamBinding> params;
+  std::vector<std::string> types; // each pointer's pointee type ("const __half")
+  std::string preamble;           // before Config: head groups, rope tables
+  std::string config;             // Config's lines: `using Epilogue = ...` and its constants
+  std::string parts;              // Columns<...> of each output part, joined (split copies)
+
+  // Adds a pointer; returns its index in the pack.
+  int64_t add(std::string type, ParamBinding b) {
+    params.push_back(std::move(b));
+    types.push_back(std::move(type));
+    return int64_t(params.size()) - 1;
+  }
+  // Adds `results` as pointers of `type`; returns "FIRST, COUNT".
+  std::string addResults(llvm::StringRef type, llvm::ArrayRef<int64_t> results,
+                         const std::string &base) {
+    int64_t first = int64_t(params.size());
+    for (auto [c, r] : llvm::enumerate(results)) {
+      std::string n = c ? base + "_" + std::to_string(c) : base;
+      add(type.str(), binding(ParamBinding::Kind::RegionResult, r, n));
+    }
+    return std::to_string(first) + ", " + std::to_string(results.size());
+  }
+  // ", T0, T1, ...": the entry's pack after Config.
+  std::string pack() const {
+    std::string out;
+    for (const std::string &t : types)
+      out += ", " + t;
+    return out;
+  }
 };
+
+std::string columnsOf(int64_t offset, int64_t size, const std::string &results) {
+  return "weft::kernels::Columns<" + std::to_string(offset) + ", " + std::to_string(size) + ", " +
+         results + ">";
+}
+
+// The rope frequency tables, computed in double by the compiler, as one
+// __constant__ array and the Config function that reads it.
+void addRopeTables(const std::vector<std::vector<double>> &tables, int64_t half,
+                   std::string &preamble, std::string &config) {
+  llvm::raw_string_ostream os(preamble);
+  os << "__constant__ double wf_inv_freq[" << tables.size() << "][" << half << "] = {";
+  for (auto [i, table] : llvm::enumerate(tables)) {
+    os << (i ? ", {" : "{");
+    for (auto [j, f] : llvm::enumerate(table))
+      os << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
+    os << "}";
+  }
+  os << "};\n";
+  os.flush();
+  config += "  static __device__ __forceinline__ double invFreq(int table, int i) {\n"
+            "    return wf_inv_freq[table][i];\n"
+            "  }\n";
+}
+
+// The cache geometry a KV-cache write reads from Config (rope_kv_write.cuh).
+std::string cacheConfig(int64_t kvHeads, ElementType cacheType, const EmitOptions &o) {
+  return "  static constexpr int KV_HEADS = " + std::to_string(kvHeads) +
+         ", BLOCK_TOKENS = " + std::to_string(o.blockTokens) +
+         ", MAX_BLOCKS = " + std::to_string(o.maxBlocksPerSequence) +
+         ", MAX_SEQUENCES = " + std::to_string(o.maxSequences) + ";\n" +
+         "  using cache_t = " + cudaType(cacheType) + ";\n";
+}
 
 // `logitsScratch`: the scratch id of f32 logits that are not a region
 // result. `o`: the cache geometry, for a RoPE epilogue's cache writes.
-EpilogueCode projectionEpilogue(const Projection &p, bool withBias, bool argmaxCandidates,
-                                int64_t logitsScratch, const EmitOptions &o) {
+EpilogueCode projectionEpilogue(const Projection &p, bool withBias, int64_t logitsScratch,
+                                const EmitOptions &o) {
   EpilogueCode e;
-  llvm::raw_string_ostream body(e.body), defs(e.typedefs);
-  if (withBias && p.biasIn >= 0) {
-    e.params.push_back({"const bias_t *__restrict__ bias",
-                        binding(ParamBinding::Kind::RegionInput, p.biasIn, "bias")});
-    defs << "typedef " << cudaType(p.biasType) << " bias_t;\n";
-    for (int j = 0; j < p.rowsPerColumn(); ++j)
-      body << "    v[" << j << "] += wf_f32(bias[wf_row(col, " << j << ")]);\n";
-  }
-  auto addOutputs = [&](const llvm::SmallVector<int64_t, 1> &results, const char *type,
-                        const std::string &base) {
-    std::vector<std::string> names;
-    for (size_t c = 0; c < results.size(); ++c) {
-      std::string n = c ? base + "_" + std::to_string(c) : base;
-      e.params.push_back({std::string(type) + " *__restrict__ " + n,
-                          binding(ParamBinding::Kind::RegionResult, results[c], n)});
-      names.push_back(n);
-    }
-    return names;
+  std::string bias = "weft::kernels::NoBias";
+  if (withBias && p.biasIn >= 0)
+    bias = "weft::kernels::Bias<" +
+           std::to_string(e.add(std::string("const ") + cudaType(p.biasType),
+                                binding(ParamBinding::Kind::RegionInput, p.biasIn, "bias"))) +
+           ">";
+  auto columnEpilogue = [&](const std::string &value, const std::string &parts) {
+    e.config += "  using Epilogue = weft::kernels::ColumnEpilogue<" + bias + ", " + value + ",\n" +
+                "                                                 " + parts + ">;\n";
   };
+  std::string nc = std::to_string(p.columns());
   switch (p.epilogue) {
   case Epilogue::Plain: {
-    if (p.f32ScratchOut >= 0) {
-      e.params.push_back({"float *__restrict__ rows",
-                          scratchBinding(p.f32ScratchOut, uint64_t(p.tokens * p.nw * 4),
-                                         "rows")});
-      body << "    rows[(size_t)t * NC + col] = v[0];\n";
-      break;
-    }
-    defs << "typedef " << cudaType(p.outType) << " out_t;\n";
-    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
-      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(v[0]);\n";
+    std::string out;
+    if (p.f32ScratchOut >= 0)
+      out = std::to_string(e.add("float", scratchBinding(p.f32ScratchOut,
+                                                        uint64_t(p.tokens * p.nw * 4), "rows"))) +
+            ", 1";
+    else
+      out = e.addResults(cudaType(p.outType), p.outResults, "out");
+    columnEpilogue("weft::kernels::Sum", columnsOf(0, p.columns(), out));
     break;
   }
   case Epilogue::Residual: {
-    defs << "typedef " << cudaType(p.residualType) << " res_t;\n"
-         << "typedef " << cudaType(p.linType) << " lin_t;\n"
-         << "typedef " << cudaType(p.outType) << " out_t;\n";
-    e.params.push_back({"const res_t *__restrict__ residual",
-                        binding(ParamBinding::Kind::RegionInput, p.residualIn, "residual")});
-    // The projection's output is rounded to its dtype before the add, as
-    // the unfused graph does.
-    body << "    const float sum = wf_f32(residual[(size_t)t * NC + col]) + "
-            "wf_round<lin_t>(v[0]);\n";
-    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
-      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(sum);\n";
+    int64_t residual = e.add(std::string("const ") + cudaType(p.residualType),
+                             binding(ParamBinding::Kind::RegionInput, p.residualIn, "residual"));
+    std::string out = e.addResults(cudaType(p.outType), p.outResults, "out");
+    columnEpilogue("weft::kernels::PlusResidual<" + std::to_string(residual) + ", " +
+                       cudaType(p.linType) + ">",
+                   columnsOf(0, p.columns(), out));
     break;
   }
   case Epilogue::Swiglu: {
-    defs << "typedef " << cudaType(p.linType) << " lin_t;\n"
-         << "typedef " << cudaType(p.outType) << " out_t;\n";
-    body << "    const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);\n"
-         << "    const float act = wf_round<lin_t>(" << (p.gelu ? "wf_gelu_tanh" : "wf_silu")
-         << "(gate));\n";
-    for (const std::string &n : addOutputs(p.outResults, "out_t", "out"))
-      body << "    " << n << "[(size_t)t * NC + col] = wf_to<out_t>(act * up);\n";
+    std::string out = e.addResults(cudaType(p.outType), p.outResults, "out");
+    columnEpilogue(std::string("weft::kernels::GatedActivation<") + cudaType(p.linType) + ", " +
+                       (p.gelu ? "true" : "false") + ">",
+                   columnsOf(0, p.columns(), out));
     break;
   }
   case Epilogue::Split: {
+    std::vector<std::string> parts;
     for (auto [i, s] : llvm::enumerate(p.segments))
-      defs << "typedef " << cudaType(s.type) << " out" << i << "_t;\n";
-    bool first = true;
-    for (auto [i, s] : llvm::enumerate(p.segments)) {
-      bool last = i + 1 == p.segments.size();
-      body << "    " << (first ? "" : "else ");
-      if (!last)
-        body << "if (col < " << s.offset + s.size << ") ";
-      body << "{\n";
-      std::string type = "out" + std::to_string(i) + "_t";
-      for (size_t c = 0; c < s.results.size(); ++c) {
-        std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
-        e.params.push_back({type + " *__restrict__ " + n,
-                            binding(ParamBinding::Kind::RegionResult, s.results[c], n)});
-        body << "      " << n << "[(size_t)t * " << s.size << " + (col - " << s.offset
-             << ")] = wf_to<" << type << ">(v[0]);\n";
-      }
-      body << "    }\n";
-      first = false;
-    }
+      parts.push_back(columnsOf(
+          s.offset, s.size, e.addResults(cudaType(s.type), s.results, "out" + std::to_string(i))));
+    e.parts = llvm::join(parts, ",\n                                                 ");
+    columnEpilogue("weft::kernels::Sum", e.parts);
     break;
   }
   case Epilogue::Rope: {
-    // weft/rope_kv_write.cuh's helpers, with their Config.
+    // The split's parts are head groups (weft/rope_kv_write.cuh); the
+    // pointers: positions, the cache write's, then each part's results.
     bool cached = llvm::any_of(p.segments, [](const Segment &s) { return s.cache; });
-    defs << "#include \"weft/rope_kv_write.cuh\"\n"
-         << "struct RopeConfig {\n"
-         << "  static constexpr int D = " << p.headDim << ", HALF = D / 2;\n";
+    e.config += "  static constexpr int D = " + std::to_string(p.headDim) + ", HALF = D / 2;\n";
     if (cached)
-      defs << "  static constexpr int KV_HEADS = " << p.kvHeads
-           << ", BLOCK_TOKENS = " << o.blockTokens << ", MAX_BLOCKS = "
-           << o.maxBlocksPerSequence << ", MAX_SEQUENCES = " << o.maxSequences << ";\n"
-           << "  using cache_t = " << cudaType(p.cacheType) << ";\n";
-    defs << "};\n";
-    for (auto [i, table] : llvm::enumerate(p.ropeTables)) {
-      defs << "__constant__ double wf_inv_freq" << i << "[RopeConfig::HALF] = {";
-      for (auto [j, f] : llvm::enumerate(table))
-        defs << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
-      defs << "};\n";
-    }
+      e.config += cacheConfig(p.kvHeads, p.cacheType, o);
+    if (!p.ropeTables.empty())
+      addRopeTables(p.ropeTables, p.headDim / 2, e.preamble, e.config);
+    int64_t positions = -1;
     if (p.ropePositionsIn >= 0)
-      e.params.push_back({"const int *__restrict__ positions",
-                          binding(ParamBinding::Kind::RegionInput, p.ropePositionsIn,
-                                  "positions")});
-    std::string writePositions = "positions";
+      positions = e.add("const int", binding(ParamBinding::Kind::RegionInput, p.ropePositionsIn,
+                                              "positions"));
+    std::string cache = "weft::kernels::NoCacheWrite";
     if (cached) {
-      if (p.writePositionsIn != p.ropePositionsIn) {
-        writePositions = "write_positions";
-        e.params.push_back({"const int *__restrict__ write_positions",
-                            binding(ParamBinding::Kind::RegionInput, p.writePositionsIn,
-                                    "write_positions")});
-      }
-      e.params.push_back({"const int *__restrict__ slots",
-                          binding(ParamBinding::Kind::RegionInput, p.slotsIn, "slots")});
-      e.params.push_back({"const int *__restrict__ block_tables",
-                          binding(ParamBinding::Kind::BlockTables, 0, "block_tables")});
-      e.params.push_back({"RopeConfig::cache_t *__restrict__ k_cache",
-                          binding(ParamBinding::Kind::KCache, p.layer, "k_cache")});
-      e.params.push_back({"RopeConfig::cache_t *__restrict__ v_cache",
-                          binding(ParamBinding::Kind::VCache, p.layer, "v_cache")});
+      int64_t writePositions = positions;
+      if (p.writePositionsIn != p.ropePositionsIn)
+        writePositions = e.add("const int", binding(ParamBinding::Kind::RegionInput,
+                                                     p.writePositionsIn, "write_positions"));
+      int64_t slots =
+          e.add("const int", binding(ParamBinding::Kind::RegionInput, p.slotsIn, "slots"));
+      int64_t tables =
+          e.add("const int", binding(ParamBinding::Kind::BlockTables, 0, "block_tables"));
+      int64_t k = e.add("Config::cache_t", binding(ParamBinding::Kind::KCache, p.layer, "k_cache"));
+      int64_t v = e.add("Config::cache_t", binding(ParamBinding::Kind::VCache, p.layer, "v_cache"));
+      cache = "weft::kernels::CacheWrite<" + std::to_string(writePositions) + ", " +
+              std::to_string(slots) + ", " + std::to_string(tables) + ", " + std::to_string(k) +
+              ", " + std::to_string(v) + ">";
     }
-    // Column col is the pair (i, i + HALF) of head col / HALF of all parts'
-    // heads; the parts' values are rounded to their type first, as the
-    // unfused split would store them.
-    body << "    using namespace weft::kernels;\n"
-         << "    const int head = col / RopeConfig::HALF, i = col % RopeConfig::HALF;\n";
-    int64_t start = 0;
+    std::vector<std::string> groups;
+    llvm::raw_string_ostream os(e.preamble);
     for (auto [i, s] : llvm::enumerate(p.segments)) {
-      std::string part = "part" + std::to_string(i) + "_t", res = "res" + std::to_string(i) + "_t";
-      int64_t heads = s.size / p.headDim;
-      defs << "typedef " << cudaType(s.type) << " " << part << ";\n"
-           << "typedef " << cudaType(s.resultType) << " " << res << ";\n";
-      bool last = i + 1 == p.segments.size();
-      body << "    " << (i ? "else " : "");
-      if (!last)
-        body << "if (head < " << start + heads << ") ";
-      body << "{\n      const int h = head" << (start ? " - " + std::to_string(start) : "") << ";\n"
-           << "      float a = wf_round<" << part << ">(v[0]), b = wf_round<" << part
-           << ">(v[1]);\n";
+      std::string name = "Heads" + std::to_string(i);
+      std::string res = cudaType(s.resultType);
+      int64_t first = int64_t(e.params.size());
+      e.addResults(res, s.results, "out" + std::to_string(i));
+      os << "struct " << name << " : weft::kernels::HeadGroup {\n"
+         << "  static constexpr int HEADS = " << s.size / p.headDim;
       if (s.table >= 0)
-        body << "      rotatePair<" << res << ">(positions[t], wf_inv_freq" << s.table
-             << "[i], a, b);\n";
-      if (!s.results.empty()) {
-        std::vector<std::string> outs;
-        for (size_t c = 0; c < s.results.size(); ++c) {
-          std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
-          e.params.push_back({res + " *__restrict__ " + n,
-                              binding(ParamBinding::Kind::RegionResult, s.results[c], n)});
-          outs.push_back(n);
-        }
-        body << "      storePair<RopeConfig, " << heads << ", " << res << ">(t, h, i, a, b, "
-             << llvm::join(outs, ", ") << ");\n";
-      }
+        os << ", TABLE = " << s.table;
       if (s.cache)
-        body << "      cachePair<RopeConfig>(" << (s.cache == 1 ? "k_cache" : "v_cache")
-             << ", cacheSlot<RopeConfig>(" << writePositions
-             << "[t], slots[t], block_tables), h, i, a, b);\n";
-      body << "    }\n";
-      start += heads;
+        os << ", CACHE = " << s.cache;
+      if (!s.results.empty())
+        os << ", OUT = " << first << ", OUTS = " << s.results.size();
+      os << ";\n"
+         << "  using part_t = " << cudaType(s.type) << ";\n"
+         << "  using res_t = " << res << ";\n"
+         << "};\n";
+      groups.push_back(name);
     }
+    os.flush();
+    e.config += "  using Epilogue = weft::kernels::RopeEpilogue<" + std::to_string(positions) +
+                ", " + cache + ", " + llvm::join(groups, ", ") + ">;\n";
     break;
   }
   case Epilogue::Logits: {
-    std::vector<std::string> names;
-    if (p.compact) {
-      e.params.push_back({"float *__restrict__ " + p.compact->logits.name, p.compact->logits});
-      names.push_back(p.compact->logits.name);
-    } else if (p.outResults.empty()) {
-      e.params.push_back({"float *__restrict__ logits",
-                          scratchBinding(logitsScratch,
-                                         uint64_t(p.tokens * p.nw * 4), "logits")});
-      names.push_back("logits");
-    } else {
-      names = addOutputs(p.outResults, "float", "logits");
-    }
+    std::string out;
+    if (p.compact)
+      out = std::to_string(e.add("float", p.compact->logits)) + ", 1";
+    else if (p.outResults.empty())
+      out = std::to_string(e.add("float", scratchBinding(logitsScratch,
+                                                         uint64_t(p.tokens * p.nw * 4),
+                                                         "logits"))) +
+            ", 1";
+    else
+      out = e.addResults("float", p.outResults, "logits");
     if (p.logitsSoftcap)
-      body << "    v[0] = wf_softcap(v[0], " << floatLiteral(*p.logitsSoftcap) << ", "
-           << floatLiteral(1.0 / *p.logitsSoftcap) << ");\n";
-    for (const std::string &n : names)
-      body << "    " << n << "[(size_t)t * NC + col] = v[0];\n";
-    if (argmaxCandidates)
-      body << "    key = wf_key(v[0], col);\n";
+      e.config += "  static constexpr float SOFTCAP = " + floatLiteral(*p.logitsSoftcap) +
+                  ", INV_SOFTCAP = " + floatLiteral(1.0 / *p.logitsSoftcap) + ";\n";
+    columnEpilogue(p.logitsSoftcap ? "weft::kernels::Softcapped" : "weft::kernels::Sum",
+                   columnsOf(0, p.columns(), out));
     break;
   }
   }
@@ -936,14 +926,12 @@ GemvPlan planGemv(const Projection &p, const EmitOptions &o) {
   return g;
 }
 
-// The Config of weft/gemv.cuh for `p` as planned by `g`.
-std::string gemvConfigSource(const Projection &p, const GemvPlan &g, int64_t tiles, bool argmax) {
+// The lines of weft/gemv.cuh's Config for `p` as planned by `g`.
+std::string gemvConfig(const Projection &p, const GemvPlan &g, int64_t tiles, bool argmax) {
   bool norm = p.normIn >= 0;
   std::string config;
   llvm::raw_string_ostream os(config);
-  os << "#include \"weft/gemv.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int T = " << g.tileTokens << ", TILES = " << tiles << ", K = " << p.k
+  os << "  static constexpr int T = " << g.tileTokens << ", TILES = " << tiles << ", K = " << p.k
      << ", NW = " << p.nw << ", NC = " << p.columns()
      << ";  // tokens per tile, tiles, input features, weight rows, outputs\n"
      << "  static constexpr int VEC = " << g.vec << ", THREADS = " << kGemvThreads
@@ -986,143 +974,89 @@ std::string gemvConfigSource(const Projection &p, const GemvPlan &g, int64_t til
        << " + col % " << p.headDim / 2 << ";\n";
   else
     os << "    (void)j;\n    return col;\n";
-  os << "  }\n};\n";
+  os << "  }\n";
   os.flush();
   return config;
 }
 
-// The epilogue callable (weft/gemv.cuh's E) around `epi`'s statements.
-std::string gemvEpilogueSource(const EpilogueCode &epi) {
-  std::string epilogue;
-  llvm::raw_string_ostream os(epilogue);
-  os << "\nconstexpr int NC = Config::NC;\n"
-     << "__device__ __forceinline__ int wf_row(int col, int j) { return Config::row(col, j); }\n"
-     << epi.typedefs << "\nstruct Epilogue {\n";
-  for (auto &[decl, b] : epi.params)
-    os << "  " << decl << ";\n";
-  os << "  __device__ __forceinline__ void operator()(int t, int col, float (&v)[Config::RPC],\n"
-        "                                             unsigned long long &key) const {\n"
-        "    (void)key;\n"
-     << epi.body << "  }\n};\n";
-  os.flush();
-  return epilogue;
-}
-
 // The GEMV kernel (and, with split K, the kernel that sums its partials and
-// runs the epilogue).
+// runs the epilogue), weft/gemv.cuh's entry points.
 std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
                                   std::optional<ParamBinding> xFrom = std::nullopt) {
   GemvPlan g = planGemv(p, o);
   bool norm = p.normIn >= 0;
   bool split = g.splits > 1;
   bool argmax = p.select == Projection::Select::Argmax;
+  // Released early (measured on an H200, docs/benchmarks.md): split-K
+  // partials, so their reduction starts without a launch gap, and 4-bit
+  // weights, whose kernels are short enough for the gap to cost more than
+  // the next kernel's waiting blocks do; with 4-bit projections, every
+  // kernel of a one-token RoPE region (see emitRegion). Every other kernel
+  // releases the next as its blocks exit.
+  bool ropeOfFourBitToken = releasesEarlyAsFourBitRope(region, o);
   // Scratch ids: 0 partials (split K), 1 argmax candidates, 2 logits when
   // they are not a result.
   int64_t tiles = p.tokens / g.tileTokens;
   uint64_t partialFloats =
       uint64_t(tiles * (g.splits * g.tileTokens * p.nw + (norm ? g.splits * g.tileTokens : 0)));
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, argmax, /*logitsScratch=*/2, o);
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/true, /*logitsScratch=*/2, o);
   std::string base = "weft_" + identifier(region.getKind()) + "_t" + std::to_string(p.tokens) +
                      "_k" + std::to_string(p.k) + "_n" + std::to_string(p.nw);
   ParamBinding candidates = scratchBinding(1, uint64_t(g.gx * p.tokens * 8), "candidates");
+  ParamBinding partials = scratchBinding(0, partialFloats * 4, "partials");
+  std::string config = gemvConfig(p, g, tiles, argmax);
   std::vector<EmittedStep> steps;
 
-  // What the GEMV and its reduce kernel share: the Config of weft/gemv.cuh
-  // and the epilogue (bias, residual, SwiGLU, split outputs, RoPE and the
-  // cache write, logits) as a callable holding its output pointers.
-  std::string config = gemvConfigSource(p, g, tiles, argmax);
-  std::string epilogue = gemvEpilogueSource(epi);
-  std::vector<std::string> epilogueNames;
-  for (auto &[decl, b] : epi.params)
-    epilogueNames.push_back(b.name);
-  std::string makeEpilogue = "Epilogue{" + llvm::join(epilogueNames, ", ") + "}";
-
-  // --- The GEMV kernel.
+  // --- The GEMV kernel: the epilogue in place, or partial sums.
   {
-    std::string src;
-    llvm::raw_string_ostream os(src);
-    os << "// " << region.getKind() << ": " << (norm ? "RMSNorm prologue, " : "")
-       << (g.mma ? "tensor-core " : "") << "GEMV over all " << p.tokens
-       << " tokens in one pass over the weights"
-       << (split ? ", split K (partials summed by a second kernel)" : "") << ".\n"
-       << config;
-    if (!split)
-      os << epilogue;
-    std::vector<ParamBinding> params;
-    std::vector<std::string> decls;
-    decls.push_back("const Config::x_t *__restrict__ x");
-    params.push_back(xFrom ? *xFrom : xBinding(p));
-    if (norm) {
-      decls.push_back("const Config::norm_t *__restrict__ norm_w");
-      params.push_back(binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w"));
-    }
-    decls.push_back("const Config::w_t *__restrict__ w");
-    params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
-    if (p.quantBits) {
-      decls.push_back("const void *__restrict__ w_scales");
-      ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
-      scales.part = 1;
-      params.push_back(scales);
-    }
+    LibraryKernel k;
+    k.what = region.getKind().str() + ": " + (norm ? "RMSNorm prologue, " : "") +
+             (g.mma ? "tensor-core " : "") + "GEMV over all " + std::to_string(p.tokens) +
+             " tokens in one pass over the weights" +
+             (split ? ", split K (partials summed by a second kernel)" : "") + ".";
+    k.header = "weft/gemv.cuh";
+    k.config = config;
+    k.params.push_back(xFrom ? *xFrom : xBinding(p));
+    k.params.push_back(norm ? binding(ParamBinding::Kind::RegionInput, p.normIn, "norm_w")
+                            : nullBinding("norm_w"));
+    k.params.push_back(binding(ParamBinding::Kind::RegionInput, p.weightIn, "w"));
+    ParamBinding scales = binding(ParamBinding::Kind::RegionInput, p.weightIn, "w_scales");
+    scales.part = 1;
+    k.params.push_back(p.quantBits ? scales : nullBinding("w_scales"));
     if (split) {
-      decls.push_back("float *__restrict__ partials");
-      params.push_back(scratchBinding(0, partialFloats * 4, "partials"));
+      k.params.push_back(partials);
+      k.instance = "weft::kernels::gemvSplitKernel<Config>";
     } else {
-      for (auto &[decl, b] : epi.params) {
-        decls.push_back(decl);
-        params.push_back(b);
-      }
-      if (argmax) {
-        decls.push_back("unsigned long long *__restrict__ candidates");
-        params.push_back(candidates);
-      }
+      k.preamble = epi.preamble;
+      k.config += epi.config;
+      k.params.push_back(argmax ? candidates : nullBinding("candidates"));
+      llvm::append_range(k.params, epi.params);
+      k.instance = "weft::kernels::gemvKernel<Config" + epi.pack() + ">";
     }
-    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-       << "  weft::kernels::gemv<Config>(x, " << (norm ? "norm_w" : "nullptr") << ", w, "
-       << (p.quantBits ? "w_scales" : "nullptr") << ", "
-       << (split ? "weft::kernels::NoEpilogue{}" : makeEpilogue) << ", "
-       << (split ? "partials" : "nullptr") << ", "
-       << (argmax && !split ? "candidates" : "nullptr") << ");\n}\n";
-    os.flush();
-    EmittedKernel kernel = finishKernel(region, base + (split ? "_splitk" : "_gemv"), std::move(src),
-                                        {int(g.gx), int(g.splits), int(tiles)}, {kGemvThreads, 1, 1},
-                                        std::move(params));
-    // Released early (measured on an H200, docs/benchmarks.md): split-K
-    // partials, so their reduction starts without a launch gap, and 4-bit
-    // weights, whose kernels are short enough for the gap to cost more than
-    // the next kernel's waiting blocks do. Every other kernel releases the
-    // next as its blocks exit.
-    kernel.releaseEarly = split || p.quantBits == 4;
-    steps.push_back(kernelStep(std::move(kernel)));
+    k.grid = {int(g.gx), int(g.splits), int(tiles)};
+    k.block = {kGemvThreads, 1, 1};
+    k.releaseEarly = split || p.quantBits == 4 || ropeOfFourBitToken;
+    steps.push_back(
+        kernelStep(libraryKernel(region.getKind(), base + (split ? "_splitk" : "_gemv"),
+                                 std::move(k))));
   }
 
   // --- Split K: sum the partials, then the epilogue.
   if (split) {
-    std::string src;
-    llvm::raw_string_ostream os(src);
-    os << "// " << region.getKind() << ": sums the " << g.splits
-       << " K-split partials of the GEMV" << (norm ? ", applies 1/rms" : "")
-       << " and runs the epilogue.\n"
-       << config << epilogue;
-    std::vector<std::string> decls = {"const float *__restrict__ partials"};
-    std::vector<ParamBinding> params = {scratchBinding(0, partialFloats * 4, "partials")};
-    for (auto &[decl, b] : epi.params) {
-      decls.push_back(decl);
-      params.push_back(b);
-    }
-    if (argmax) {
-      decls.push_back("unsigned long long *__restrict__ candidates");
-      params.push_back(candidates);
-    }
-    os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-       << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-       << "  weft::kernels::gemvReduce<Config>(partials, " << makeEpilogue << ", "
-       << (argmax ? "candidates" : "nullptr") << ");\n}\n";
-    os.flush();
-    steps.push_back(kernelStep(finishKernel(region, base + "_reduce", std::move(src),
-                                            {int(g.gx), 1, int(tiles)}, {kGemvThreads, 1, 1},
-                                            std::move(params))));
+    LibraryKernel k;
+    k.what = region.getKind().str() + ": sums the " + std::to_string(g.splits) +
+             " K-split partials of the GEMV" + (norm ? ", applies 1/rms" : "") +
+             " and runs the epilogue.";
+    k.header = "weft/gemv.cuh";
+    k.preamble = epi.preamble;
+    k.config = config + epi.config;
+    k.params = {partials, argmax ? candidates : nullBinding("candidates")};
+    llvm::append_range(k.params, epi.params);
+    k.instance = "weft::kernels::gemvReduceKernel<Config" + epi.pack() + ">";
+    k.grid = {int(g.gx), 1, int(tiles)};
+    k.block = {kGemvThreads, 1, 1};
+    k.releaseEarly = ropeOfFourBitToken;
+    steps.push_back(kernelStep(libraryKernel(region.getKind(), base + "_reduce", std::move(k))));
   }
 
   // --- Argmax: the best of the per-block candidates.
@@ -1162,29 +1096,23 @@ EmittedStep emitEpilogueRows(FusionOp region, const Projection &p, const EmitOpt
   g.cpb = kGemvThreads;
   g.gx = ceilDiv(rows.columns(), g.cpb);
   g.ks = g.kc = rows.k;
-  EpilogueCode epi = projectionEpilogue(rows, addBias, false, -1, o);
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// " << region.getKind() << ": the epilogue over the " << p.tokens
-     << " rows of the projection's f32 output.\n"
-     << gemvConfigSource(rows, g, p.tokens, false) << gemvEpilogueSource(epi);
-  std::vector<std::string> decls = {"const float *__restrict__ y"}, names;
-  std::vector<ParamBinding> params = {in};
-  for (auto &[decl, b] : epi.params) {
-    decls.push_back(decl);
-    params.push_back(b);
-    names.push_back(b.name);
-  }
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-     << "  weft::kernels::gemvReduce<Config>(y, Epilogue{" << llvm::join(names, ", ")
-     << "}, nullptr);\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region,
-                                 "weft_" + identifier(region.getKind()) + "_rows_t" +
-                                     std::to_string(p.tokens) + "_n" + std::to_string(p.nw),
-                                 std::move(src), {int(g.gx), 1, int(p.tokens)},
-                                 {kGemvThreads, 1, 1}, std::move(params)));
+  EpilogueCode epi = projectionEpilogue(rows, addBias, -1, o);
+  LibraryKernel k;
+  k.what = region.getKind().str() + ": the epilogue over the " + std::to_string(p.tokens) +
+           " rows of the projection's f32 output.";
+  k.header = "weft/gemv.cuh";
+  k.preamble = epi.preamble;
+  k.config = gemvConfig(rows, g, p.tokens, false) + epi.config;
+  k.params = {in, nullBinding("candidates")};
+  llvm::append_range(k.params, epi.params);
+  k.instance = "weft::kernels::gemvReduceKernel<Config" + epi.pack() + ">";
+  k.grid = {int(g.gx), 1, int(p.tokens)};
+  k.block = {kGemvThreads, 1, 1};
+  k.releaseEarly = releasesEarlyAsFourBitRope(region, o);
+  return kernelStep(libraryKernel(region.getKind(),
+                                  "weft_" + identifier(region.getKind()) + "_rows_t" +
+                                      std::to_string(p.tokens) + "_n" + std::to_string(p.nw),
+                                  std::move(k)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1323,58 +1251,22 @@ EmittedStep emitSplitCopy(FusionOp region, const Projection &p, ParamBinding in)
   int64_t perRow = p.nw / vec;
   int threads = int(std::min<int64_t>(256, roundUp(perRow, 32)));
   // A split's stores need no cache geometry.
-  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/false, false, -1, EmitOptions{});
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// Copies a projection's columns into its " << p.segments.size()
-     << " split results.\n"
-     << "#include \"weft/split.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int NW = " << p.nw << ", VEC = " << vec << ", THREADS = " << threads
-     << ";\n"
-     << "  using lin_t = " << cudaType(p.linType) << ";\n"
-     << "};\n"
-     << epi.typedefs << "\n// Which result columns [c, c + VEC) go to, as its type.\nstruct Store {\n";
-  std::vector<std::string> decls = {"const Config::lin_t *__restrict__ y"};
-  std::vector<ParamBinding> params = {in};
-  std::vector<std::string> names;
-  for (auto &[decl, b] : epi.params) {
-    os << "  " << decl << ";\n";
-    decls.push_back(decl);
-    params.push_back(b);
-    names.push_back(b.name);
-  }
-  os << "  __device__ __forceinline__ void operator()(\n"
-        "      int t, int c, const wf_pack<Config::lin_t, Config::VEC> &y) const {\n";
-  bool first = true;
-  for (auto [i, s] : llvm::enumerate(p.segments)) {
-    bool last = i + 1 == p.segments.size();
-    os << "    " << (first ? "" : "else ");
-    if (!last)
-      os << "if (c < " << s.offset + s.size << ") ";
-    os << "{\n";
-    std::string type = "out" + std::to_string(i) + "_t";
-    if (!s.results.empty()) {
-      os << "      wf_pack<" << type << ", Config::VEC> o;\n"
-         << "#pragma unroll\n      for (int e = 0; e < Config::VEC; ++e)\n"
-         << "        o.v[e] = wf_to<" << type << ">(wf_f32(y.v[e]));\n";
-      for (size_t c = 0; c < s.results.size(); ++c) {
-        std::string n = "out" + std::to_string(i) + (c ? "_" + std::to_string(c) : "");
-        os << "      wf_store<" << type << ", Config::VEC>(" << n << " + (size_t)t * " << s.size
-           << " + (c - " << s.offset << "), o);\n";
-      }
-    }
-    os << "    }\n";
-    first = false;
-  }
-  os << "  }\n};\n"
-     << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-     << "  weft::kernels::splitRows<Config>(y, Store{" << llvm::join(names, ", ") << "});\n}\n";
-  os.flush();
-  return kernelStep(finishKernel(region, "weft_split_n" + std::to_string(p.nw), std::move(src),
-                                 {int(ceilDiv(perRow, threads)), int(p.tokens), 1},
-                                 {threads, 1, 1}, std::move(params)));
+  EpilogueCode epi = projectionEpilogue(p, /*withBias=*/false, -1, EmitOptions{});
+  LibraryKernel k;
+  k.what = "Copies a projection's columns into its " + std::to_string(p.segments.size()) +
+           " split results.";
+  k.header = "weft/split.cuh";
+  k.config = "  static constexpr int NW = " + std::to_string(p.nw) + ", VEC = " +
+             std::to_string(vec) + ", THREADS = " + std::to_string(threads) + ";\n" +
+             "  using lin_t = " + cudaType(p.linType) + ";\n" +
+             "  using Parts = weft::kernels::SplitParts<" + epi.parts + ">;\n";
+  k.params = {in};
+  llvm::append_range(k.params, epi.params);
+  k.instance = "weft::kernels::splitRowsKernel<Config" + epi.pack() + ">";
+  k.grid = {int(ceilDiv(perRow, threads)), int(p.tokens), 1};
+  k.block = {threads, 1, 1};
+  return kernelStep(
+      libraryKernel(region.getKind(), "weft_split_n" + std::to_string(p.nw), std::move(k)));
 }
 
 // silu(gate) * up from the GEMM output [T, NW] (prefill).
@@ -2002,52 +1894,20 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   for (const HeadGroup &g : groups)
     totalHeads += g.heads;
 
-  std::string src;
-  llvm::raw_string_ostream os(src);
-  os << "// Rotary embedding (rotate half) of each head; rotated keys and the values go to "
-        "the paged KV cache.\n"
-     << "#include \"weft/rope_kv_write.cuh\"\n\n"
-     << "struct Config {\n"
-     << "  static constexpr int D = " << headDim
-     << ", HALF = D / 2, HEADS_PER_BLOCK = " << headsPerBlock << ", HEADS = " << totalHeads
-     << ";\n"
-     << "  static constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
-  if (write)
-    os << "  static constexpr int KV_HEADS = " << kvHeads << ", BLOCK_TOKENS = " << o.blockTokens
-       << ", MAX_BLOCKS = " << o.maxBlocksPerSequence << ", MAX_SEQUENCES = " << o.maxSequences
-       << ";\n"
-       << "  using cache_t = " << cudaType(cacheType) << ";\n";
-  os << "};\n";
-  if (write)
-    os << "using cache_t = Config::cache_t;\n";
-  for (auto [i, g] : llvm::enumerate(groups)) {
-    os << "using in" << i << "_t = " << cudaType(g.inType) << ";\n"
-       << "using res" << i << "_t = " << cudaType(g.resultType) << ";\n";
-    if (g.normParam >= 0)
-      os << "using norm" << i << "_t = " << cudaType(g.normType) << ";\n"
-         << "using norm_w" << i << "_t = " << cudaType(g.normWeightType) << ";\n";
-  }
-  // The frequencies, computed in double by the compiler.
-  for (auto [i, table] : llvm::enumerate(tables)) {
-    os << "__constant__ double wf_inv_freq" << i << "[Config::HALF] = {";
-    for (auto [j, f] : llvm::enumerate(table))
-      os << (j ? (j % 4 ? ", " : ",\n    ") : "\n    ") << doubleLiteral(f);
-    os << "};\n";
-  }
-
+  // The pointers: inputs in first-use order (the head groups' tensors and
+  // norm weights, the int32 positions and slots), the caches and the block
+  // table, then each group's results.
   std::vector<ParamBinding> params;
-  std::vector<std::string> decls;
-  // Input parameters in first-use order: the tensors of the head groups
-  // (x<group>, keys, values) and the int32 positions and slots.
+  std::vector<std::string> types;
   for (auto [i, in] : llvm::enumerate(inputs)) {
     std::string type = "int", name;
     for (auto [gi, g] : llvm::enumerate(groups)) {
       if (g.inputParam == int64_t(i) && name.empty()) {
-        type = "in" + std::to_string(gi) + "_t";
+        type = cudaType(g.inType);
         name = g.cache == 1 ? "keys" : g.cache == 2 ? "values" : "x" + std::to_string(gi);
       }
       if (g.normParam == int64_t(i) && name.empty()) {
-        type = "norm_w" + std::to_string(gi) + "_t";
+        type = cudaType(g.normWeightType);
         name = "norm_w" + std::to_string(gi);
       }
     }
@@ -2055,181 +1915,90 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
       name = int64_t(i) == slotsParam ? "slots" : "positions";
     if (llvm::any_of(params, [&](const ParamBinding &b) { return b.name == name; }))
       name += std::to_string(i);
-    decls.push_back("const " + type + " *__restrict__ " + name);
     params.push_back(binding(ParamBinding::Kind::RegionInput, in, name));
+    types.push_back("const " + type);
   }
-  auto inputName = [&](int64_t param) { return params[size_t(param)].name; };
+  std::string config;
+  llvm::raw_string_ostream cs(config);
+  cs << "  static constexpr int D = " << headDim << ", HALF = D / 2, HEADS_PER_BLOCK = "
+     << headsPerBlock << ", HEADS = " << totalHeads << ";\n"
+     << "  static constexpr int THREADS = HEADS_PER_BLOCK * HALF;\n";
   if (write) {
     int64_t layer = int64_t(write.getLayer());
-    decls.push_back("cache_t *__restrict__ k_cache");
     params.push_back(binding(ParamBinding::Kind::KCache, layer, "k_cache"));
-    decls.push_back("cache_t *__restrict__ v_cache");
     params.push_back(binding(ParamBinding::Kind::VCache, layer, "v_cache"));
-    decls.push_back("const int *__restrict__ block_tables");
     params.push_back(binding(ParamBinding::Kind::BlockTables, 0, "block_tables"));
+    types.insert(types.end(), {"Config::cache_t", "Config::cache_t", "const int"});
+    cs << cacheConfig(kvHeads, cacheType, o)
+       << "  // pointers of the cache write\n"
+       << "  static constexpr int WRITE_POSITIONS = " << positionsParam
+       << ", SLOTS = " << slotsParam << ", K_CACHE = " << params.size() - 3
+       << ", V_CACHE = " << params.size() - 2 << ", BLOCK_TABLES = " << params.size() - 1
+       << ";\n";
   }
-  for (auto [gi, g] : llvm::enumerate(groups))
-    for (auto [c, r] : llvm::enumerate(g.results)) {
-      std::string n = "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "");
-      decls.push_back("res" + std::to_string(gi) + "_t *__restrict__ " + n);
-      params.push_back(binding(ParamBinding::Kind::RegionResult, r, n));
-    }
-
-  // With head norms, every thread loads its pair (or zeros) and takes part
-  // in the heads' sums before any returns; without, threads past the last
-  // head return at once.
-  bool anyNorm = llvm::any_of(groups, [](const HeadGroup &g) { return g.normParam >= 0; });
-  os << "\nextern \"C\" __global__ void __launch_bounds__(Config::THREADS)\n"
-     << kNameMarker << "(" << llvm::join(decls, ", ") << ") {\n"
-     << "  using namespace weft::kernels;\n"
-     << "  const int t = blockIdx.y;\n"
-     << "  const int head = blockIdx.x * Config::HEADS_PER_BLOCK + threadIdx.x / Config::HALF;\n"
-     << "  const int i = threadIdx.x % Config::HALF;\n";
-  // `else if (head < end) {` / `{` opening group gi's branch (the last
-  // one bounded too where threads past the last head get there).
-  auto openBranch = [&](size_t gi, int64_t start, const HeadGroup &g, bool boundLast) {
-    os << "  " << (gi ? "else " : "");
-    if (gi + 1 < groups.size() || boundLast)
-      os << "if (head < " << start + g.heads << ") ";
-    os << "{\n    const int h = head - " << start << ";\n";
-  };
-  auto load = [&](const HeadGroup &g) {
-    os << "    loadPair<Config, " << g.heads << ">(" << inputName(g.inputParam)
-       << ", t, h, i, a, b);\n";
-  };
-  if (anyNorm) {
-    os << "  float a = 0.0f, b = 0.0f, squares = 0.0f;\n";
-    int64_t start = 0;
-    for (auto [gi, g] : llvm::enumerate(groups)) {
-      openBranch(gi, start, g, true);
-      load(g);
-      if (g.normParam >= 0)
-        os << "    squares = a * a + b * b;\n";
-      os << "  }\n";
-      start += g.heads;
-    }
-    os << "  const float headSquares = headSumSquares<Config>(squares);\n";
-  }
-  os << "  if (head >= Config::HEADS)\n"
-     << "    return;\n";
-  if (write)
-    os << "  const CacheSlot slot = cacheSlot<Config>(" << inputName(positionsParam) << "[t], "
-       << inputName(slotsParam) << "[t], block_tables);\n";
-  int64_t start = 0;
+  cs.flush();
+  std::string preamble;
+  if (!tables.empty())
+    addRopeTables(tables, headDim / 2, preamble, config);
+  // One struct per head group.
+  std::vector<std::string> groupNames;
+  llvm::raw_string_ostream ps(preamble);
   for (auto [gi, g] : llvm::enumerate(groups)) {
-    std::string heads = std::to_string(g.heads), res = "res" + std::to_string(gi) + "_t";
-    openBranch(gi, start, g, false);
-    if (!anyNorm) {
-      os << "    float a, b;\n";
-      load(g);
+    std::string name = "Heads" + std::to_string(gi);
+    size_t first = params.size();
+    for (auto [c, r] : llvm::enumerate(g.results)) {
+      params.push_back(binding(ParamBinding::Kind::RegionResult, r,
+                               "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "")));
+      types.push_back(cudaType(g.resultType));
     }
-    if (g.normParam >= 0)
-      os << "    normPair<Config, norm" << gi << "_t>(headSquares, " << inputName(g.normParam)
-         << ", i, " << floatLiteral(g.normEps) << ", a, b);\n";
+    ps << "struct " << name << " : weft::kernels::HeadGroup {\n"
+       << "  static constexpr int HEADS = " << g.heads << ", IN = " << g.inputParam;
     if (g.table >= 0)
-      os << "    rotatePair<" << res << ">(" << inputName(g.positionsParam) << "[t], wf_inv_freq"
-         << g.table << "[i], a, b);\n";
-    if (!g.results.empty()) {
-      std::vector<std::string> outs;
-      for (size_t c = 0; c < g.results.size(); ++c)
-        outs.push_back("out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : ""));
-      os << "    storePair<Config, " << heads << ", " << res << ">(t, h, i, a, b, "
-         << llvm::join(outs, ", ") << ");\n";
-    }
+      ps << ", TABLE = " << g.table << ", POSITIONS = " << g.positionsParam;
+    if (g.normParam >= 0)
+      ps << ", NORM_W = " << g.normParam;
     if (g.cache)
-      os << "    cachePair<Config>(" << (g.cache == 1 ? "k_cache" : "v_cache")
-         << ", slot, h, i, a, b);\n";
-    os << "  }\n";
-    start += g.heads;
+      ps << ", CACHE = " << g.cache;
+    if (!g.results.empty())
+      ps << ", OUT = " << first << ", OUTS = " << g.results.size();
+    ps << ";\n";
+    if (g.normParam >= 0)
+      ps << "  static constexpr float EPS = " << floatLiteral(g.normEps) << ";\n"
+         << "  using norm_t = " << cudaType(g.normType) << ";\n";
+    ps << "  using res_t = " << cudaType(g.resultType) << ";\n"
+       << "};\n";
+    groupNames.push_back(name);
   }
-  os << "}\n";
-  os.flush();
+  ps.flush();
+  config += "  using Groups = weft::kernels::HeadGroups<" + llvm::join(groupNames, ", ") + ">;\n";
+
+  bool anyNorm = llvm::any_of(groups, [](const HeadGroup &g) { return g.normParam >= 0; });
+  LibraryKernel k;
+  k.what = "Rotary embedding (rotate half) of each head; rotated keys and the values go to the "
+           "paged KV cache.";
+  k.header = "weft/rope_kv_write.cuh";
+  k.preamble = std::move(preamble);
+  k.config = std::move(config);
+  k.params = std::move(params);
+  std::string pack;
+  for (const std::string &t : types)
+    pack += ", " + t;
+  k.instance = "weft::kernels::ropeKvWriteKernel<Config" + pack + ">";
+  k.grid = {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1};
+  k.block = {int(threads), 1, 1};
+  k.releaseEarly = releasesEarlyAsFourBitRope(region, o);
   std::vector<EmittedStep> steps;
-  steps.push_back(kernelStep(finishKernel(
-      region,
+  steps.push_back(kernelStep(libraryKernel(
+      region.getKind(),
       std::string(anyNorm ? "weft_norm_rope_kv_write_h" : "weft_rope_kv_write_h") +
           std::to_string(totalHeads) + "_d" + std::to_string(headDim),
-      std::move(src), {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1},
-      {int(threads), 1, 1}, std::move(params))));
+      std::move(k))));
   return steps;
 }
 
 } // namespace detail
 
 using namespace detail;
-
-namespace {
-
-// Programmatic dependent launch (sm_90 and newer), for kernels not yet moved
-// to targets/CUDA/kernels: the two entry points of common.cuh as macros
-// (wf_grid_dependency_wait, wf_grid_dependency_control; what each is for is
-// said there). Older architectures compile none of it.
-constexpr const char *kGridDependencyControl = R"(
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define WF_GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
-#define WF_GRID_DEPENDENCY_CONTROL()                                   \
-  asm volatile("griddepcontrol.wait;" ::: "memory");                  \
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
-#else
-#define WF_GRID_DEPENDENCY_WAIT()
-#define WF_GRID_DEPENDENCY_CONTROL()
-#endif
-)";
-
-// Where the body of the function whose declaration starts at `from` opens:
-// the first '{' outside comments and parentheses.
-size_t bodyStart(const std::string &src, size_t from) {
-  int depth = 0;
-  for (size_t i = from; i < src.size(); ++i) {
-    if (src.compare(i, 2, "//") == 0) {
-      i = src.find('\n', i);
-      if (i == std::string::npos)
-        return i;
-    } else if (src.compare(i, 2, "/*") == 0) {
-      i = src.find("*/", i + 2);
-      if (i == std::string::npos)
-        return i;
-      ++i;
-    } else if (src[i] == '(') {
-      ++depth;
-    } else if (src[i] == ')') {
-      --depth;
-    } else if (src[i] == '{' && depth == 0) {
-      return i;
-    }
-  }
-  return std::string::npos;
-}
-
-} // namespace
-
-llvm::Error addGridDependencyControl(EmittedKernel &k) {
-  // A library template enters through wf_grid_dependency_enter, as the
-  // Config libraryKernel wrote from k.releaseEarly says: nothing to add.
-  if (!k.instance.empty())
-    return llvm::Error::success();
-  std::string &src = k.source;
-  size_t entry = src.find("extern \"C\" __global__");
-  size_t body = entry == std::string::npos ? entry : bodyStart(src, entry);
-  if (body == std::string::npos)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "internal error: kernel " + k.name +
-                                       " has no extern \"C\" __global__ entry");
-  // Kernels built on the library call its function; the others (not yet
-  // moved to targets/CUDA/kernels) get the same instructions as a macro.
-  if (src.find("#include \"weft/") != std::string::npos) {
-    src.insert(body + 1, k.releaseEarly ? "\n  wf_grid_dependency_control();"
-                                        : "\n  wf_grid_dependency_wait();");
-    return llvm::Error::success();
-  }
-  src.insert(body + 1, k.releaseEarly ? "\n  WF_GRID_DEPENDENCY_CONTROL();"
-                                      : "\n  WF_GRID_DEPENDENCY_WAIT();");
-  // After the last #include line, so the macro is defined before any use.
-  size_t include = src.rfind("#include", entry);
-  size_t at = include == std::string::npos ? 0 : src.find('\n', include) + 1;
-  src.insert(at, kGridDependencyControl);
-  return llvm::Error::success();
-}
 
 namespace {
 
@@ -2251,26 +2020,18 @@ llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region, const EmitO
   llvm::Expected<std::vector<EmittedStep>> steps = emitRegionSteps(region, options);
   if (!steps)
     return steps.takeError();
-  // A 4-bit layer's RoPE + KV write kernel of one token releases its
-  // successor early, like its projections (the decode attention kernels
-  // do so themselves).
-  bool ropeOfOneToken = false;
-  for (Operation &op : region.getBody().front().without_terminator())
-    if (auto rope = llvm::dyn_cast<RopeOp>(op))
-      if (auto type = llvm::dyn_cast<mlir::RankedTensorType>(rope.getResult().getType()))
-        ropeOfOneToken = type.getRank() == 2 && type.getDimSize(0) == 1;
+  // Every kernel is a library template whose Config says whether it
+  // releases its successor early; a 4-bit one-token RoPE region's all do.
+  bool early = releasesEarlyAsFourBitRope(region, options);
   for (EmittedStep &s : *steps)
     if (s.kernel) {
-      if (ropeOfOneToken && options.fourBitProjections) {
-        // A library kernel's Config already says whether it releases early.
-        if (!s.kernel->instance.empty() && !s.kernel->releaseEarly)
-          return regionError(region, "internal error: kernel " + s.kernel->name +
-                                         " of a 4-bit one-token RoPE region was written "
-                                         "without RELEASE_EARLY");
-        s.kernel->releaseEarly = true;
-      }
-      if (llvm::Error e = addGridDependencyControl(*s.kernel))
-        return std::move(e);
+      if (s.kernel->instance.empty())
+        return regionError(region, "internal error: kernel " + s.kernel->name +
+                                       " names no template of the kernel library");
+      if (early && !s.kernel->releaseEarly)
+        return regionError(region, "internal error: kernel " + s.kernel->name +
+                                       " of a 4-bit one-token RoPE region was written "
+                                       "without RELEASE_EARLY");
     }
   return steps;
 }

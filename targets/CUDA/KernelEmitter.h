@@ -65,9 +65,10 @@ struct EmittedKernel {
   std::string name;
   // The entry point, as a C++ name expression of a __global__ template of
   // the kernel library instantiated with the source's Config
-  // ("weft::kernels::embeddingKernel<Config, __half *>"); NVRTC lowers it
-  // to the symbol the binary holds. Empty: the source defines an
-  // extern "C" entry named `name` (kernels not yet moved to the library).
+  // ("weft::kernels::embeddingKernel<Config, __half>"); NVRTC lowers it
+  // to the symbol the binary holds. Every kernel the emitters write has
+  // one (an empty instance: a source that defines an extern "C" entry
+  // named `name`, which only hand-written test kernels do).
   std::string instance;
   std::string regionKind; // the region's kind
   std::string source;     // a CUDA C++ translation unit; it may include the
@@ -77,8 +78,18 @@ struct EmittedKernel {
   std::array<int, 3> block{1, 1, 1};
   int sharedBytes = 0;
   std::vector<ParamBinding> params;
-  // Programmatic dependent launch: release the next kernel as soon as this
-  // one starts (addGridDependencyControl), not as its blocks exit.
+  // Programmatic dependent launch (griddepcontrol, sm_90 and newer): every
+  // entry first waits for the previous kernel to finish before it touches
+  // memory (common.cuh's wf_grid_dependency_enter), and the runtime stages
+  // the next launch while this one runs. With releaseEarly (the source's
+  // Config::RELEASE_EARLY), it also releases the next kernel at once, so
+  // its blocks are resident and waiting when this one ends; otherwise they
+  // start as this one's blocks exit. Set on split-K partial kernels and
+  // 4-bit GEMVs, and with EmitOptions::fourBitProjections on every kernel
+  // of a one-token RoPE region and the decode attention kernels of one
+  // token (measured on an H200: resident waiting blocks slow 16-bit and
+  // 8-bit projections down, but a 4-bit layer's short kernels gain from
+  // starting without a gap; see docs/benchmarks.md).
   bool releaseEarly = false;
   // Every block must be resident at once (a persistent kernel whose blocks
   // wait on each other): the runtime launches it cooperatively.
@@ -123,7 +134,7 @@ struct EmitOptions {
   int64_t maxGemvTokens = 16;
   // The decoder's projections are 4-bit codes: at one token, the kernels
   // between its QKV and O projections (RoPE + KV write, decode attention)
-  // release the next kernel early too (see addGridDependencyControl).
+  // release the next kernel early too (EmittedKernel::releaseEarly).
   bool fourBitProjections = false;
   // A step of more rows than maxSequences (a prefill chunk) computes its LM
   // head and token selection on the rows that end a sequence's run only
@@ -147,20 +158,6 @@ bool hasFourBitProjections(mlir::ModuleOp module);
 // the same region and options give the same sources.
 llvm::Expected<std::vector<EmittedStep>> emitRegion(FusionOp region,
                                                    const EmitOptions &options);
-
-// Programmatic dependent launch (griddepcontrol, sm_90 and newer; nothing on
-// older GPUs): makes `k`'s entry point wait for the previous kernel to finish
-// before it touches memory. The runtime launches kernels with the matching
-// attribute, so the next launch is staged while `k` runs. With
-// `k.releaseEarly`, `k` also releases the next kernel at once, so its blocks
-// are resident and waiting when `k` ends; otherwise the next kernel's blocks
-// start as `k`'s blocks exit. emitRegion applies it to every kernel it
-// returns; the GEMV emitter sets releaseEarly on split-K partial kernels and
-// 4-bit GEMVs, and with EmitOptions::fourBitProjections the RoPE and decode
-// attention kernels of one token set it too (measured on an H200: resident waiting
-// blocks slow 16-bit and 8-bit projections down, but a 4-bit layer's short
-// kernels gain from starting without a gap; see docs/benchmarks.md).
-llvm::Error addGridDependencyControl(EmittedKernel &k);
 
 // The kernel of an all-reduce without NCCL: `dst[i] += src[i]` over `count`
 // elements of `type`, f32 arithmetic. Its two parameters (dst, src) are

@@ -287,12 +287,20 @@ TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
       EXPECT_NE(k.source.find("__nv_bfloat16"), std::string::npos);
       // 28 query heads rotated and yielded, 4 key heads rotated and cached,
       // 4 value heads cached.
-      EXPECT_NE(k.source.find("if (head < 28)"), std::string::npos) << k.source;
-      EXPECT_NE(k.source.find("else if (head < 32)"), std::string::npos);
-      EXPECT_NE(k.source.find("storePair<RopeConfig, 28, res0_t>(t, h, i, a, b, out0);"),
+      // Pointers (the entry's pack): 0 bias, 1 positions, 2-5 the cache
+      // write's slots, block table and caches, 6 the query.
+      EXPECT_NE(k.source.find("static constexpr int HEADS = 28, TABLE = 0, OUT = 6, OUTS = 1;"),
+                std::string::npos)
+          << k.source;
+      EXPECT_NE(k.source.find("static constexpr int HEADS = 4, TABLE = 0, CACHE = 1;"),
                 std::string::npos);
-      EXPECT_NE(k.source.find("cachePair<RopeConfig>(k_cache"), std::string::npos);
-      EXPECT_NE(k.source.find("cachePair<RopeConfig>(v_cache"), std::string::npos);
+      EXPECT_NE(k.source.find("static constexpr int HEADS = 4, CACHE = 2;"), std::string::npos);
+      EXPECT_NE(k.source.find("using Epilogue = weft::kernels::RopeEpilogue<1, "
+                              "weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;"),
+                std::string::npos);
+      EXPECT_EQ(k.instance, "weft::kernels::gemvKernel<Config, const __nv_bfloat16, const int, "
+                            "const int, const int, Config::cache_t, Config::cache_t, "
+                            "__nv_bfloat16>");
       // Qwen2's Q/K/V bias, the positions and slots, the cache, the query.
       std::vector<std::string> names = paramNames(k);
       for (const char *n : {"bias", "positions", "slots", "block_tables", "k_cache", "v_cache",
@@ -313,9 +321,11 @@ TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
       EXPECT_EQ(g.a.kind, ParamBinding::Kind::Scratch);
       EXPECT_EQ(g.c.kind, ParamBinding::Kind::Scratch);
       const EmittedKernel &rows = *steps->at(2).kernel;
-      EXPECT_NE(rows.source.find("weft::kernels::gemvReduce<Config>(y, Epilogue{"),
+      EXPECT_NE(rows.source.find("using Epilogue = weft::kernels::RopeEpilogue<"),
                 std::string::npos)
           << rows.source;
+      EXPECT_EQ(llvm::StringRef(rows.instance).starts_with("weft::kernels::gemvReduceKernel<Config,"),
+                true);
       EXPECT_EQ(rows.grid[2], 128);
       EXPECT_TRUE(llvm::is_contained(paramNames(rows), "bias"));
     }

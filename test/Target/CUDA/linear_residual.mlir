@@ -10,25 +10,28 @@
 // CHECK-NEXT: // step 0: kernel [[GEMV:weft_linear_residual_t4_k2048_n64_splitk_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (8, 2, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 x: RegionInput 0
-// CHECK-NEXT: //   param 1 w: RegionInput 1
-// CHECK-NEXT: //   param 2 partials: Scratch 0 (2048 bytes)
+// CHECK-NEXT: //   param 1 norm_w: Scalar = 0
+// CHECK-NEXT: //   param 2 w: RegionInput 1
+// CHECK-NEXT: //   param 3 w_scales: Scalar = 0
+// CHECK-NEXT: //   param 4 partials: Scratch 0 (2048 bytes)
 // CHECK: #include "weft/gemv.cuh"
 // CHECK: static constexpr int KW = 4, CPW = 4, RPC = 1, CPB = WARPS / KW * CPW;
 // CHECK-NEXT: static constexpr int SPLITS = 2, KS = 1024, KC = 1024, XS = 1024;
-// CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::w_t *__restrict__ w, float *__restrict__ partials) {
-// CHECK: weft::kernels::gemv<Config>(x, nullptr, w, nullptr, weft::kernels::NoEpilogue{}, partials, nullptr);
+// The partials kernel holds no epilogue.
+// CHECK-NOT: Epilogue
+// CHECK: static constexpr bool RELEASE_EARLY = true;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::gemvSplitKernel<Config>
 // CHECK: // step 1: kernel [[REDUCE:weft_linear_residual_t4_k2048_n64_reduce_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (8, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 partials: Scratch 0 (2048 bytes)
-// CHECK-NEXT: //   param 1 residual: RegionInput 2
-// CHECK-NEXT: //   param 2 out: RegionResult 0
-// CHECK: struct Epilogue {
-// CHECK-NEXT: const res_t *__restrict__ residual;
-// CHECK-NEXT: out_t *__restrict__ out;
-// The projection is rounded to its dtype before the add, as unfused.
-// CHECK: const float sum = wf_f32(residual[(size_t)t * NC + col]) + wf_round<lin_t>(v[0]);
-// CHECK: [[REDUCE]](const float *__restrict__ partials, const res_t *__restrict__ residual, out_t *__restrict__ out) {
-// CHECK: weft::kernels::gemvReduce<Config>(partials, Epilogue{residual, out}, nullptr);
+// CHECK-NEXT: //   param 1 candidates: Scalar = 0
+// CHECK-NEXT: //   param 2 residual: RegionInput 2
+// CHECK-NEXT: //   param 3 out: RegionResult 0
+// CHECK: using Epilogue = weft::kernels::ColumnEpilogue<weft::kernels::NoBias, weft::kernels::PlusResidual<0, __nv_bfloat16>,
+// CHECK-NEXT: weft::kernels::Columns<0, 64, 1, 1>>;
+// CHECK-NEXT: static constexpr bool RELEASE_EARLY = false;
+// CHECK: // entry: weft::kernels::gemvReduceKernel<Config, const __nv_bfloat16, __nv_bfloat16>
 func.func @down(%x: tensor<4x2048xbf16>, %w: tensor<64x2048xbf16>, %h: tensor<4x64xbf16>) -> tensor<4x64xbf16> {
   %r = weft.fusion "linear_residual" (%x, %w, %h) {dims = {k = 2048 : i64, n = 64 : i64, tokens = 4 : i64, width = 64 : i64}}
       : (tensor<4x2048xbf16>, tensor<64x2048xbf16>, tensor<4x64xbf16>) -> tensor<4x64xbf16> {

@@ -9,39 +9,39 @@
 // A column is the pair (i, i + 16) of one of the 4 heads (2 Q, 1 K, 1 V).
 // CHECK-LABEL: // @two_tokens region 0 "rms_norm_linear_rope_kv_write": 1 step
 // CHECK-NEXT: // step 0: kernel [[GEMV:weft_rms_norm_linear_rope_kv_write_t2_k64_n128_gemv_[0-9a-f]+]]
-// CHECK: //   param 3 positions: RegionInput 3
-// CHECK-NEXT: //   param 4 slots: RegionInput 4
-// CHECK-NEXT: //   param 5 block_tables: BlockTables
-// CHECK-NEXT: //   param 6 k_cache: KCache layer 2
-// CHECK-NEXT: //   param 7 v_cache: VCache layer 2
-// CHECK-NEXT: //   param 8 out0: RegionResult 0
+// CHECK: //   param 3 w_scales: Scalar = 0
+// CHECK-NEXT: //   param 4 candidates: Scalar = 0
+// CHECK-NEXT: //   param 5 positions: RegionInput 3
+// CHECK-NEXT: //   param 6 slots: RegionInput 4
+// CHECK-NEXT: //   param 7 block_tables: BlockTables
+// CHECK-NEXT: //   param 8 k_cache: KCache layer 2
+// CHECK-NEXT: //   param 9 v_cache: VCache layer 2
+// CHECK-NEXT: //   param 10 out0: RegionResult 0
+// CHECK: #include "weft/gemv.cuh"
+// CHECK: __constant__ double wf_inv_freq[1][16] = {{[{][{]}}
+// Q rotated and yielded, K rotated and cached, V cached; pointers from the
+// entry's pack (positions 0, the cache write's 0-4, out0 5).
+// CHECK: struct Heads0 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 2, TABLE = 0, OUT = 5, OUTS = 1;
+// CHECK-NEXT: using part_t = __half;
+// CHECK: struct Heads1 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 1, TABLE = 0, CACHE = 1;
+// CHECK: struct Heads2 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 1, CACHE = 2;
 // CHECK: static constexpr int T = 2, TILES = 1, K = 64, NW = 128, NC = 64;
 // CHECK: RPC = 2,
 // CHECK: return col / 16 * 32 + j * 16 + col % 16;
-// CHECK: #include "weft/rope_kv_write.cuh"
 // CHECK: static constexpr int D = 32, HALF = D / 2;
 // CHECK-NEXT: static constexpr int KV_HEADS = 1, BLOCK_TOKENS = 32, MAX_BLOCKS = 100, MAX_SEQUENCES = 1;
-// CHECK: __constant__ double wf_inv_freq0[RopeConfig::HALF] = {
-// CHECK-NOT: wf_inv_freq1
-// CHECK: if (head < 2) {
-// CHECK-NEXT: const int h = head;
-// CHECK-NEXT: float a = wf_round<part0_t>(v[0]), b = wf_round<part0_t>(v[1]);
-// CHECK-NEXT: rotatePair<res0_t>(positions[t], wf_inv_freq0[i], a, b);
-// CHECK-NEXT: storePair<RopeConfig, 2, res0_t>(t, h, i, a, b, out0);
-// CHECK: else if (head < 3) {
-// CHECK-NEXT: const int h = head - 2;
-// CHECK: rotatePair<res1_t>
-// CHECK-NEXT: cachePair<RopeConfig>(k_cache, cacheSlot<RopeConfig>(positions[t], slots[t], block_tables), h, i, a, b);
-// CHECK: else {
-// CHECK-NOT: rotatePair
-// CHECK: cachePair<RopeConfig>(v_cache,
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{positions, slots, block_tables, k_cache, v_cache, out0}, nullptr, nullptr);
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
+// CHECK: // entry: weft::kernels::gemvKernel<Config, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 
 // Eight bf16 tokens: the tensor-core GEMV (16-row tiles of half heads);
 // the bias goes through the row mapping too.
 // CHECK-LABEL: // @eight_tokens region 0 "rms_norm_linear_rope_kv_write": 1 step
+// CHECK: //   param 5 bias: RegionInput 3
 // CHECK: MMA = true
-// CHECK: v[1] += wf_f32(bias[wf_row(col, 1)]);
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
 
 // Forty tokens: cuBLASLt writes f32 rows, and one kernel adds the bias,
 // rounds, rotates and writes the cache over them (a block per token).
@@ -49,20 +49,29 @@
 // CHECK: // step 1: gemm m 40 n 128 k 64 (f16 x f16 -> f32)
 // CHECK: // step 2: kernel weft_rms_norm_linear_rope_kv_write_rows_t40_n128_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (1, 1, 40) block (256, 1, 1) shared 0
-// CHECK: weft::kernels::gemvReduce<Config>(y, Epilogue{bias, positions, slots, block_tables, k_cache, v_cache, out0}, nullptr);
+// CHECK: //   param 2 bias: RegionInput 3
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
+// CHECK: // entry: weft::kernels::gemvReduceKernel<Config, const __half, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 
 // 4-bit codes: the GEMV keeps one row per column (its tiles and blocks as
 // without RoPE) and writes f32 rows; the epilogue is a second kernel.
 // CHECK-LABEL: // @four_bit region 0 "rms_norm_linear_rope_kv_write": 2 steps
 // CHECK-NEXT: // step 0: kernel weft_rms_norm_linear_rope_kv_write_t1_k128_n128_gemv_{{[0-9a-f]+}}
-// CHECK: //   param 4 rows: Scratch 5 (512 bytes)
+// CHECK: //   param 5 rows: Scratch 5 (512 bytes)
 // CHECK: static constexpr int T = 1, TILES = 1, K = 128, NW = 128, NC = 128;
-// CHECK: rows[(size_t)t * NC + col] = v[0];
+// CHECK: using Epilogue = weft::kernels::ColumnEpilogue<weft::kernels::NoBias, weft::kernels::Sum,
+// CHECK-NEXT: weft::kernels::Columns<0, 128, 0, 1>>;
+// CHECK-NEXT: static constexpr bool RELEASE_EARLY = true;
+// CHECK: // entry: weft::kernels::gemvKernel<Config, float>
 // CHECK: // step 1: kernel weft_rms_norm_linear_rope_kv_write_rows_t1_n128_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (1, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 rows: Scratch 5 (512 bytes)
+// CHECK-NEXT: //   param 1 candidates: Scalar = 0
+// CHECK-NEXT: //   param 2 positions: RegionInput 3
 // CHECK-NOT: bias
-// CHECK: weft::kernels::gemvReduce<Config>(y, Epilogue{positions, slots, block_tables, k_cache, v_cache, out0}, nullptr);
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
+// CHECK-NEXT: static constexpr bool RELEASE_EARLY = true;
+// CHECK: // entry: weft::kernels::gemvReduceKernel<Config, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 
 // COMPILED-COUNT-6: compiled for sm_{{86|90}}: cubin ok, ptx ok
 

@@ -16,10 +16,10 @@
 // CHECK: using m_t = __half;
 // CHECK: // 4-bit codes, a (scale, zero) pair per 128 inputs of a row
 // CHECK-NEXT: using W = weft::kernels::PackedRows<4, 128, 32, m_t>;
-// CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, const void *__restrict__ w_scales,
 // 4-bit kernels release the next kernel at once (programmatic launch).
-// CHECK-NEXT: wf_grid_dependency_control();
-// CHECK-NEXT: weft::kernels::gemv<Config>(x, norm_w, w, w_scales,
+// CHECK: static constexpr bool RELEASE_EARLY = true;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::gemvKernel<Config, __half>
 func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf16> {
   %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 1 : i64}}
@@ -44,8 +44,9 @@ func.func @decode(%x: tensor<1x256xf16>, %wn: tensor<256xf16>) -> tensor<1x512xf
 // PREFILL-NEXT: // step 1: kernel weft_rms_norm_linear_swiglu_t32_k256_n1024_gemv_
 // PREFILL-NEXT: //   grid (4, 1, 2) block (256, 1, 1) shared 0
 // PREFILL-NEXT: //   param 0 normalized: Scratch 3 (16384 bytes)
-// PREFILL-NEXT: //   param 1 w: RegionInput 2
-// PREFILL-NEXT: //   param 2 w_scales: RegionInput 2 (its scales)
+// PREFILL-NEXT: //   param 1 norm_w: Scalar = 0
+// PREFILL-NEXT: //   param 2 w: RegionInput 2
+// PREFILL-NEXT: //   param 3 w_scales: RegionInput 2 (its scales)
 func.func @batch(%x: tensor<32x256xf16>, %wn: tensor<256xf16>) -> tensor<32x512xf16> {
   %w = weft.weight "mlp.gate_up" {quant = #weft.quant<bits = 4, group = 128>} : tensor<1024x256xf16>
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 256 : i64, k = 256 : i64, n = 1024 : i64, tokens = 32 : i64}}
@@ -134,8 +135,9 @@ func.func @bf16(%x: tensor<1x256xbf16>, %wn: tensor<256xbf16>) -> tensor<1x512xb
 // CHECK: // FP8 E4M3 codes, an f32 scale per row
 // CHECK-NEXT: using W = weft::kernels::PackedRows<8, 256, 16, m_t, weft::kernels::Codes::E4M3>;
 // 8-bit ones as their blocks exit.
-// CHECK: wf_grid_dependency_wait();
-// CHECK-NEXT: weft::kernels::gemv<Config>(
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::gemvKernel<Config, __half>
 // CHECK-LABEL: // @fp8_prefill region 0 "linear": 2 steps
 // CHECK-NEXT: // step 0: kernel weft_expand_codes_n512_k256_
 // CHECK: // The FP8 E4M3 codes of a projection expanded to its __half matrix.

@@ -7,11 +7,13 @@
 // RUN: sed -e 's/bits = 4/bits = 8/' %s | weft-emit-cuda --block-tokens=16 --max-blocks-per-sequence=64 - | FileCheck %s --check-prefix=EIGHT
 
 // CHECK-LABEL: // @rope region 0 "rope_kv_write": 1 step
-// CHECK: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t
-// CHECK-NEXT: wf_grid_dependency_control();
+// CHECK: static constexpr bool RELEASE_EARLY = true;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::ropeKvWriteKernel<Config,
 // EIGHT-LABEL: // @rope region 0 "rope_kv_write": 1 step
-// EIGHT: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t
-// EIGHT-NEXT: wf_grid_dependency_wait();
+// EIGHT: static constexpr bool RELEASE_EARLY = false;
+// EIGHT-NEXT: };
+// EIGHT-NEXT: // entry: weft::kernels::ropeKvWriteKernel<Config,
 func.func @rope(%q: tensor<1x64xbf16>, %pos: tensor<1xi32>, %k: tensor<1x32xbf16>, %v: tensor<1x32xbf16>,
                 %slots: tensor<1xi32>, %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>)
     -> tensor<1x64xbf16> {
@@ -32,8 +34,9 @@ func.func @rope(%q: tensor<1x64xbf16>, %pos: tensor<1xi32>, %k: tensor<1x32xbf16
 }
 
 // CHECK-LABEL: // @rope2 region 0 "rope_kv_write": 1 step
-// CHECK: weft_rope_kv_write_h8_d16_{{[0-9a-f]+}}(const in0_t
-// CHECK-NEXT: wf_grid_dependency_wait();
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK-NEXT: };
+// CHECK-NEXT: // entry: weft::kernels::ropeKvWriteKernel<Config,
 func.func @rope2(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16>, %v: tensor<2x32xbf16>,
                 %slots: tensor<2xi32>, %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>)
     -> tensor<2x64xbf16> {

@@ -10,9 +10,11 @@
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 norm_w: RegionInput 1
 // CHECK-NEXT: //   param 2 w: RegionInput 2
-// CHECK-NEXT: //   param 3 out0: RegionResult 0
-// CHECK-NEXT: //   param 4 out1: RegionResult 1
-// CHECK-NEXT: //   param 5 out2: RegionResult 2
+// CHECK-NEXT: //   param 3 w_scales: Scalar = 0
+// CHECK-NEXT: //   param 4 candidates: Scalar = 0
+// CHECK-NEXT: //   param 5 out0: RegionResult 0
+// CHECK-NEXT: //   param 6 out1: RegionResult 1
+// CHECK-NEXT: //   param 7 out2: RegionResult 2
 // CHECK: #include "weft/gemv.cuh"
 // CHECK: static constexpr int T = 1, TILES = 1, K = 64, NW = 96, NC = 96;
 // CHECK-NEXT: static constexpr int VEC = 8, THREADS = 256, WARPS = THREADS / 32;
@@ -22,16 +24,12 @@
 // CHECK-NEXT: static constexpr float EPS = 1e-06f, NORM_OFFSET = 0.0f;
 // CHECK-NEXT: using x_t = __nv_bfloat16;
 // CHECK-NEXT: using w_t = __nv_bfloat16;
-// The split: columns [0, 64) -> out0, [64, 80) -> out1, [80, 96) -> out2.
-// CHECK: if (col < 64) {
-// CHECK-NEXT: out0[(size_t)t * 64 + (col - 0)] = wf_to<out0_t>(v[0]);
-// CHECK: else if (col < 80) {
-// CHECK-NEXT: out1[(size_t)t * 16 + (col - 64)] = wf_to<out1_t>(v[0]);
-// CHECK: else {
-// CHECK-NEXT: out2[(size_t)t * 16 + (col - 80)] = wf_to<out2_t>(v[0]);
-// CHECK: extern "C" __global__ void __launch_bounds__(Config::THREADS)
-// CHECK-NEXT: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out0_t *__restrict__ out0, out1_t *__restrict__ out1, out2_t *__restrict__ out2) {
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{out0, out1, out2}, nullptr, nullptr);
+// The split: columns [0, 64) to the pack's pointer 0, [64, 80) to 1, [80, 96) to 2.
+// CHECK: using Epilogue = weft::kernels::ColumnEpilogue<weft::kernels::NoBias, weft::kernels::Sum,
+// CHECK-NEXT: weft::kernels::Columns<0, 64, 0, 1>,
+// CHECK-NEXT: weft::kernels::Columns<64, 16, 1, 1>,
+// CHECK-NEXT: weft::kernels::Columns<80, 16, 2, 1>>;
+// CHECK: // entry: weft::kernels::gemvKernel<Config, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16>
 func.func @qkv(%x: tensor<1x64xbf16>, %wn: tensor<64xbf16>, %w: tensor<96x64xbf16>)
     -> (tensor<1x64xbf16>, tensor<1x16xbf16>, tensor<1x16xbf16>) {
   %r:3 = weft.fusion "rms_norm_linear" (%x, %wn, %w) {dims = {hidden = 64 : i64, k = 64 : i64, n = 96 : i64, tokens = 1 : i64}}
@@ -53,9 +51,11 @@ func.func @qkv(%x: tensor<1x64xbf16>, %wn: tensor<64xbf16>, %w: tensor<96x64xbf1
 // BIAS-NEXT: //   param 0 x: RegionInput 0
 // BIAS-NEXT: //   param 1 norm_w: RegionInput 1
 // BIAS-NEXT: //   param 2 w: RegionInput 2
-// BIAS-NEXT: //   param 3 bias: RegionInput 3
-// BIAS-NEXT: //   param 4 out0: RegionResult 0
-// BIAS-NEXT: //   param 5 out2: RegionResult 1
+// BIAS-NEXT: //   param 3 w_scales: Scalar = 0
+// BIAS-NEXT: //   param 4 candidates: Scalar = 0
+// BIAS-NEXT: //   param 5 bias: RegionInput 3
+// BIAS-NEXT: //   param 6 out0: RegionResult 0
+// BIAS-NEXT: //   param 7 out2: RegionResult 1
 // BIAS-NOT: param
 func.func @qkv_bias_f16(%x: tensor<2x64xf16>, %wn: tensor<64xf16>, %w: tensor<96x64xf16>, %bias: tensor<96xf16>)
     -> (tensor<2x64xf16>, tensor<2x16xf16>) {

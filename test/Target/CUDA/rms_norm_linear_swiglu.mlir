@@ -11,14 +11,15 @@
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 norm_w: RegionInput 1
 // CHECK-NEXT: //   param 2 w: RegionInput 2
-// CHECK-NEXT: //   param 3 out: RegionResult 0
+// CHECK-NEXT: //   param 3 w_scales: Scalar = 0
+// CHECK-NEXT: //   param 4 candidates: Scalar = 0
+// CHECK-NEXT: //   param 5 out: RegionResult 0
 // CHECK: NW = 512, NC = 256;
 // CHECK: static constexpr int KW = 1, CPW = 2, RPC = 2,
 // CHECK: return (j == 0 ? 0 : 256) + col;
-// CHECK: const float gate = wf_round<lin_t>(v[0]), up = wf_round<lin_t>(v[1]);
-// CHECK-NEXT: const float act = wf_round<lin_t>(wf_silu(gate));
-// CHECK-NEXT: out[(size_t)t * NC + col] = wf_to<out_t>(act * up);
-// CHECK: [[NAME]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, out_t *__restrict__ out)
+// CHECK: using Epilogue = weft::kernels::ColumnEpilogue<weft::kernels::NoBias, weft::kernels::GatedActivation<__nv_bfloat16, false>,
+// CHECK-NEXT: weft::kernels::Columns<0, 256, 0, 1>>;
+// CHECK: // entry: weft::kernels::gemvKernel<Config, __nv_bfloat16>
 func.func @decode(%x: tensor<1x128xbf16>, %wn: tensor<128xbf16>, %w: tensor<512x128xbf16>) -> tensor<1x256xbf16> {
   %r = weft.fusion "rms_norm_linear_swiglu" (%x, %wn, %w) {dims = {hidden = 128 : i64, k = 128 : i64, n = 512 : i64, tokens = 1 : i64, width = 256 : i64}}
       : (tensor<1x128xbf16>, tensor<128xbf16>, tensor<512x128xbf16>) -> tensor<1x256xbf16> {

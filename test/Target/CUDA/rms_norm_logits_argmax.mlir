@@ -10,13 +10,15 @@
 // CHECK-NEXT: //   param 0 x: RegionInput 0
 // CHECK-NEXT: //   param 1 norm_w: RegionInput 1
 // CHECK-NEXT: //   param 2 w: RegionInput 2
-// CHECK-NEXT: //   param 3 logits: RegionResult 0
+// CHECK-NEXT: //   param 3 w_scales: Scalar = 0
 // CHECK-NEXT: //   param 4 candidates: Scratch 1 (16000 bytes)
+// CHECK-NEXT: //   param 5 logits: RegionResult 0
+// ARGMAX: the epilogue also makes each column's argmax key
+// (weft/epilogue.cuh's ColumnEpilogue).
 // CHECK: static constexpr bool NORM = true, PRENORM = false, MMA = false, ARGMAX = true;
-// CHECK: logits[(size_t)t * NC + col] = v[0];
-// CHECK-NEXT: key = wf_key(v[0], col);
-// CHECK: [[GEMV]](const Config::x_t *__restrict__ x, const Config::norm_t *__restrict__ norm_w, const Config::w_t *__restrict__ w, float *__restrict__ logits, unsigned long long *__restrict__ candidates)
-// CHECK: weft::kernels::gemv<Config>(x, norm_w, w, nullptr, Epilogue{logits}, nullptr, candidates);
+// CHECK: using Epilogue = weft::kernels::ColumnEpilogue<weft::kernels::NoBias, weft::kernels::Sum,
+// CHECK-NEXT: weft::kernels::Columns<0, 32000, 0, 1>>;
+// CHECK: // entry: weft::kernels::gemvKernel<Config, float>
 // CHECK: // step 1: kernel [[PICK:weft_argmax_candidates_t2_b1000_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 candidates: Scratch 1 (16000 bytes)
@@ -65,14 +67,14 @@ func.func @prefill(%x: tensor<20x256xbf16>, %wn: tensor<256xbf16>, %head: tensor
 // SPLIT-LABEL: // @split_k region 0 "rms_norm_logits_argmax": 3 steps
 // SPLIT-NEXT: // step 0: kernel weft_rms_norm_logits_argmax_t1_k4096_n64_splitk_{{[0-9a-f]+}}
 // SPLIT-NEXT: //   grid (2, 8, 1) block (256, 1, 1) shared 0
-// SPLIT: //   param 3 partials: Scratch 0 (2080 bytes)
-// SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok
+// SPLIT: //   param 4 partials: Scratch 0 (2080 bytes)
+// SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok, symbol {{.*}}gemvSplitKernel
 // SPLIT-NEXT: // step 1: kernel weft_rms_norm_logits_argmax_t1_k4096_n64_reduce_{{[0-9a-f]+}}
 // SPLIT-NEXT: //   grid (2, 1, 1) block (256, 1, 1) shared 0
 // SPLIT-NEXT: //   param 0 partials: Scratch 0 (2080 bytes)
-// SPLIT-NEXT: //   param 1 logits: RegionResult 0
-// SPLIT-NEXT: //   param 2 candidates: Scratch 1 (16 bytes)
-// SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok
+// SPLIT-NEXT: //   param 1 candidates: Scratch 1 (16 bytes)
+// SPLIT-NEXT: //   param 2 logits: RegionResult 0
+// SPLIT-NEXT: //   compiled for sm_86: cubin ok, ptx ok, symbol {{.*}}gemvReduceKernel
 // SPLIT-NEXT: // step 2: kernel weft_argmax_candidates_t1_b2_{{[0-9a-f]+}}
 // SPLIT: //   compiled for sm_86: cubin ok, ptx ok
 func.func @split_k(%x: tensor<1x4096xf16>, %wn: tensor<4096xf16>, %head: tensor<64x4096xf16>)

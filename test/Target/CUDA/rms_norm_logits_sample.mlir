@@ -6,8 +6,10 @@
 // CHECK-LABEL: // @decode region 0 "rms_norm_logits_sample": 2 steps
 // CHECK-NEXT: // step 0: kernel weft_rms_norm_logits_sample_t1_k512_n152064_gemv_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (4752, 1, 1) block (256, 1, 1) shared 0
-// CHECK: //   param 3 logits: RegionResult 0
-// CHECK-NOT: candidates
+// Sampling needs no argmax candidates: a null parameter.
+// CHECK: //   param 4 candidates: Scalar = 0
+// CHECK-NEXT: //   param 5 logits: RegionResult 0
+// CHECK: ARGMAX = false;
 // CHECK: // step 1: kernel [[NAME:weft_sample_v152064_[0-9a-f]+]]
 // CHECK-NEXT: //   grid (1, 1, 1) block (1024, 1, 1) shared 0
 // CHECK-NEXT: //   param 0 logits: RegionResult 0

@@ -16,23 +16,22 @@
 // CHECK-NEXT: //   param 7 block_tables: BlockTables
 // CHECK-NEXT: //   param 8 out0: RegionResult 0
 // CHECK: #include "weft/rope_kv_write.cuh"
+// CHECK: __constant__ double wf_inv_freq[1][8] = {{[{][{]}}
+// CHECK-NEXT: 1.0, 0.19392274474868576, 0.037606030930863933, 0.0072926647372171093,
+// CHECK-NEXT: 0.00052484616099295468, 3.4281021959525912e-05, 6.6478698711812354e-06, 1.2891731721515574e-06}};
+// Queries rotated and yielded, keys rotated and cached, values cached.
+// CHECK-NEXT: struct Heads0 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 4, IN = 0, TABLE = 0, POSITIONS = 1, OUT = 8, OUTS = 1;
+// CHECK: struct Heads1 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 2, IN = 2, TABLE = 0, POSITIONS = 1, CACHE = 1;
+// CHECK: struct Heads2 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 2, IN = 3, CACHE = 2;
 // CHECK: static constexpr int D = 16, HALF = D / 2, HEADS_PER_BLOCK = 16, HEADS = 8;
 // CHECK: static constexpr int KV_HEADS = 2, BLOCK_TOKENS = 32, MAX_BLOCKS = 100,
-// CHECK: __constant__ double wf_inv_freq0[Config::HALF] = {
-// CHECK-NEXT: 1.0, 0.19392274474868576, 0.037606030930863933, 0.0072926647372171093,
-// CHECK-NEXT: 0.00052484616099295468, 3.4281021959525912e-05, 6.6478698711812354e-06, 1.2891731721515574e-06};
-// CHECK-NOT: wf_inv_freq1
-// CHECK: [[NAME]](const in0_t *__restrict__ x0, const int *__restrict__ positions, const in1_t *__restrict__ keys, const in2_t *__restrict__ values, const int *__restrict__ slots, cache_t *__restrict__ k_cache, cache_t *__restrict__ v_cache, const int *__restrict__ block_tables, res0_t *__restrict__ out0)
-// CHECK: const CacheSlot slot = cacheSlot<Config>(positions[t], slots[t], block_tables);
-// CHECK: if (head < 4) {
-// CHECK: loadPair<Config, 4>(x0, t, h, i, a, b);
-// CHECK-NEXT: rotatePair<res0_t>(positions[t], wf_inv_freq0[i], a, b);
-// CHECK-NEXT: storePair<Config, 4, res0_t>(t, h, i, a, b, out0);
-// CHECK: else if (head < 6) {
-// CHECK: cachePair<Config>(k_cache, slot, h, i, a, b);
-// CHECK: else {
-// CHECK-NOT: rotatePair
-// CHECK: cachePair<Config>(v_cache, slot, h, i, a, b);
+// CHECK: static constexpr int WRITE_POSITIONS = 1, SLOTS = 4, K_CACHE = 5, V_CACHE = 6, BLOCK_TABLES = 7;
+// CHECK: using Groups = weft::kernels::HeadGroups<Heads0, Heads1, Heads2>;
+// CHECK: static constexpr bool RELEASE_EARLY = false;
+// CHECK: // entry: weft::kernels::ropeKvWriteKernel<Config, const __nv_bfloat16, const int, const __nv_bfloat16, const __nv_bfloat16, const int, Config::cache_t, Config::cache_t, const int, __nv_bfloat16>
 func.func @rope(%q: tensor<2x64xbf16>, %pos: tensor<2xi32>, %k: tensor<2x32xbf16>, %v: tensor<2x32xbf16>,
                 %slots: tensor<2xi32>, %cache: !weft.kv_cache<layers = 4, kv_heads = 2, head_dim = 16, dtype = bf16>)
     -> tensor<2x64xbf16> {

@@ -14,28 +14,22 @@
 // CHECK-NEXT: //   param 2 norm_w0: RegionInput 1
 // CHECK-NEXT: //   param 3 keys: RegionInput 3
 // CHECK-NEXT: //   param 4 norm_w1: RegionInput 4
-// CHECK: using norm_w0_t = __nv_bfloat16;
-// CHECK: float a = 0.0f, b = 0.0f, squares = 0.0f;
-// CHECK-NEXT: if (head < 8) {
-// CHECK: loadPair<Config, 8>(x0, t, h, i, a, b);
-// CHECK-NEXT: squares = a * a + b * b;
-// CHECK: else if (head < 10) {
-// CHECK: loadPair<Config, 2>(keys, t, h, i, a, b);
-// CHECK-NEXT: squares = a * a + b * b;
-// CHECK: else if (head < 12) {
-// CHECK: loadPair<Config, 2>(values, t, h, i, a, b);
-// CHECK-NEXT: }
-// CHECK-NEXT: const float headSquares = headSumSquares<Config>(squares);
-// CHECK-NEXT: if (head >= Config::HEADS)
-// CHECK-NEXT: return;
-// CHECK: normPair<Config, norm0_t>(headSquares, norm_w0, i, 1e-06f, a, b);
-// CHECK-NEXT: rotatePair<res0_t>
-// CHECK: normPair<Config, norm1_t>(headSquares, norm_w1, i, 1e-06f, a, b);
-// CHECK-NEXT: rotatePair<res1_t>
-// CHECK-NEXT: cachePair<Config>(k_cache, slot, h, i, a, b);
-// CHECK: else {
-// CHECK-NOT: normPair
-// CHECK: cachePair<Config>(v_cache, slot, h, i, a, b);
+// Queries and keys normalized per head (each with its own weight) and
+// rotated; values copied into the cache.
+// CHECK: struct Heads0 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 8, IN = 0, TABLE = 0, POSITIONS = 1, NORM_W = 2, OUT = 10, OUTS = 1;
+// CHECK-NEXT: static constexpr float EPS = 1e-06f;
+// CHECK-NEXT: using norm_t = __nv_bfloat16;
+// CHECK: struct Heads1 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 2, IN = 3, TABLE = 0, POSITIONS = 1, NORM_W = 4, CACHE = 1;
+// CHECK-NEXT: static constexpr float EPS = 1e-06f;
+// CHECK: struct Heads2 : weft::kernels::HeadGroup {
+// CHECK-NEXT: static constexpr int HEADS = 2, IN = 5, CACHE = 2;
+// CHECK-NEXT: using res_t = __nv_bfloat16;
+// CHECK-NEXT: };
+// CHECK: static constexpr int WRITE_POSITIONS = 1, SLOTS = 6, K_CACHE = 7, V_CACHE = 8, BLOCK_TABLES = 9;
+// CHECK: using Groups = weft::kernels::HeadGroups<Heads0, Heads1, Heads2>;
+// CHECK: // entry: weft::kernels::ropeKvWriteKernel<Config, const __nv_bfloat16, const int, const __nv_bfloat16, const __nv_bfloat16, const __nv_bfloat16, const __nv_bfloat16, const int, Config::cache_t, Config::cache_t, const int, __nv_bfloat16>
 
 // COMPILED: compiled for sm_{{86|90}}: cubin ok
 !cache = !weft.kv_cache<layers = 2, kv_heads = 2, head_dim = 128, dtype = bf16>

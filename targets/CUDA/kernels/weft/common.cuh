@@ -156,6 +156,38 @@ __device__ __forceinline__ float wf_key_value(unsigned long long key) {
   return __uint_as_float(b);
 }
 
+// A kernel's trailing pointer parameters, typed, in order: the pack the
+// compiler's Config indexes (an epilogue's bias, residual and results; a
+// head group's input and outputs). get<I>() is the I-th.
+template <class... P> struct wf_ptrs {};
+template <class H, class... R> struct wf_ptrs<H, R...> {
+  H *__restrict__ head;
+  wf_ptrs<R...> rest;
+  template <int I> __device__ __forceinline__ auto get() const {
+    if constexpr (I == 0)
+      return head;
+    else
+      return rest.template get<I - 1>();
+  }
+};
+__device__ __forceinline__ wf_ptrs<> wf_pointers() { return {}; }
+template <class H, class... R>
+__device__ __forceinline__ wf_ptrs<H, R...> wf_pointers(H *head, R *...rest) {
+  return {head, wf_pointers(rest...)};
+}
+
+// f(wf_index<I>{}) for I in [BEGIN, END), unrolled at compile time (each I a
+// constant: a pointer's index, a head group's number).
+template <int I> struct wf_index {
+  static constexpr int value = I;
+};
+template <int BEGIN, int END, class F> __device__ __forceinline__ void wf_static_for(F &&f) {
+  if constexpr (BEGIN < END) {
+    f(wf_index<BEGIN>{});
+    wf_static_for<BEGIN + 1, END>(f);
+  }
+}
+
 // Programmatic dependent launch (sm_90 and newer). Called first thing in
 // every kernel, before any global memory access; without the launch
 // attribute both return at once, and before sm_90 they compile to nothing.
@@ -186,7 +218,7 @@ __device__ __forceinline__ void wf_grid_dependency_control() {
 
 // What every __global__ template of the library does first: one of the two
 // above, as its Config says (C::RELEASE_EARLY, which the emitter writes:
-// KernelEmitter.h, addGridDependencyControl, says which kernels release
+// KernelEmitter.h, EmittedKernel::releaseEarly, says which kernels release
 // early and why).
 template <class C> __device__ __forceinline__ void wf_grid_dependency_enter() {
   if constexpr (C::RELEASE_EARLY)

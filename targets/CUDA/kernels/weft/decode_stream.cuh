@@ -1150,6 +1150,42 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   }
 }
 
+// The entry point (emitDecodeStream): the step's pointers, then each
+// layer's, in the order the plan binds them: norm1, qkv, k, v, o, norm2,
+// gate_up, down and, with codes, the qkv, o, gate_up and down scale
+// tables. Config adds RELEASE_EARLY and, for the compiler's sizes to agree
+// with the library's, COUNTERS and ACT_BYTES.
+template <class C, class... L>
+__global__ void __launch_bounds__(threadsOf<C>(), 1)
+    decodeStreamKernel(const typename C::t *x, const int *positions, const int *slots,
+                       const int *block_tables, typename C::t *out, typename C::t *act,
+                       float *partials, unsigned *counters, L *...layer) {
+  using t = typename C::t;
+  using w_t = typename C::w_t;
+  constexpr int N = C::BITS ? 12 : 8; // pointers a layer
+  static_assert(sizeof...(L) == C::LAYERS * N, "a layer's pointers, for every layer");
+  static_assert(counterCount<C>() == C::COUNTERS, "counters");
+  static_assert(actPerLayer<C>() * C::LAYERS * 2 == C::ACT_BYTES, "activations");
+  wf_grid_dependency_enter<C>();
+  __shared__ Layer<C> layers[C::LAYERS];
+  if (threadIdx.x == 0) {
+    void *const p[] = {const_cast<void *>(static_cast<const void *>(layer))...};
+#pragma unroll
+    for (int l = 0; l < C::LAYERS; ++l) {
+      void *const *q = p + l * N;
+      layers[l] = {static_cast<const t *>(q[0]),   static_cast<const w_t *>(q[1]),
+                   static_cast<const w_t *>(q[4]), static_cast<const t *>(q[5]),
+                   static_cast<const w_t *>(q[6]), static_cast<const w_t *>(q[7]),
+                   static_cast<t *>(q[2]),         static_cast<t *>(q[3]),
+                   N == 12 ? static_cast<const unsigned *>(q[N == 12 ? 8 : 0]) : nullptr,
+                   N == 12 ? static_cast<const unsigned *>(q[N == 12 ? 9 : 0]) : nullptr,
+                   N == 12 ? static_cast<const unsigned *>(q[N == 12 ? 10 : 0]) : nullptr,
+                   N == 12 ? static_cast<const unsigned *>(q[N == 12 ? 11 : 0]) : nullptr};
+    }
+  }
+  decodeStep<C>({x, positions, slots, block_tables, out, act, partials, counters}, layers);
+}
+
 // Zeroes the stream kernel's counters (the launch before it).
 __device__ __forceinline__ void resetCounters(unsigned *counters, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x)

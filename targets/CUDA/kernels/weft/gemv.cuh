@@ -37,10 +37,12 @@
 // before 1/rms) first reads every token's whole row for its rms and stages
 // the normalized inputs.
 // Epilogue E: a callable (t, col, v[RPC], key) that stores one column of
-// one token (and sets `key` for argmax).
+// one token (and sets `key` for argmax); the entry points make it from
+// Config::Epilogue (weft/epilogue.cuh) and their trailing pointers.
 // Grid: (ceil(NC / CPB), SPLITS, TILES); block: THREADS.
 #pragma once
 
+#include "weft/epilogue.cuh"
 #include "weft/mma_weights.cuh"
 
 namespace weft::kernels {
@@ -473,6 +475,52 @@ __device__ __forceinline__ void gemvReduce(const float *__restrict__ partials, E
     if (threadIdx.x < T)
       candidates[(size_t)blockIdx.x * T + threadIdx.x] = s_best[threadIdx.x];
   }
+}
+
+// Config::Epilogue over the pointers p as the callable gemv and gemvReduce
+// take.
+template <class C, class Ptrs> __device__ __forceinline__ auto gemvEpilogue(const Ptrs &p) {
+  return [p](int t, int col, float (&v)[C::RPC], unsigned long long &key) {
+    C::Epilogue::template apply<C>(p, t, col, v, key);
+  };
+}
+
+// The entry points (emitGemv, emitEpilogueRows); Config adds Epilogue and
+// RELEASE_EARLY. A parameter the Config does not use (norm_w without NORM,
+// w_scales without codes, candidates without ARGMAX) is null; `out` are
+// the pointers Config::Epilogue indexes.
+//
+// The GEMV, its epilogue in place.
+template <class C, class... P>
+__global__ void __launch_bounds__(C::THREADS)
+    gemvKernel(const typename C::x_t *__restrict__ x, const typename C::norm_t *__restrict__ norm_w,
+               const typename C::w_t *__restrict__ w, const void *__restrict__ w_scales,
+               unsigned long long *__restrict__ candidates, P *__restrict__... out) {
+  static_assert(C::SPLITS == 1, "a split-K GEMV writes partials: gemvSplitKernel");
+  wf_grid_dependency_enter<C>();
+  gemv<C>(x, norm_w, w, w_scales, gemvEpilogue<C>(wf_pointers(out...)), nullptr, candidates);
+}
+
+// The GEMV of one K split: partial sums for gemvReduceKernel.
+template <class C>
+__global__ void __launch_bounds__(C::THREADS)
+    gemvSplitKernel(const typename C::x_t *__restrict__ x,
+                    const typename C::norm_t *__restrict__ norm_w,
+                    const typename C::w_t *__restrict__ w, const void *__restrict__ w_scales,
+                    float *__restrict__ partials) {
+  static_assert(C::SPLITS > 1, "one split: gemvKernel");
+  wf_grid_dependency_enter<C>();
+  gemv<C>(x, norm_w, w, w_scales, NoEpilogue{}, partials, nullptr);
+}
+
+// Sums the partials of gemvSplitKernel and runs the epilogue; with one
+// split, the epilogue over f32 rows [T, NW] (a cuBLASLt GEMM's).
+template <class C, class... P>
+__global__ void __launch_bounds__(C::THREADS)
+    gemvReduceKernel(const float *__restrict__ partials,
+                     unsigned long long *__restrict__ candidates, P *__restrict__... out) {
+  wf_grid_dependency_enter<C>();
+  gemvReduce<C>(partials, gemvEpilogue<C>(wf_pointers(out...)), candidates);
 }
 
 // Argmax over the per-block candidates of a logits GEMV (the lowest index

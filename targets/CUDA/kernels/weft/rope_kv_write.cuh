@@ -2,14 +2,18 @@
 // and values into the paged KV cache, for one (token, head, pair) per
 // thread: element i and i + HALF of a head are a pair.
 //
-// A generated kernel holds up to three head groups (queries, keys, values;
-// each normalized per head or not, rotated or not, yielded and/or cached) and dispatches each thread to
-// its group with these helpers; the rope frequencies are the compiler's,
-// in double, as a __constant__ table per distinct rope.
+// A kernel holds up to three head groups (queries, keys, values; each
+// normalized per head or not, rotated or not, yielded and/or cached): the
+// compiler writes one struct per group, derived from HeadGroup, and the
+// Config that lists them. The rope frequencies are the compiler's, in
+// double, in a __constant__ table Config::invFreq reads. A projection's
+// epilogue runs the same groups on its sums (weft/epilogue.cuh).
 //
 // Config: D head_dim, HALF = D / 2, HEADS_PER_BLOCK, HEADS of all
-// groups, THREADS = HEADS_PER_BLOCK * HALF; with a cache also KV_HEADS,
-// BLOCK_TOKENS, MAX_BLOCKS (block-table row length), MAX_SEQUENCES, cache_t.
+// groups, THREADS = HEADS_PER_BLOCK * HALF, invFreq(table, i), Groups
+// (HeadGroups<...>); with a cache also KV_HEADS, BLOCK_TOKENS, MAX_BLOCKS
+// (block-table row length), MAX_SEQUENCES, cache_t and the pointers
+// WRITE_POSITIONS, SLOTS, BLOCK_TABLES, K_CACHE, V_CACHE.
 // Grid: (ceil(HEADS / HEADS_PER_BLOCK), tokens); block: THREADS.
 // The token count is the grid's, not the Config's, so one binary serves
 // every bucket.
@@ -125,6 +129,99 @@ __device__ __forceinline__ void cachePair(typename C::cache_t *__restrict__ cach
     return;
   cache[(s.row + h) * C::D + i] = wf_to<cache_t>(a);
   cache[(s.row + h) * C::D + i + C::HALF] = wf_to<cache_t>(b);
+}
+
+// One group of heads (queries, keys or values). The compiler derives a
+// struct per group that sets HEADS and what else applies; pointers are
+// indices into the kernel's trailing pointer pack (wf_ptrs).
+struct HeadGroup {
+  static constexpr int IN = -1;        // kernel: the [T, HEADS * D] input
+  static constexpr int NORM_W = -1;    // kernel: the head norm's [D] weight; -1: none
+  static constexpr float EPS = 0.0f;   // the head norm's epsilon
+  static constexpr int TABLE = -1;     // the rope table (Config::invFreq); -1: not rotated
+  static constexpr int POSITIONS = -1; // kernel: the rope's int positions
+  static constexpr int CACHE = 0;      // written to the K (1) or V (2) cache; 0: neither
+  static constexpr int OUT = 0, OUTS = 0; // its results, [T, HEADS * D] of res_t each
+  // Types: res_t (results and rounding), norm_t (the head norm's result);
+  // in an epilogue part_t, what the sums are rounded to first.
+};
+template <class... G> struct HeadGroups {};
+
+// f(G{}, h) for the group G of GROUPS that holds `head` (h: the head's
+// index within G; groups follow each other from START). BOUND_LAST: heads
+// past the last group reach nothing; otherwise the last group takes them.
+template <bool BOUND_LAST, int START, class G, class... Rest, class F>
+__device__ __forceinline__ void wf_head_group_of(int head, F &&f) {
+  if constexpr (sizeof...(Rest) == 0 && !BOUND_LAST) {
+    f(G{}, head - START);
+  } else if constexpr (sizeof...(Rest) == 0) {
+    if (head < START + G::HEADS)
+      f(G{}, head - START);
+  } else {
+    if (head < START + G::HEADS)
+      f(G{}, head - START);
+    else
+      wf_head_group_of<BOUND_LAST, START + G::HEADS, Rest...>(head, f);
+  }
+}
+
+// Stores the pair into each of group G's results.
+template <class C, class G, class Ptrs>
+__device__ __forceinline__ void storeGroupPair(const Ptrs &p, int t, int h, int i, float a,
+                                               float b) {
+  wf_static_for<G::OUT, G::OUT + G::OUTS>([&](auto o) {
+    storePair<C, G::HEADS, typename G::res_t>(t, h, i, a, b, p.template get<decltype(o)::value>());
+  });
+}
+
+// The kernel's work for one thread. With head norms, every thread loads its
+// pair (or zeros) and takes part in the heads' sums before any returns;
+// without, threads past the last head return at once.
+template <class C, class Ptrs, class... G>
+__device__ __forceinline__ void ropeKvWrite(const Ptrs &p, HeadGroups<G...>) {
+  constexpr bool ANY_NORM = ((G::NORM_W >= 0) || ...);
+  constexpr bool CACHED = ((G::CACHE != 0) || ...);
+  const int t = blockIdx.y;
+  const int head = blockIdx.x * C::HEADS_PER_BLOCK + threadIdx.x / C::HALF;
+  const int i = threadIdx.x % C::HALF;
+  float a = 0.0f, b = 0.0f, headSquares = 0.0f;
+  if constexpr (ANY_NORM) {
+    float squares = 0.0f;
+    wf_head_group_of</*BOUND_LAST=*/true, 0, G...>(head, [&](auto group, int h) {
+      using H = decltype(group);
+      loadPair<C, H::HEADS>(p.template get<H::IN>(), t, h, i, a, b);
+      if constexpr (H::NORM_W >= 0)
+        squares = a * a + b * b;
+    });
+    headSquares = headSumSquares<C>(squares);
+  }
+  if (head >= C::HEADS)
+    return;
+  CacheSlot slot{};
+  if constexpr (CACHED)
+    slot = cacheSlot<C>(p.template get<C::WRITE_POSITIONS>()[t], p.template get<C::SLOTS>()[t],
+                        p.template get<C::BLOCK_TABLES>());
+  wf_head_group_of</*BOUND_LAST=*/false, 0, G...>(head, [&](auto group, int h) {
+    using H = decltype(group);
+    if constexpr (!ANY_NORM)
+      loadPair<C, H::HEADS>(p.template get<H::IN>(), t, h, i, a, b);
+    if constexpr (H::NORM_W >= 0)
+      normPair<C, typename H::norm_t>(headSquares, p.template get<H::NORM_W>(), i, H::EPS, a, b);
+    if constexpr (H::TABLE >= 0)
+      rotatePair<typename H::res_t>(p.template get<H::POSITIONS>()[t], C::invFreq(H::TABLE, i),
+                                    a, b);
+    storeGroupPair<C, H>(p, t, h, i, a, b);
+    if constexpr (H::CACHE != 0)
+      cachePair<C>(p.template get<H::CACHE == 1 ? C::K_CACHE : C::V_CACHE>(), slot, h, i, a, b);
+  });
+}
+
+// The entry point (emitRopeKvWrite): the pointers Config and its groups
+// index, in order; Config adds RELEASE_EARLY.
+template <class C, class... P>
+__global__ void __launch_bounds__(C::THREADS) ropeKvWriteKernel(P *__restrict__... ptrs) {
+  wf_grid_dependency_enter<C>();
+  ropeKvWrite<C>(wf_pointers(ptrs...), typename C::Groups{});
 }
 
 } // namespace weft::kernels
