@@ -61,6 +61,8 @@ std::string str(int32_t v) { return std::to_string(v); }
 // The most dynamic shared memory a block may ask for on any GPU Weft targets
 // (sm_90: 227 KiB; the device's own limit is checked when kernels load).
 constexpr int32_t kMaxSharedBytes = 227 * 1024;
+// A kernel's entry symbol (Kernel.symbol).
+constexpr size_t kMaxSymbolBytes = 64 * 1024;
 
 std::string nOf(int64_t n, const char *noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
@@ -578,15 +580,18 @@ private:
         return badField("name", "empty: expected the kernel's name");
       if (kernel->symbol()) {
         std::string_view symbol = view(kernel->symbol());
-        // A C++ symbol: what cuModuleGetFunction takes, nothing else.
-        if (symbol.empty() || symbol.size() > 4096 ||
+        // A C++ symbol: what cuModuleGetFunction takes, nothing else. A
+        // template instance's grows with its pointer pack (the decode
+        // stream kernel's takes every layer's weights: a few bytes each).
+        if (symbol.empty() || symbol.size() > kMaxSymbolBytes ||
             std::any_of(symbol.begin(), symbol.end(), [](char c) {
               return !(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
                        c == '.');
             }))
           return badField("symbol", quote(kernel->symbol()) +
                                         ": expected the entry's symbol (letters, digits, _, $ "
-                                        "and ., at most 4096 bytes)");
+                                        "and ., at most " +
+                                        std::to_string(kMaxSymbolBytes) + " bytes)");
       }
       if (count(kernel->binaries()) == 0)
         return badField("binaries", "empty: expected at least one cubin or PTX");

@@ -848,8 +848,11 @@ const Rejection kRejections[] = {
      "empty: expected the kernel's name"},
     {"KernelSymbolNotASymbol", [](fb::PlanT &p) { p.kernels[0]->symbol = "_Z3foo v;rm"; },
      "kernels[0].symbol",
-     "'_Z3foo v;rm': expected the entry's symbol (letters, digits, _, $ and ., at most 4096 "
+     "'_Z3foo v;rm': expected the entry's symbol (letters, digits, _, $ and ., at most 65536 "
      "bytes)"},
+    {"KernelSymbolTooLong",
+     [](fb::PlanT &p) { p.kernels[0]->symbol = "_Z" + std::string(65535, 'a'); },
+     "kernels[0].symbol", "at most 65536 bytes"},
     // KV cache.
     {"MissingKvCache", [](fb::PlanT &p) { p.kv_cache.reset(); }, "kv_cache", "missing"},
     {"KvHeadsPerDeviceCount", [](fb::PlanT &p) { p.kv_cache->kv_heads_per_device = {2}; },
