@@ -1,14 +1,26 @@
 // What the kernel emitters of targets/CUDA share inside the compiler: the
-// analysis of a projection region (its prologue, epilogue and weight
-// format, KernelEmitter.cpp) and the helpers that turn a source into an
-// EmittedKernel. The per-region emitter (KernelEmitter.cpp) and the decode
-// stream emitter (DecodeStreamEmitter.cpp) use them; nothing outside
-// targets/CUDA includes this header.
+// helpers that turn a Config into an EmittedKernel (EmitterSupport.cpp), the
+// analysis of a projection region (ProjectionAnalysis.cpp) and the emitters
+// one region kind calls in another's file. Where each kind of region is
+// emitted:
+//   KernelEmitter.cpp       the dispatch on a region's body, the embedding,
+//                           the all-reduce's accumulate kernel
+//   GemvEmitter.cpp         projections of few tokens (weft/gemv.cuh) and
+//                           the epilogues every projection kernel composes
+//                           (weft/epilogue.cuh)
+//   ProjectionEmitter.cpp   a projection region's steps: the GEMV, or
+//                           RMSNorm + cuBLASLt + the kernels over its rows
+//   SelectionEmitter.cpp    argmax, soft cap and sampling over logits rows
+//   RopeKvWriteEmitter.cpp  RoPE and the KV-cache write as their own region
+//   AttentionEmitter.cpp    attention (prefill and decode)
+//   DecodeStreamEmitter.cpp the persistent kernel of a whole decode step
+// Nothing outside targets/CUDA includes this header.
 #ifndef WEFT_TARGETS_CUDA_EMITTERSUPPORT_H_
 #define WEFT_TARGETS_CUDA_EMITTERSUPPORT_H_
 
 #include "targets/CUDA/KernelEmitter.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
@@ -30,6 +42,18 @@ ParamBinding scratchBinding(int64_t index, uint64_t bytes, llvm::StringRef name)
 // without a norm): null, as a Scalar 0.
 ParamBinding nullBinding(llvm::StringRef name);
 EmittedStep kernelStep(EmittedKernel k);
+// The widest vector (elements, at most 16 bytes of the widest type) that
+// divides every extent.
+int64_t vectorWidth(int64_t widestBytes, llvm::ArrayRef<int64_t> extents);
+std::string typeString(mlir::Type type); // for messages
+// [rows, cols] of a static rank-2 tensor.
+std::optional<std::pair<int64_t, int64_t>> matrixShape(mlir::Value v);
+// The index of `v` among the region's operands (its block argument), or -1.
+int64_t inputIndex(FusionOp region, mlir::Value v);
+std::string identifier(llvm::StringRef s); // a C identifier of a region kind
+// Whether every kernel of `region` releases its successor early (a 4-bit
+// layer's one-token RoPE region, EmittedKernel::releaseEarly).
+bool releasesEarlyAsFourBitRope(FusionOp region, const EmitOptions &o);
 
 // A kernel that runs a __global__ template of the kernel library: the
 // emitter writes only what the template reads, the body of the source's
@@ -135,6 +159,106 @@ struct Projection {
 // [rope, kv_write] | add | argmax | sample]; returns nothing if the body is
 // something else.
 llvm::Expected<std::optional<Projection>> analyzeProjection(FusionOp region);
+
+// The region results each yielded value becomes (a value can be yielded
+// more than once).
+llvm::DenseMap<mlir::Value, llvm::SmallVector<int64_t, 1>> yieldedResults(FusionOp region);
+bool onlyYielded(mlir::Value v);
+
+//===----------------------------------------------------------------------===//
+// Emitters one file calls in another
+//===----------------------------------------------------------------------===//
+
+// A projection's epilogue as its kernel's Config names it: the pointers it
+// takes (the entry's trailing pack, in order) and the lines that compose it.
+struct EpilogueCode {
+  std::vector<ParamBinding> params;
+  std::vector<std::string> types; // each pointer's pointee type ("const __half")
+  std::string preamble;           // before Config: head groups, rope tables
+  std::string config;             // Config's lines: `using Epilogue = ...` and its constants
+  std::string parts;              // Columns<...> of each output part, joined (split copies)
+
+  // Adds a pointer; returns its index in the pack.
+  int64_t add(std::string type, ParamBinding b) {
+    params.push_back(std::move(b));
+    types.push_back(std::move(type));
+    return int64_t(params.size()) - 1;
+  }
+  // Adds `results` as pointers of `type`; returns "FIRST, COUNT".
+  std::string addResults(llvm::StringRef type, llvm::ArrayRef<int64_t> results,
+                         const std::string &base) {
+    int64_t first = int64_t(params.size());
+    for (auto [c, r] : llvm::enumerate(results)) {
+      std::string n = c ? base + "_" + std::to_string(c) : base;
+      add(type.str(), binding(ParamBinding::Kind::RegionResult, r, n));
+    }
+    return std::to_string(first) + ", " + std::to_string(results.size());
+  }
+  // ", T0, T1, ...": the entry's pack after Config.
+  std::string pack() const {
+    std::string out;
+    for (const std::string &t : types)
+      out += ", " + t;
+    return out;
+  }
+};
+
+// The epilogue of `p` (GemvEmitter.cpp). `logitsScratch`: the scratch id of
+// f32 logits that are not a region result; `o`: the cache geometry, for a
+// RoPE epilogue's cache writes.
+EpilogueCode projectionEpilogue(const Projection &p, bool withBias, int64_t logitsScratch,
+                                const EmitOptions &o);
+// The cache geometry a KV-cache write reads from Config, and the rope
+// frequency tables (a __constant__ array before Config, invFreq in it).
+std::string cacheConfig(int64_t kvHeads, ElementType cacheType, const EmitOptions &o);
+void addRopeTables(const std::vector<std::vector<double>> &tables, int64_t half,
+                   std::string &preamble, std::string &config);
+
+// GemvEmitter.cpp: the GEMV of `p` (and its split-K reduce and argmax
+// kernels); the epilogue of `p` over f32 rows [T, NW] in `in`.
+std::vector<EmittedStep> emitGemv(FusionOp region, const Projection &p, const EmitOptions &o,
+                                  std::optional<ParamBinding> xFrom = std::nullopt);
+EmittedStep emitEpilogueRows(FusionOp region, const Projection &p, const EmitOptions &o,
+                             ParamBinding in, bool addBias = true);
+// The projection's input rows: the region's input, or a compact
+// projection's compact rows.
+ParamBinding xBinding(const Projection &p);
+// Quantized projections of up to this many tokens run in the GEMV's
+// tensor-core engine, in tiles of at most kMaxTileTokens / rows per column
+// (it holds a tile's sums in registers, then 4 bytes per token and weight
+// row in shared memory); more expand their codes to f16 for cuBLASLt
+// (Llama 3.1 8B int4 on an H200: 100 tokens 15.5 ms and 512 tokens 45.9 ms
+// per step through tiles, docs/benchmarks.md).
+inline constexpr int64_t kMaxTileTokens = kMaxCodeGemvTokens;
+// Quantized projections with a fused RMSNorm: up to this many tokens, each
+// block reads the tokens' whole rows for their rms (PRENORM); more are
+// normalized by a kernel of their own first.
+inline constexpr int64_t kMaxPrenormTokens = 4;
+// The tokens of one tile of the GEMV of `p` (all of them, or a divisor).
+int64_t gemvTileTokens(const Projection &p, const EmitOptions &o);
+
+// SelectionEmitter.cpp: where selection reads the logits and writes the
+// tokens, and its kernels.
+ParamBinding logitsBinding(const Projection &p);
+std::vector<ParamBinding> idBindings(const Projection &p);
+// Appends the token results to `k`'s parameters and names the template
+// `entry` with one `int` pack element each.
+void addIdsAndInstance(LibraryKernel &k, const Projection &p, llvm::StringRef entry);
+std::vector<ParamBinding> samplingInputs(const Projection &p);
+EmittedStep emitArgmaxRows(FusionOp region, const Projection &p);
+EmittedStep emitSoftcapRows(FusionOp region, const Projection &p);
+EmittedStep emitSample(FusionOp region, const Projection &p);
+
+// ProjectionEmitter.cpp: a projection region's steps, and a norm with a
+// residual add (Gemma 2's post-norms).
+llvm::Expected<std::vector<EmittedStep>> emitProjection(FusionOp region, const Projection &p,
+                                                        const EmitOptions &o);
+llvm::Expected<std::vector<EmittedStep>> emitNormResidual(FusionOp region, RmsNormOp norm,
+                                                          AddOp add);
+
+// RopeKvWriteEmitter.cpp and KernelEmitter.cpp.
+llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region, const EmitOptions &o);
+llvm::Expected<std::vector<EmittedStep>> emitEmbedding(FusionOp region, EmbeddingOp emb);
 
 } // namespace weft::cuda::detail
 
