@@ -23,6 +23,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <array>
 #include <optional>
@@ -202,6 +203,23 @@ struct EpilogueCode {
     return out;
   }
 };
+
+// One head group of weft/rope_kv_write.cuh (queries, keys or values) as the
+// struct a RoPE kernel's or epilogue's Config lists; -1 / 0 / none: the
+// field keeps HeadGroup's default.
+struct HeadGroupConfig {
+  std::string name;
+  int64_t heads = 0;
+  int64_t in = -1, positions = -1, normWeight = -1; // pointers (a RoPE kernel's)
+  int64_t table = -1;
+  int cache = 0;
+  int64_t out = 0, outs = 0;
+  double eps = 0.0;
+  std::optional<ElementType> partType, normType; // part_t (an epilogue's), norm_t
+  ElementType resultType = ElementType::BF16;
+};
+// Writes `g` as `struct NAME : weft::kernels::HeadGroup {...};`.
+void writeHeadGroup(llvm::raw_ostream &os, const HeadGroupConfig &g);
 
 // The epilogue of `p` (GemvEmitter.cpp). `logitsScratch`: the scratch id of
 // f32 logits that are not a region result; `o`: the cache geometry, for a

@@ -52,6 +52,33 @@ void addRopeTables(const std::vector<std::vector<double>> &tables, int64_t half,
             "  }\n";
 }
 
+void writeHeadGroup(llvm::raw_ostream &os, const HeadGroupConfig &g) {
+  os << "struct " << g.name << " : weft::kernels::HeadGroup {\n"
+     << "  static constexpr int HEADS = " << g.heads;
+  if (g.in >= 0)
+    os << ", IN = " << g.in;
+  if (g.table >= 0) {
+    os << ", TABLE = " << g.table;
+    if (g.positions >= 0)
+      os << ", POSITIONS = " << g.positions;
+  }
+  if (g.normWeight >= 0)
+    os << ", NORM_W = " << g.normWeight;
+  if (g.cache)
+    os << ", CACHE = " << g.cache;
+  if (g.outs)
+    os << ", OUT = " << g.out << ", OUTS = " << g.outs;
+  os << ";\n";
+  if (g.normWeight >= 0)
+    os << "  static constexpr float EPS = " << floatLiteral(g.eps) << ";\n";
+  if (g.normType)
+    os << "  using norm_t = " << cudaType(*g.normType) << ";\n";
+  if (g.partType)
+    os << "  using part_t = " << cudaType(*g.partType) << ";\n";
+  os << "  using res_t = " << cudaType(g.resultType) << ";\n"
+     << "};\n";
+}
+
 // The cache geometry a KV-cache write reads from Config (rope_kv_write.cuh).
 std::string cacheConfig(int64_t kvHeads, ElementType cacheType, const EmitOptions &o) {
   return "  static constexpr int KV_HEADS = " + std::to_string(kvHeads) +
@@ -147,21 +174,18 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, int64_t logi
     llvm::raw_string_ostream os(e.preamble);
     for (auto [i, s] : llvm::enumerate(p.segments)) {
       std::string name = "Heads" + std::to_string(i);
-      std::string res = cudaType(s.resultType);
       int64_t first = int64_t(e.params.size());
-      e.addResults(res, s.results, "out" + std::to_string(i));
-      os << "struct " << name << " : weft::kernels::HeadGroup {\n"
-         << "  static constexpr int HEADS = " << s.size / p.headDim;
-      if (s.table >= 0)
-        os << ", TABLE = " << s.table;
-      if (s.cache)
-        os << ", CACHE = " << s.cache;
-      if (!s.results.empty())
-        os << ", OUT = " << first << ", OUTS = " << s.results.size();
-      os << ";\n"
-         << "  using part_t = " << cudaType(s.type) << ";\n"
-         << "  using res_t = " << res << ";\n"
-         << "};\n";
+      e.addResults(cudaType(s.resultType), s.results, "out" + std::to_string(i));
+      HeadGroupConfig g;
+      g.name = name;
+      g.heads = s.size / p.headDim;
+      g.table = s.table;
+      g.cache = s.cache;
+      g.out = first;
+      g.outs = int64_t(s.results.size());
+      g.partType = s.type;
+      g.resultType = s.resultType;
+      writeHeadGroup(os, g);
       groups.push_back(name);
     }
     os.flush();

@@ -263,22 +263,22 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
                                "out" + std::to_string(gi) + (c ? "_" + std::to_string(c) : "")));
       types.push_back(cudaType(g.resultType));
     }
-    ps << "struct " << name << " : weft::kernels::HeadGroup {\n"
-       << "  static constexpr int HEADS = " << g.heads << ", IN = " << g.inputParam;
-    if (g.table >= 0)
-      ps << ", TABLE = " << g.table << ", POSITIONS = " << g.positionsParam;
-    if (g.normParam >= 0)
-      ps << ", NORM_W = " << g.normParam;
-    if (g.cache)
-      ps << ", CACHE = " << g.cache;
-    if (!g.results.empty())
-      ps << ", OUT = " << first << ", OUTS = " << g.results.size();
-    ps << ";\n";
-    if (g.normParam >= 0)
-      ps << "  static constexpr float EPS = " << floatLiteral(g.normEps) << ";\n"
-         << "  using norm_t = " << cudaType(g.normType) << ";\n";
-    ps << "  using res_t = " << cudaType(g.resultType) << ";\n"
-       << "};\n";
+    HeadGroupConfig c;
+    c.name = name;
+    c.heads = g.heads;
+    c.in = g.inputParam;
+    c.table = g.table;
+    c.positions = g.positionsParam;
+    c.cache = g.cache;
+    c.out = int64_t(first);
+    c.outs = int64_t(g.results.size());
+    c.resultType = g.resultType;
+    if (g.normParam >= 0) {
+      c.normWeight = g.normParam;
+      c.eps = g.normEps;
+      c.normType = g.normType;
+    }
+    writeHeadGroup(ps, c);
     groupNames.push_back(name);
   }
   ps.flush();
