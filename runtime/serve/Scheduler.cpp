@@ -36,6 +36,8 @@ struct Scheduler::Sequence {
   size_t cached = 0;           // leading positions already in the KV cache
   int slot = -1;
   std::vector<int32_t> pages;
+  size_t published = 0;        // leading blocks handed to the prefix cache
+  int cachedPrompt = -1;       // prompt tokens its first admission took from the cache
   std::string text;            // decoded output, for stop strings
   std::vector<float> promptLogits;
   bool cancelled = false;
@@ -54,7 +56,8 @@ int ceilDiv(size_t a, int b) { return int((a + size_t(b) - 1) / size_t(b)); }
 
 Scheduler::Scheduler(StepRunner &runner, SchedulerOptions options)
     : runner_(runner), options_(std::move(options)), kv_(runner.kvLayout()),
-      sizes_(runner.stepSizes()), pool_(runner.kvLayout().pages) {
+      sizes_(runner.stepSizes()),
+      pool_(runner.kvLayout().pages, runner.kvLayout().blockTokens, options_.prefixCaching) {
   maxStep_ = sizes_.empty() ? 0 : sizes_.back();
   lanes_ = std::max(1, runner.microBatches());
   if (options_.maxStepTokens > 0)
@@ -127,6 +130,8 @@ SchedulerStats Scheduler::stats() const {
   s.waiting = int(waiting_.size());
   s.pagesFree = pool_.available();
   s.pagesTotal = pool_.total();
+  s.cachedPages = pool_.cachedPages();
+  s.idleCachedPages = pool_.idleCachedPages();
   return s;
 }
 
@@ -187,8 +192,18 @@ void Scheduler::release(Sequence &s) {
   freeSlots_.push_back(s.slot);
   s.slot = -1;
   s.cached = 0;
+  s.published = 0;
   s.pending = 0;
   ++s.epoch;
+}
+
+void Scheduler::publishBlocks(Sequence &s) {
+  // A block whose positions are all launched (their keys and values are
+  // written by steps that run before any later one) and whose tokens are
+  // all known (a fed token is heard a step later).
+  size_t whole = std::min(s.cached, s.tokens.size()) / size_t(kv_.blockTokens);
+  for (; s.published < whole && s.published < s.pages.size(); ++s.published)
+    pool_.publish(s.pages, s.published, s.tokens.data());
 }
 
 bool Scheduler::reservePages(Sequence &s, size_t positions) {
@@ -377,21 +392,36 @@ bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
 
   // 3. Admission in arrival order: a free slot and pages for the whole
   //    context so far (prompt, and output before a preemption).
+  //    With prefix caching, the longest run of cached whole blocks its
+  //    tokens begin with is shared, not computed (at least its last token
+  //    is: the step must sample after it).
   while (budget > 0 && !waiting_.empty() && !freeSlots_.empty()) {
     Sequence &s = *waiting_.front();
     int need = ceilDiv(s.tokens.size(), kv_.blockTokens);
-    if (pool_.available() < need)
+    int shareable = int((s.tokens.size() - 1) / size_t(kv_.blockTokens)), idle = 0;
+    int hit = pool_.lookup(s.tokens.data(), s.tokens.size(), shareable, &idle);
+    if (pool_.available() - idle < need - hit)
       break; // first come, first served: no overtaking
     s.slot = freeSlots_.back();
     freeSlots_.pop_back();
+    pool_.takeCached(s.tokens.data(), s.tokens.size(), hit, s.pages);
     if (!reservePages(s, s.tokens.size())) {
+      pool_.give(s.pages);
       freeSlots_.push_back(s.slot);
       s.slot = -1;
       break;
     }
-    size_t n = std::min(s.tokens.size(), size_t(budget));
+    s.cached = size_t(hit) * size_t(kv_.blockTokens);
+    s.published = size_t(hit);
+    if (pool_.prefixCaching()) {
+      ++stats_.prefixQueries;
+      stats_.prefixHitTokens += s.cached;
+    }
+    if (s.cachedPrompt < 0)
+      s.cachedPrompt = int(std::min(s.cached, s.req.prompt.size()));
+    size_t n = std::min(s.tokens.size() - s.cached, size_t(budget));
     s.lane = lane;
-    parts.push_back({&s, 0, n, false});
+    parts.push_back({&s, s.cached, n, false});
     budget -= int(n);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -416,6 +446,7 @@ bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
   for (const Part &p : parts) {
     Sequence &s = *p.seq;
     s.cached += p.count; // positions are taken at launch
+    publishBlocks(s);
     for (size_t i = p.begin; i < p.begin + p.count; ++i) {
       // Its output is the sequence's next token: the position after the
       // last one heard or on the GPU.
@@ -494,9 +525,12 @@ void Scheduler::hear(const Launched &launched, const StepOutputs &out) {
     }
     if (logits && s.req.topLogprobs >= 0 && token >= 0 && size_t(token) < vocab)
       logprobsOf(logits, vocab, token, std::min(s.req.topLogprobs, kMaxTopLogprobs), e);
+    if (s.generated == 0)
+      e.cachedPromptTokens = std::max(s.cachedPrompt, 0);
     s.tokens.push_back(token);
     ++s.generated;
     ++stats_.generatedTokens;
+    publishBlocks(s);
     int stopString = matchStop(s);
     if (std::find(s.req.stopTokens.begin(), s.req.stopTokens.end(), token) !=
         s.req.stopTokens.end())

@@ -58,6 +58,9 @@ struct Event {
   // and the topLogprobs most likely tokens with theirs, most likely first.
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> topLogprobs;
+  // With the first token: how many prompt tokens came from the prefix
+  // cache instead of being computed (SchedulerOptions::prefixCaching).
+  int cachedPromptTokens = 0;
 };
 
 struct Request {
@@ -94,6 +97,10 @@ struct SchedulerOptions {
   // it and its text is what it adds (textAdded), so that it reads as in
   // the whole text.
   DecodeTokens decode;
+  // Prefix caching (PagePool): the KV blocks of whole blocks of tokens are
+  // kept by content after their sequence ends, and a prompt that begins
+  // with cached blocks shares their pages instead of prefilling them.
+  bool prefixCaching = false;
 };
 
 struct SchedulerStats {
@@ -102,6 +109,11 @@ struct SchedulerStats {
   uint64_t steps = 0, preemptions = 0;
   std::map<int, uint64_t> stepsBySize; // steps launched, by token count
   uint64_t promptTokens = 0, generatedTokens = 0;
+  // Prefix caching: admissions that looked the cache up, the prompt
+  // tokens they took from it, pages holding cached blocks and those of
+  // them no sequence uses (free to evict).
+  uint64_t prefixQueries = 0, prefixHitTokens = 0;
+  int cachedPages = 0, idleCachedPages = 0;
 };
 
 class Scheduler {
@@ -152,6 +164,8 @@ private:
   void release(Sequence &s);
   void preempt(Sequence &s);
   bool reservePages(Sequence &s, size_t positions);
+  // Hands the sequence's newly whole blocks to the prefix cache.
+  void publishBlocks(Sequence &s);
   // The stop string the sequence's newest token completes, or -1.
   int matchStop(Sequence &s);
 

@@ -66,12 +66,14 @@ public:
     for (int32_t p : pages)
       if (p < 0 || p >= kv_.pages)
         return invalidArgument("bad page");
-    // A page held by two live slots at once is a leak of the allocator.
-    for (size_t s = 0; s < tables_.size(); ++s)
-      if (int(s) != slot)
-        for (int32_t p : tables_[s])
-          if (std::find(pages.begin(), pages.end(), p) != pages.end())
-            return invalidArgument("page " + std::to_string(p) + " shared by two slots");
+    // A page held by two live slots at once is a leak of the allocator,
+    // unless prefix caching shares it (then nobody may write it: execute).
+    if (!sharedPages)
+      for (size_t s = 0; s < tables_.size(); ++s)
+        if (int(s) != slot)
+          for (int32_t p : tables_[s])
+            if (std::find(pages.begin(), pages.end(), p) != pages.end())
+              return invalidArgument("page " + std::to_string(p) + " shared by two slots");
     tables_[size_t(slot)] = pages;
     return checks_->set(slot, pages);
   }
@@ -149,6 +151,10 @@ public:
       int32_t *cell = at(slot, in.positions[t]);
       if (!cell)
         return outOfRange("token " + std::to_string(t) + " outside its pages");
+      if (sharedPages && holders(pageOf(slot, in.positions[t])) > 1)
+        return internalError("token " + std::to_string(t) + " writes page " +
+                             std::to_string(pageOf(slot, in.positions[t])) +
+                             ", which another slot shares");
       *cell = in.ids[t];
     }
     int chunks = 0;
@@ -183,6 +189,7 @@ public:
   }
 
   bool failNext = false;
+  bool sharedPages = false; // prefix caching: slots may share pages
   std::function<void()> duringFailure; // runs inside the failing step
   bool deferred = true; // false: the StepRunner defaults (run at launch)
   int lanes = 1;         // micro-batches the fake claims to overlap
@@ -199,6 +206,15 @@ private:
   std::vector<size_t> launchedSizes_;                  // by launch
   std::map<size_t, std::vector<int32_t>> executedNext_; // by launch
 
+  int32_t pageOf(int slot, int pos) const {
+    return tables_[size_t(slot)][size_t(pos / kv_.blockTokens)];
+  }
+  int holders(int32_t page) const {
+    int n = 0;
+    for (const auto &t : tables_)
+      n += std::find(t.begin(), t.end(), page) != t.end();
+    return n;
+  }
   int32_t *at(int slot, int pos) {
     const std::vector<int32_t> &table = tables_[size_t(slot)];
     size_t block = size_t(pos / kv_.blockTokens);
@@ -362,6 +378,97 @@ TEST(SchedulerTest, RandomSubmitCancelAndFinishNeverLeak) {
       EXPECT_EQ(c.tokens, reference(prompts[i], maxTokens[i])) << i;
     }
   }
+}
+
+// Prefix caching: requests that share prefixes of every length around the
+// block boundaries (0, 1, 15, 16, 17, 31, 32, 33 tokens, a whole prompt)
+// get the same tokens as without it and as the model; the shared blocks
+// are read, never written (the fake refuses a write into a shared page),
+// and the stats count what was taken from the cache.
+void prefixRun(bool caching, int lanes, int pages, std::vector<std::vector<int32_t>> &outputs,
+               SchedulerStats &stats) {
+  FakeRunner runner(16, 8, 16, pages, {1, 2, 4, 8, 16, 32});
+  runner.sharedPages = true;
+  runner.lanes = lanes;
+  SchedulerOptions options;
+  options.prefixCaching = caching;
+  Scheduler s(runner, options);
+  std::mt19937 rng(7);
+  std::vector<int32_t> base = randomPrompt(rng, 80);
+  std::vector<Collected> collected(40);
+  std::vector<std::vector<int32_t>> prompts;
+  int i = 0;
+  for (int round = 0; round < 4; ++round)
+    for (int shared : {0, 1, 15, 16, 17, 31, 32, 33, 48, 80}) {
+      std::vector<int32_t> prompt(base.begin(), base.begin() + shared);
+      if (shared < 80 || round % 2) {
+        std::vector<int32_t> rest = randomPrompt(rng, 1 + int(rng() % 40));
+        prompt.insert(prompt.end(), rest.begin(), rest.end());
+      }
+      prompts.push_back(prompt);
+      ASSERT_TRUE(s.submit(makeRequest(prompt, 6 + int(rng() % 20), collected[size_t(i++)])).isOk());
+    }
+  ASSERT_TRUE(s.runUntilIdle().isOk());
+  outputs.clear();
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    EXPECT_EQ(collected[r].tokens, reference(prompts[r], int(collected[r].tokens.size())))
+        << "request " << r;
+    EXPECT_EQ(collected[r].finals, 1);
+    outputs.push_back(collected[r].tokens);
+  }
+  stats = s.stats();
+  EXPECT_EQ(runner.pagesHeld(), 0);
+  EXPECT_EQ(stats.pagesFree, pages) << "every page free or idle in the cache when idle";
+}
+
+TEST(SchedulerTest, PrefixCachingKeepsEveryOutput) {
+  for (int lanes : {1, 2})
+    for (int pages : {200, 24}) { // plenty, and few (preemption, eviction)
+      std::vector<std::vector<int32_t>> off, on;
+      SchedulerStats offStats, onStats;
+      prefixRun(false, lanes, pages, off, offStats);
+      prefixRun(true, lanes, pages, on, onStats);
+      EXPECT_EQ(on, off) << lanes << " lanes, " << pages << " pages";
+      EXPECT_EQ(offStats.prefixHitTokens, 0u);
+      EXPECT_EQ(offStats.cachedPages, 0);
+      EXPECT_GT(onStats.prefixQueries, 0u);
+      // The first request of a prefix computes it; later ones share it.
+      if (pages == 200 && lanes == 1)
+        EXPECT_GE(onStats.prefixHitTokens, 3u * (16 + 16 + 16 + 32 + 32 + 32 + 48 + 64));
+      EXPECT_EQ(onStats.idleCachedPages, onStats.cachedPages) << "nothing in use when idle";
+    }
+}
+
+TEST(SchedulerTest, PrefixCachingReportsCachedPromptTokens) {
+  FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
+  runner.sharedPages = true;
+  SchedulerOptions options;
+  options.prefixCaching = true;
+  Scheduler s(runner, options);
+  std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  int cached[3] = {-1, -1, -1};
+  for (int r = 0; r < 3; ++r) {
+    Collected c;
+    Request q = makeRequest(r == 2 ? std::vector<int32_t>(prompt.begin(), prompt.begin() + 8)
+                                   : prompt,
+                            3, c);
+    auto inner = q.onEvent;
+    q.onEvent = [&, r, inner](const Event &e) {
+      if (e.index == 0 && e.token >= 0)
+        cached[r] = e.cachedPromptTokens;
+      inner(e);
+    };
+    ASSERT_TRUE(s.submit(std::move(q)).isOk());
+    ASSERT_TRUE(s.runUntilIdle().isOk());
+    EXPECT_EQ(c.tokens, reference(r == 2 ? std::vector<int32_t>(prompt.begin(), prompt.begin() + 8)
+                                         : prompt,
+                                  3));
+  }
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_EQ(cached[1], 8) << "two whole blocks of 4; the last 2 tokens are computed";
+  // A prompt of exactly two blocks: its last token is computed again (the
+  // step samples after it), so only the first block is shared.
+  EXPECT_EQ(cached[2], 4);
 }
 
 TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
