@@ -17,8 +17,18 @@ StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt
                               int maxTokens, const std::vector<int32_t> &stopTokens,
                               const SamplingOptions &sampling,
                               const std::function<void(int32_t)> &onToken) {
-  WEFT_RETURN_IF_ERROR(checkSampling(engine, sampling));
   serve::Scheduler scheduler(engine);
+  return generate(scheduler, engine, prompt, maxTokens, stopTokens, sampling, onToken);
+}
+
+StatusOr<Generation> generate(serve::Scheduler &scheduler, Engine &engine,
+                              const std::vector<int32_t> &prompt, int maxTokens,
+                              const std::vector<int32_t> &stopTokens,
+                              const SamplingOptions &sampling,
+                              const std::function<void(int32_t)> &onToken) {
+  WEFT_RETURN_IF_ERROR(checkSampling(engine, sampling));
+  if (!scheduler.idle())
+    return failedPrecondition("generate needs an idle scheduler");
   Generation g;
   auto clock = [] { return std::chrono::steady_clock::now(); };
   auto start = clock();
@@ -32,8 +42,10 @@ StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt
   r.onEvent = [&](const serve::Event &e) {
     if (e.token < 0)
       return;
-    if (g.tokens.empty())
+    if (g.tokens.empty()) {
       first = clock();
+      g.cachedPromptTokens = e.cachedPromptTokens;
+    }
     g.tokens.push_back(e.token);
     if (e.promptLogits)
       g.promptLogits = *e.promptLogits;

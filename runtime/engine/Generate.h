@@ -17,6 +17,7 @@ struct Generation {
   double prefillSeconds = 0;            // until the first token
   double decodeSeconds = 0;             // all decode steps
   int decodeSteps = 0;
+  int cachedPromptTokens = 0;           // taken from the prefix cache
 };
 
 // How the next token is chosen (see serve::SamplingParams).
@@ -29,6 +30,16 @@ Status checkSampling(const Engine &engine, const SamplingOptions &sampling);
 // ends (to stream it).
 StatusOr<Generation> generate(Engine &engine, const std::vector<int32_t> &prompt,
                               int maxTokens, const std::vector<int32_t> &stopTokens,
+                              const SamplingOptions &sampling,
+                              const std::function<void(int32_t)> &onToken = {});
+
+// The same through `scheduler` (over `engine`), which keeps its state
+// between calls: with SchedulerOptions::prefixCaching, a later prompt that
+// begins as an earlier sequence did (a conversation's next turn) shares
+// the KV blocks computed for it. `scheduler` must be idle.
+StatusOr<Generation> generate(serve::Scheduler &scheduler, Engine &engine,
+                              const std::vector<int32_t> &prompt, int maxTokens,
+                              const std::vector<int32_t> &stopTokens,
                               const SamplingOptions &sampling,
                               const std::function<void(int32_t)> &onToken = {});
 

@@ -67,17 +67,28 @@ void Metrics::countDisconnect() {
   ++disconnects_;
 }
 
-std::string Metrics::render(int running, int waiting, int pagesFree, int pagesTotal,
-                            int inFlight) const {
+std::string Metrics::render(const serve::SchedulerStats &st, int inFlight) const {
   std::lock_guard<std::mutex> l(m_);
   std::string out;
   line(out, "weft_requests_running", "Sequences in the scheduler's running set.", "gauge",
-       running);
+       st.running);
   line(out, "weft_requests_waiting", "Requests waiting for admission (or preempted).", "gauge",
-       waiting);
+       st.waiting);
   line(out, "weft_requests_in_flight", "HTTP requests not yet answered.", "gauge", inFlight);
-  line(out, "weft_kv_cache_usage_ratio", "Share of the KV cache pages in use.", "gauge",
-       pagesTotal ? 1.0 - double(pagesFree) / double(pagesTotal) : 0.0);
+  line(out, "weft_kv_cache_usage_ratio",
+       "Share of the KV cache pages in use (cached blocks no request uses count as free).",
+       "gauge", st.pagesTotal ? 1.0 - double(st.pagesFree) / double(st.pagesTotal) : 0.0);
+  line(out, "weft_prefix_cache_queries_total",
+       "Admissions that looked their prompt up in the prefix cache.", "counter",
+       double(st.prefixQueries));
+  line(out, "weft_prefix_cache_hit_tokens_total",
+       "Prompt tokens taken from the prefix cache instead of computed.", "counter",
+       double(st.prefixHitTokens));
+  line(out, "weft_prefix_cache_blocks", "KV blocks held by the prefix cache.", "gauge",
+       st.cachedPages);
+  line(out, "weft_prefix_cache_blocks_in_use",
+       "Cached KV blocks that running requests use (the others may be evicted).", "gauge",
+       st.cachedPages - st.idleCachedPages);
   line(out, "weft_prompt_tokens_total", "Prompt tokens of finished requests.", "counter",
        double(promptTokens_));
   line(out, "weft_generation_tokens_total", "Tokens generated for finished requests.",

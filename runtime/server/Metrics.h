@@ -3,6 +3,8 @@
 #ifndef WEFT_RUNTIME_SERVER_METRICS_H_
 #define WEFT_RUNTIME_SERVER_METRICS_H_
 
+#include "runtime/serve/Scheduler.h"
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -32,9 +34,9 @@ public:
   void observeInterToken(double seconds);
   void observeEnd(double seconds, int promptTokens, int generatedTokens, const char *finish);
   void countDisconnect();
-  // Gauges come from the caller (the scheduler's latest state).
-  std::string render(int running, int waiting, int pagesFree, int pagesTotal,
-                     int inFlight) const;
+  // Gauges come from the caller: the scheduler's latest state and the HTTP
+  // requests not yet answered.
+  std::string render(const serve::SchedulerStats &scheduler, int inFlight) const;
 
 private:
   mutable std::mutex m_;

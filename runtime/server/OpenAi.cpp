@@ -446,7 +446,8 @@ namespace {
 json usageJson(const Usage &u) {
   return {{"prompt_tokens", u.promptTokens},
           {"completion_tokens", u.completionTokens},
-          {"total_tokens", u.promptTokens + u.completionTokens}};
+          {"total_tokens", u.promptTokens + u.completionTokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cachedTokens}}}};
 }
 json reason(const char *r) { return r ? json(r) : json(nullptr); }
 } // namespace

@@ -104,6 +104,7 @@ std::string completionId(bool chat, uint64_t serial);
 
 struct Usage {
   int promptTokens = 0, completionTokens = 0;
+  int cachedTokens = 0; // of the prompt, from the prefix cache
 };
 
 // A whole (non-streamed) answer.

@@ -41,6 +41,7 @@ struct Channel {
   std::condition_variable cv;
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs; // with each token, when asked for
+  int cachedPromptTokens = 0;         // from the prefix cache, with the first token
   serve::Finish finish = serve::Finish::None;
   bool ended = false;
   Clock::time_point submitted, last;
@@ -70,7 +71,9 @@ struct Server::Impl {
 
   mutable std::mutex errorMutex;
   Status engineError = Status::ok();
-  std::atomic<int> running{0}, waiting{0}, pagesFree{0}, pagesTotal{0};
+  // The scheduler's latest state, for /metrics.
+  mutable std::mutex statsMutex;
+  serve::SchedulerStats stats;
   std::atomic<uint64_t> serial{0};
   Metrics metrics;
 
@@ -93,11 +96,10 @@ struct Server::Impl {
           return;
       }
       Status s = scheduler->step();
-      serve::SchedulerStats st = scheduler->stats();
-      running = st.running;
-      waiting = st.waiting;
-      pagesFree = st.pagesFree;
-      pagesTotal = st.pagesTotal;
+      {
+        std::lock_guard<std::mutex> l(statsMutex);
+        stats = scheduler->stats();
+      }
       if (!s.isOk()) {
         std::lock_guard<std::mutex> l(errorMutex);
         engineError = s;
@@ -267,8 +269,10 @@ struct Server::Impl {
       auto now = Clock::now();
       std::lock_guard<std::mutex> l(channel->m);
       if (e.token >= 0) {
-        if (channel->tokens.empty())
+        if (channel->tokens.empty()) {
           metrics.observeFirstToken(seconds(now - channel->submitted));
+          channel->cachedPromptTokens = e.cachedPromptTokens;
+        }
         else
           metrics.observeInterToken(seconds(now - channel->last));
         channel->tokens.push_back(e.token);
@@ -314,7 +318,7 @@ struct Server::Impl {
       TextState t;
       t.tokens = channel->tokens;
       updateText(tok, r.stop, true, t);
-      Usage u{promptTokens, int(channel->tokens.size())};
+      Usage u{promptTokens, int(channel->tokens.size()), channel->cachedPromptTokens};
       nlohmann::json lp = wantLogprobs ? logprobsJson(r, channel->logprobs, tokenText(), 0)
                                        : nlohmann::json(nullptr);
       res.set_content(completionJson(r, cid, created, opt.modelName, t.text,
@@ -337,6 +341,7 @@ struct Server::Impl {
          wantLogprobs](size_t, httplib::DataSink &sink) {
           bool ended;
           serve::Finish finish;
+          int cached = 0;
           std::vector<TokenLogprob> newLogprobs;
           TextState &text = state->text;
           {
@@ -352,6 +357,7 @@ struct Server::Impl {
                                channel->logprobs.end());
             ended = channel->ended;
             finish = channel->finish;
+            cached = channel->cachedPromptTokens;
           }
           size_t tokens = text.tokens.size();
           updateText(tok, parsed->stop, ended, text);
@@ -382,7 +388,7 @@ struct Server::Impl {
                                finishReasonName(finish), false);
             if (parsed->includeUsage)
               out += usageChunk(*parsed, cid, created, opt.modelName,
-                                {promptTokens, int(tokens)});
+                                {promptTokens, int(tokens), cached});
             out += streamDone();
           }
           if (!out.empty() && !sink.write(out.data(), out.size()))
@@ -478,7 +484,12 @@ struct Server::Impl {
         std::lock_guard<std::mutex> l(activeMutex);
         inFlight = active.size();
       }
-      s.set_content(metrics.render(running, waiting, pagesFree, pagesTotal, int(inFlight)),
+      serve::SchedulerStats st;
+      {
+        std::lock_guard<std::mutex> l(statsMutex);
+        st = stats;
+      }
+      s.set_content(metrics.render(st, int(inFlight)),
                     "text/plain; version=0.0.4");
     });
     // Every error without a body of its own (no route, body too large, a

@@ -132,6 +132,51 @@ TEST_F(ServerTest, ModelsHealthAndMetrics) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
 }
 
+// Prefix caching (weft-serve's default): the second request with the same
+// long prompt takes its whole blocks from the cache, answers the same, and
+// says so in usage and /metrics; with it off, nothing is cached.
+TEST_F(ServerTest, PrefixCacheSharesARepeatedPrompt) {
+  for (bool caching : {true, false}) {
+    ServerOptions o;
+    o.scheduler.prefixCaching = caching;
+    startServer(o);
+    const std::string prompt = "The quick brown fox jumps over the lazy dog, again and again.";
+    int promptTokens = int(tok->encode(prompt, true).value().size());
+    ASSERT_GT(promptTokens, 9);
+    json answers[2];
+    for (json &a : answers) {
+      httplib::Result r = post("/v1/completions", body(prompt, 6));
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      a = json::parse(r->body);
+    }
+    EXPECT_EQ(answers[0]["choices"][0]["text"], answers[1]["choices"][0]["text"]);
+    EXPECT_EQ(answers[0]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    // Blocks of 4 tokens: every whole block but the one holding the last
+    // prompt token (the step samples after it).
+    int expected = caching ? (promptTokens - 1) / 4 * 4 : 0;
+    EXPECT_EQ(answers[1]["usage"]["prompt_tokens_details"]["cached_tokens"], expected);
+    // A stream's usage chunk says the same.
+    json sb = body(prompt, 6, true);
+    sb["stream_options"] = {{"include_usage", true}};
+    Streamed st = stream(sb);
+    ASSERT_TRUE(st.done) << st.raw;
+    EXPECT_EQ(st.events.back()["usage"]["prompt_tokens_details"]["cached_tokens"], expected);
+    httplib::Result metrics = client().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    std::string hits = "weft_prefix_cache_hit_tokens_total " + std::to_string(2 * expected);
+    EXPECT_NE(metrics->body.find(hits), std::string::npos) << hits << "\n" << metrics->body;
+    EXPECT_NE(metrics->body.find("weft_prefix_cache_blocks_in_use 0"), std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find(caching ? "weft_prefix_cache_queries_total 3"
+                                         : "weft_prefix_cache_queries_total 0"),
+              std::string::npos)
+        << metrics->body;
+    server->stop();
+    server.reset();
+  }
+}
+
 TEST_F(ServerTest, CompletionAndItsStreamAgree) {
   startServer();
   httplib::Result r = post("/v1/completions", body("Hello world", 12));

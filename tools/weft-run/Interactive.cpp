@@ -45,8 +45,13 @@ void printSpeed(std::FILE *to, double loadSeconds, size_t promptTokens,
 int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
             const chat::LoadedChatTemplate &chatTemplate, const std::string &system,
             int maxTokens, const std::vector<int32_t> &stopTokens,
-            const engine::SamplingOptions &sampling, bool quiet) {
+            const engine::SamplingOptions &sampling, bool prefixCaching, bool quiet) {
   bool interactive = isatty(fileno(stdin)) != 0;
+  // One scheduler for the whole conversation: with prefix caching, each
+  // turn shares the KV blocks of the conversation so far.
+  serve::SchedulerOptions schedulerOptions;
+  schedulerOptions.prefixCaching = prefixCaching;
+  serve::Scheduler scheduler(engine, schedulerOptions);
   int context = engine.kvLayout().maxContext();
   std::vector<chat::ChatTurn> conversation;
   auto reset = [&] {
@@ -96,7 +101,7 @@ int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
     turnSampling.seed = sampling.seed + turn; // a new draw each turn, reproducible
     TokenPrinter printer(&tok);
     StatusOr<engine::Generation> gen = engine::generate(
-        engine, *ids, maxTokens > 0 ? std::min(maxTokens, budget) : budget, stopTokens,
+        scheduler, engine, *ids, maxTokens > 0 ? std::min(maxTokens, budget) : budget, stopTokens,
         turnSampling, [&](int32_t t) { printer.add(t); });
     if (!gen.isOk()) {
       std::fprintf(stderr, "weft-run: error: %s\n", gen.status().message().c_str());
@@ -106,8 +111,9 @@ int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
     std::printf("\n");
     std::fflush(stdout);
     if (!quiet)
-      std::fprintf(stderr, "(prompt %zu tokens; answer %zu tokens, %.1f tok/s)\n", ids->size(),
-                   gen->tokens.size(),
+      std::fprintf(stderr, "(prompt %zu tokens, %d from the prefix cache; answer %zu tokens, "
+                   "%.1f tok/s)\n",
+                   ids->size(), gen->cachedPromptTokens, gen->tokens.size(),
                    gen->decodeSteps ? gen->decodeSteps / gen->decodeSeconds : 0.0);
     conversation.push_back({"assistant", answer});
   }

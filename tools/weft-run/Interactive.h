@@ -40,7 +40,7 @@ void printSpeed(std::FILE *to, double loadSeconds, size_t promptTokens,
 int runChat(engine::Engine &engine, const tokenizer::Tokenizer &tok,
             const chat::LoadedChatTemplate &chatTemplate, const std::string &system,
             int maxTokens, const std::vector<int32_t> &stopTokens,
-            const engine::SamplingOptions &sampling, bool quiet);
+            const engine::SamplingOptions &sampling, bool prefixCaching, bool quiet);
 
 } // namespace weft::run
 

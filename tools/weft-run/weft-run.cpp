@@ -137,6 +137,9 @@ const char *kHelp =
     "  --system TEXT            with --chat: the system message\n"
     "  --chat-template FILE     with --chat: a .jinja template or tokenizer_config.json\n"
     "                           instead of the plan's\n"
+    "  --no-prefix-cache        with --prompts or --chat: prefill every prompt whole (by\n"
+    "                           default, whole KV blocks of tokens an earlier prompt or\n"
+    "                           turn began with are shared, not computed again)\n"
     "Output:\n"
     "  --stream, --no-stream    print each token as it is produced (the text, or ids\n"
     "                           without a tokenizer; the speed goes to stderr) or all at\n"
@@ -246,7 +249,7 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
                int maxTokens, const std::vector<int32_t> &stopTokens,
                const weft::engine::SamplingOptions &sampling,
                const weft::tokenizer::Tokenizer *tokenizer, const std::string &dumpLogits,
-               double loadSeconds) {
+               bool prefixCaching, double loadSeconds) {
   using Clock = std::chrono::steady_clock;
   struct Result {
     std::vector<int32_t> tokens;
@@ -256,7 +259,9 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
     std::string finish;
   };
   std::vector<Result> results(prompts.size());
-  weft::serve::Scheduler scheduler(engine);
+  weft::serve::SchedulerOptions schedulerOptions;
+  schedulerOptions.prefixCaching = prefixCaching;
+  weft::serve::Scheduler scheduler(engine, schedulerOptions);
   auto start = Clock::now();
   std::map<uint64_t, size_t> index;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -358,6 +363,7 @@ int main(int argc, char **argv) {
   std::vector<int32_t> prompt;
   int maxTokens = 32;
   bool quiet = false;
+  bool prefixCaching = true, prefixFlag = false;
   std::string benchBucket;
   weft::engine::SamplingOptions sampling;
   int benchSteps = 20;
@@ -393,6 +399,7 @@ int main(int argc, char **argv) {
     else if (a == "--random-weights") options.randomWeights = true;
     else if (a == "--skip-header-checksums") options.skipHeaderChecksums = true;
     else if (a == "--quiet") quiet = true;
+    else if (a == "--no-prefix-cache") prefixCaching = false, prefixFlag = true;
     else if (a == "--no-cuda-graphs") options.cudaGraphs = false;
     else if (a == "--no-programmatic-launch") options.programmaticLaunch = false;
     else if (a == "--no-nccl") options.allowNccl = false;
@@ -469,6 +476,8 @@ int main(int argc, char **argv) {
     return fail("--prompt and --prompt-ids both given: expected one of them");
   if (int(!prompt.empty()) + int(havePromptText) + int(!promptsPath.empty()) > 1)
     return fail("--prompt-ids, --prompt and --prompts: expected one of them");
+  if (prefixFlag && promptsPath.empty() && !chat)
+    return fail("--no-prefix-cache goes with --prompts or --chat (one prompt shares nothing)");
   if (chat && (!prompt.empty() || havePromptText || !promptsPath.empty() || !benchBucket.empty()))
     return fail("--chat reads the conversation from stdin: no --prompt-ids, --prompt, "
                 "--prompts or --bench with it");
@@ -712,11 +721,12 @@ int main(int argc, char **argv) {
   if (!prompts.empty())
     return runPrompts(**engine, prompts, maxTokens,
                       options.randomWeights ? std::vector<int32_t>{} : eos, sampling,
-                      tokenizer ? &*tokenizer : nullptr, dumpLogits, loadSeconds);
+                      tokenizer ? &*tokenizer : nullptr, dumpLogits, prefixCaching,
+                      loadSeconds);
   std::vector<int32_t> stops = options.randomWeights ? std::vector<int32_t>{} : eos;
   if (chat)
     return weft::run::runChat(**engine, *tokenizer, chatTemplate, system, maxTokensGiven ? maxTokens : 0,
-                   stops, sampling, quiet);
+                   stops, sampling, prefixCaching, quiet);
   weft::run::TokenPrinter printer(tokenizer ? &*tokenizer : nullptr);
   std::function<void(int32_t)> onToken;
   if (streaming)

@@ -164,6 +164,8 @@ const char *kUsage =
     "                  [--chat-template FILE.jinja|tokenizer_config.json]\n"
     "                  [--devices 0,1] [--skip-header-checksums] [--no-nccl] [--quiet]\n"
     "                  [--micro-batches N] (pipeline plans; default: the plan's choice)\n"
+    "                  [--no-prefix-cache] (prefill every prompt whole: no KV blocks\n"
+    "                  shared between requests by content)\n"
     "                  [--trusted-keys FILE] (only plans signed by one of these keys)\n"
     "  Serves POST /v1/completions and /v1/chat/completions (and streams), GET\n"
     "  /v1/models, /health, /metrics.\n"
@@ -178,6 +180,7 @@ int main(int argc, char **argv) {
   weft::engine::EngineOptions options;
   weft::server::ServerOptions server;
   server.port = 8000;
+  server.scheduler.prefixCaching = true;
   bool quiet = false;
   if (const char *key = std::getenv("WEFT_API_KEY")) {
     // Set but empty would serve without authentication: refused, as
@@ -235,6 +238,8 @@ int main(int argc, char **argv) {
       options.microBatches = int(n);
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--no-prefix-cache") {
+      server.scheduler.prefixCaching = false;
     } else if (a == "--host") {
       std::optional<std::string> v = value();
       if (!v || v->empty()) return fail("--host needs an address");
