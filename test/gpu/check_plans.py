@@ -239,7 +239,8 @@ def run_weft_batch(runner, plan, weights, prompts, steps, devices, extra=()):
                 tokens[int(head.split()[1])] = [int(t) for t in rest.split()]
         logits = torch.frombuffer(bytearray(open(dump.name, "rb").read()), dtype=torch.float32)
         logits = logits.view(len(prompts), -1)
-        summary = [l for l in run.stdout.splitlines() if l.startswith(("loaded", "throughput"))]
+        summary = [l for l in run.stdout.splitlines()
+                   if l.startswith(("loaded", "throughput", "prefix cache"))]
         return ([tokens.get(i, []) for i in range(len(prompts))], logits,
                 allreduce_path(run.stdout), " ".join(summary))
 
@@ -266,9 +267,16 @@ def check_batch(c, model, truth, weights, runner, plans, gpus):
     dtype = DTYPES[c["dtype"]]
     vocab = model.config.vocab_size
     prompts = []
+    # "shared": prompt i begins with the first shared[i] tokens of one base
+    # prompt (prefix caching shares their KV blocks), then its own tokens.
+    shared = c.get("shared", [0] * len(c["batch"]))
+    base = torch.randint(3, vocab, (max(c["batch"]),),
+                         generator=torch.Generator().manual_seed(len(c["name"]))).tolist()
     for i, n in enumerate(c["batch"]):
         g = torch.Generator().manual_seed(len(c["name"]) * 1000 + i)
-        prompts.append(torch.randint(3, vocab, (n,), generator=g).tolist())
+        own = torch.randint(3, vocab, (n,), generator=g).tolist()
+        k = min(shared[i], n)
+        prompts.append(base[:k] + own[k:])
     same, refs = [], []
     with torch.no_grad():
         for p in prompts:
@@ -309,7 +317,8 @@ def check_batch(c, model, truth, weights, runner, plans, gpus):
         shown = path if c["devices"] > 1 else "-"
         lens = c["batch"]
         ties = f", {counts['tie']} ties (gap <= {max(gaps):.1e})" if counts["tie"] else ""
-        print(f"| {c['name']}, prompts {min(lens)}-{max(lens)} | {where} | {worst:.2e} | "
+        print(f"| {c['name']}, prompts {min(lens)}-{max(lens)}"
+              f"{', shared prefixes' if 'shared' in c else ''} | {where} | {worst:.2e} | "
               f"{worst_hf:.2e} | {counts['ok']}/{len(prompts)} exact{ties} | {shown} | "
               f"{verdict} |", flush=True)
         print(f"    {summary}", flush=True)

@@ -213,6 +213,14 @@ check_batch "Llama-3.1-8B sizes, 2 layers, 64 sequences" llama8b-2l-mb64.weft cf
 check_batch "  same, pipeline 3090+3060" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
 check_batch_args "  same, pipeline, 2 micro-batches in flight" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)" '["--micro-batches", "2"]'
 check_batch "  same, TP 2" llama8b-2l-tp-mb64.weft cfg/llama8b-2l float16 32 2 "$(lengths 64 700)"
+# Prefix caching (weft-run --prompts shares KV blocks by content): 64
+# prompts of 40-700 tokens that begin with 0-600 tokens of one base prompt,
+# around the 16-token block boundaries, each against transformers alone.
+shared=$(python3 -c 'import random; r=random.Random(58); print(",".join(str(r.choice([0,1,15,16,17,31,32,33,100,255,256,257,600])) for _ in range(64)))')
+shared_lengths=$(python3 -c 'import random,sys; r=random.Random(59); s=[int(x) for x in sys.argv[1].split(",")]; print(",".join(str(min(700, k+r.randint(1,100))) for k in s))' "$shared")
+check_shared "Llama-3.1-8B sizes, 2 layers, 64 sequences" llama8b-2l-mb64.weft cfg/llama8b-2l float16 32 1 "$shared_lengths" "$shared"
+check_shared "  same, pipeline 3090+3060" llama8b-2l-pipeline-mb64.weft cfg/llama8b-2l float16 32 2 "$shared_lengths" "$shared"
+check_shared "  same, TP 2" llama8b-2l-tp-mb64.weft cfg/llama8b-2l float16 32 2 "$shared_lengths" "$shared"
 # The LM head of prefill chunks on each sequence's last row only
 # (--logits-rows=last): sequences alone and 64 at once (chunks holding
 # several sequences beside decode tokens), sampling and greedy, a 3090+3060

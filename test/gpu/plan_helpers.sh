@@ -47,6 +47,14 @@ check_batch_args() {
     "$@" >> "$checks"
 }
 
+# check_shared ... as check_batch, then SHARED: how many leading tokens of
+# one base prompt each prompt begins with (prefix caching shares them).
+check_shared() {
+  [[ -f $out/$2 ]] || return 0
+  printf '{"name": "%s", "plan": "%s", "model": "%s", "dtype": "%s", "steps": %s, "devices": %s, "batch": [%s], "shared": [%s]}\n' \
+    "$@" >> "$checks"
+}
+
 # lengths N MAX: N prompt lengths from 1 to MAX, spread and shuffled.
 lengths() {
   python3 -c 'import random,sys; n,m=int(sys.argv[1]),int(sys.argv[2]); r=random.Random(n*7919+m); v=[1+(m-1)*i//max(1,n-1) for i in range(n)]; r.shuffle(v); print(",".join(map(str,v)))' "$1" "$2"

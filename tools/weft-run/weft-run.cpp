@@ -336,6 +336,11 @@ int runPrompts(weft::engine::Engine &engine, const std::vector<PromptLine> &prom
               "(tokens over time from the start); first token %.1f ms p50, %.1f ms max\n",
               generated / seconds, mean, percentile(perSequence, 0.1),
               percentile(ttft, 0.5) * 1e3, percentile(ttft, 1.0) * 1e3);
+  if (prefixCaching)
+    std::printf("prefix cache: %llu of %llu prompt tokens taken from it, not computed (%llu "
+                "admissions looked it up)\n",
+                (unsigned long long)st.prefixHitTokens, (unsigned long long)promptTokens,
+                (unsigned long long)st.prefixQueries);
   std::printf("steps by size:");
   for (auto [size, count] : st.stepsBySize)
     std::printf(" %d:%llu", size, (unsigned long long)count);
