@@ -197,11 +197,12 @@ void Scheduler::release(Sequence &s) {
   ++s.epoch;
 }
 
-void Scheduler::publishBlocks(Sequence &s) {
-  // A block whose positions are all launched (their keys and values are
-  // written by steps that run before any later one) and whose tokens are
-  // all known (a fed token is heard a step later).
-  size_t whole = std::min(s.cached, s.tokens.size()) / size_t(kv_.blockTokens);
+void Scheduler::publishBlocks(Sequence &s, size_t computed) {
+  // A block whose positions are all computed by steps launched so far (or
+  // by the step being built: within a step, every layer writes the keys
+  // and values of all its rows before any row attends) and whose tokens
+  // are all known (a fed token is heard a step later).
+  size_t whole = std::min(computed, s.tokens.size()) / size_t(kv_.blockTokens);
   for (; s.published < whole && s.published < s.pages.size(); ++s.published)
     pool_.publish(s.pages, s.published, s.tokens.data());
 }
@@ -387,6 +388,7 @@ bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
       continue;
     size_t n = std::min(s->tokens.size() - s->cached, size_t(budget));
     parts.push_back({s, s->cached, n, false});
+    publishBlocks(*s, s->cached + n); // admissions below may share them
     budget -= int(n);
   }
 
@@ -422,6 +424,7 @@ bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
     size_t n = std::min(s.tokens.size() - s.cached, size_t(budget));
     s.lane = lane;
     parts.push_back({&s, s.cached, n, false});
+    publishBlocks(s, s.cached + n); // the next admission may share them
     budget -= int(n);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -446,7 +449,7 @@ bool Scheduler::buildStep(int lane, StepInputs &in, Launched &launched) {
   for (const Part &p : parts) {
     Sequence &s = *p.seq;
     s.cached += p.count; // positions are taken at launch
-    publishBlocks(s);
+    publishBlocks(s, s.cached);
     for (size_t i = p.begin; i < p.begin + p.count; ++i) {
       // Its output is the sequence's next token: the position after the
       // last one heard or on the GPU.
@@ -530,7 +533,7 @@ void Scheduler::hear(const Launched &launched, const StepOutputs &out) {
     s.tokens.push_back(token);
     ++s.generated;
     ++stats_.generatedTokens;
-    publishBlocks(s);
+    publishBlocks(s, s.cached);
     int stopString = matchStop(s);
     if (std::find(s.req.stopTokens.begin(), s.req.stopTokens.end(), token) !=
         s.req.stopTokens.end())

@@ -164,8 +164,9 @@ private:
   void release(Sequence &s);
   void preempt(Sequence &s);
   bool reservePages(Sequence &s, size_t positions);
-  // Hands the sequence's newly whole blocks to the prefix cache.
-  void publishBlocks(Sequence &s);
+  // Hands the sequence's whole blocks of its first `computed` positions to
+  // the prefix cache.
+  void publishBlocks(Sequence &s, size_t computed);
   // The stop string the sequence's newest token completes, or -1.
   int matchStop(Sequence &s);
 

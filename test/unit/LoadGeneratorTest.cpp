@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+
 namespace weft::bench {
 namespace {
 
@@ -23,6 +26,13 @@ protected:
     server::ServerOptions o;
     o.port = 0;
     o.modelName = "fake";
+    o.scheduler.prefixCaching = true; // as weft-serve runs
+    StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::parse(
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>",
+        "t.jinja");
+    ASSERT_TRUE(t.isOk()) << t.status().message();
+    chatTemplate.chatTemplate.emplace(std::move(*t));
+    o.chat = &chatTemplate;
     StatusOr<std::unique_ptr<server::Server>> s = server::Server::create(*engine, tok.get(), o);
     ASSERT_TRUE(s.isOk()) << s.status().message();
     srv = std::move(s.value());
@@ -40,6 +50,7 @@ protected:
   }
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<weft::testing::FakeEngine> engine;
+  chat::LoadedChatTemplate chatTemplate;
   std::unique_ptr<server::Server> srv;
 };
 
@@ -80,6 +91,55 @@ TEST_F(LoadGeneratorTest, ClosedLoopUsersAreAllAnsweredAndTimed) {
   EXPECT_EQ(results[0].outputTokens, 16);
 }
 
+// The prefix-caching workloads: a system prompt shared by every request,
+// and conversations whose turns resend the conversation so far; the server
+// (fake engine, prefix caching on) reports the cached prompt tokens.
+TEST_F(LoadGeneratorTest, SharedSystemPromptAndConversations) {
+  LoadOptions o = options();
+  o.users = 6;
+  o.requestsPerUser = 2;
+  o.promptIds = 8;
+  o.promptIdLimit = tok->vocabSize();
+  o.systemPromptTokens = 64;
+  std::vector<RequestResult> results;
+  Summary s = runLoad(o, &results);
+  ASSERT_EQ(s.errors, 0) << (s.firstErrors.empty() ? "" : s.firstErrors[0]);
+  EXPECT_EQ(s.promptTokens, 12u * 72u);
+  // Blocks of 4: every request admitted after the first shares the 64
+  // tokens of the system prompt (requests admitted in the same step as the
+  // first share what it computes in that step).
+  EXPECT_GE(s.cachedTokens, 11u * 64u);
+  EXPECT_LE(s.cachedTokens, s.promptTokens);
+
+  o = options();
+  o.chat = true;
+  o.users = 4;
+  o.turns = 3;
+  o.requestsPerUser = 6; // two conversations each
+  o.systemPromptTokens = 40;
+  s = runLoad(o, &results);
+  ASSERT_EQ(s.errors, 0) << s.firstErrors[0];
+  ASSERT_EQ(results.size(), 24u);
+  int turns[3] = {0, 0, 0};
+  std::map<int, std::vector<int>> promptsByTurn;
+  for (const RequestResult &r : results) {
+    ASSERT_GE(r.turn, 0);
+    ASSERT_LT(r.turn, 3);
+    ++turns[r.turn];
+    promptsByTurn[r.turn].push_back(r.promptTokens);
+    EXPECT_FALSE(r.text.empty());
+    if (r.turn > 0)
+      EXPECT_GT(r.cachedTokens, 40) << "a later turn shares the conversation so far";
+  }
+  EXPECT_EQ(turns[0], 8);
+  EXPECT_EQ(turns[2], 8);
+  // Each turn carries the earlier questions and answers.
+  EXPECT_GT(*std::min_element(promptsByTurn[2].begin(), promptsByTurn[2].end()),
+            *std::max_element(promptsByTurn[0].begin(), promptsByTurn[0].end()));
+  EXPECT_GT(s.ttftFirstTurnP50, 0);
+  EXPECT_GT(s.ttftLastTurnP50, 0);
+}
+
 TEST_F(LoadGeneratorTest, PoissonArrivals) {
   LoadOptions o = options();
   o.rate = 200;
@@ -91,7 +151,7 @@ TEST_F(LoadGeneratorTest, PoissonArrivals) {
 
 TEST_F(LoadGeneratorTest, RefusalsAndDeadServersAreErrorsWithTheirReason) {
   LoadOptions o = options();
-  o.chat = true; // this server refuses chat: every request is an error
+  o.maxTokens = 100000; // beyond the context: every request is refused
   o.users = 2;
   o.requestsPerUser = 2;
   Summary s = runLoad(o);

@@ -74,6 +74,13 @@ public:
           for (int32_t p : tables_[s])
             if (std::find(pages.begin(), pages.end(), p) != pages.end())
               return invalidArgument("page " + std::to_string(p) + " shared by two slots");
+    // The slot that takes a page no other slot holds computes it; slots
+    // that share it later only read it.
+    for (int32_t p : pages)
+      if (holders(p, slot) == 0 &&
+          std::find(tables_[size_t(slot)].begin(), tables_[size_t(slot)].end(), p) ==
+              tables_[size_t(slot)].end())
+        owner_[p] = slot;
     tables_[size_t(slot)] = pages;
     return checks_->set(slot, pages);
   }
@@ -151,10 +158,11 @@ public:
       int32_t *cell = at(slot, in.positions[t]);
       if (!cell)
         return outOfRange("token " + std::to_string(t) + " outside its pages");
-      if (sharedPages && holders(pageOf(slot, in.positions[t])) > 1)
-        return internalError("token " + std::to_string(t) + " writes page " +
-                             std::to_string(pageOf(slot, in.positions[t])) +
-                             ", which another slot shares");
+      int32_t page = pageOf(slot, in.positions[t]);
+      if (sharedPages && holders(page) > 1 && owner_[page] != slot)
+        return internalError("token " + std::to_string(t) + " of slot " + std::to_string(slot) +
+                             " writes page " + std::to_string(page) +
+                             ", which it shares with the slot that computed it");
       *cell = in.ids[t];
     }
     int chunks = 0;
@@ -209,10 +217,12 @@ private:
   int32_t pageOf(int slot, int pos) const {
     return tables_[size_t(slot)][size_t(pos / kv_.blockTokens)];
   }
-  int holders(int32_t page) const {
+  // Slots (other than `except`) whose table holds `page`.
+  int holders(int32_t page, int except = -1) const {
     int n = 0;
-    for (const auto &t : tables_)
-      n += std::find(t.begin(), t.end(), page) != t.end();
+    for (size_t s = 0; s < tables_.size(); ++s)
+      n += int(s) != except &&
+           std::find(tables_[s].begin(), tables_[s].end(), page) != tables_[s].end();
     return n;
   }
   int32_t *at(int slot, int pos) {
@@ -227,6 +237,7 @@ private:
   std::vector<int> sizes_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int32_t> cache_;
+  std::map<int32_t, int> owner_; // page -> the slot that computes it
   std::optional<BlockTables> checks_;
 };
 

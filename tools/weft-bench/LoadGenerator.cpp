@@ -58,6 +58,24 @@ const std::string &longParagraph() {
   return p;
 }
 
+std::string systemPassage(int words) {
+  // The paragraph's words, repeated: a fixed text of exactly `words` words.
+  std::vector<std::string> all;
+  const std::string &p = longParagraph();
+  for (size_t at = 0; at < p.size();) {
+    size_t end = p.find(' ', at);
+    if (end == std::string::npos)
+      end = p.size();
+    if (end > at)
+      all.push_back(p.substr(at, end - at));
+    at = end + 1;
+  }
+  std::string out = "You answer questions about the notes below.";
+  for (int i = 0; i < words && !all.empty(); ++i)
+    out += " " + all[size_t(i) % all.size()];
+  return out;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty())
     return 0;
@@ -72,16 +90,17 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const json &text) {
+// `input`: the messages (chat) or the prompt (completions).
+RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const json &input) {
   RequestResult r;
   json body = {{"model", o.model},
                {"max_tokens", o.maxTokens},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (o.chat)
-    body["messages"] = json::array({{{"role", "user"}, {"content", text}}});
+    body["messages"] = input;
   else
-    body["prompt"] = text;
+    body["prompt"] = input;
   httplib::Request req;
   req.method = "POST";
   req.path = o.chat ? "/v1/chat/completions" : "/v1/completions";
@@ -114,7 +133,11 @@ RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const js
         continue;
       }
       if (j.contains("usage") && j["usage"].is_object()) {
-        r.outputTokens = j["usage"].value("completion_tokens", 0);
+        const json &u = j["usage"];
+        r.outputTokens = u.value("completion_tokens", 0);
+        r.promptTokens = u.value("prompt_tokens", 0);
+        if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+          r.cachedTokens = u["prompt_tokens_details"].value("cached_tokens", 0);
         usage = true;
       }
       if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
@@ -128,6 +151,7 @@ RequestResult oneRequest(httplib::Client &client, const LoadOptions &o, const js
         piece = c["text"];
       if (piece.empty())
         continue;
+      r.text += piece;
       ++chunks;
       if (!sawText) {
         r.ttft = since(start);
@@ -173,7 +197,17 @@ std::unique_ptr<httplib::Client> makeClient(const LoadOptions &o) {
   return c;
 }
 
-json promptFor(const LoadOptions &o, std::mt19937_64 &rng) {
+// The shared system prompt's ids (the same for every request of a run).
+json systemIds(const LoadOptions &o) {
+  std::mt19937_64 rng(0x5157e3ull);
+  json ids = json::array();
+  for (int i = 0; i < o.systemPromptTokens; ++i)
+    ids.push_back(100 + int(rng() % uint64_t(std::max(1, o.promptIdLimit - 100))));
+  return ids;
+}
+
+// A new question: ids, or text.
+json questionFor(const LoadOptions &o, std::mt19937_64 &rng) {
   if (o.promptIds > 0) {
     json ids = json::array();
     for (int i = 0; i < o.promptIds; ++i)
@@ -183,6 +217,30 @@ json promptFor(const LoadOptions &o, std::mt19937_64 &rng) {
   const std::vector<std::string> &p = shortPrompts();
   std::string text = p[rng() % p.size()];
   return o.longContext ? longParagraph() + text : text;
+}
+
+// The request's input for `question` after `history` (a conversation's
+// earlier messages: user, assistant, ...): the messages (chat) or the
+// prompt (completions), with the system prompt first.
+json inputFor(const LoadOptions &o, const json &history, const json &question) {
+  if (o.chat) {
+    json messages = json::array();
+    if (o.systemPromptTokens > 0)
+      messages.push_back({{"role", "system"}, {"content", systemPassage(o.systemPromptTokens)}});
+    for (const json &m : history)
+      messages.push_back(m);
+    messages.push_back({{"role", "user"}, {"content", question}});
+    return messages;
+  }
+  if (o.systemPromptTokens <= 0)
+    return question;
+  if (question.is_array()) {
+    json ids = systemIds(o);
+    for (const json &t : question)
+      ids.push_back(t);
+    return ids;
+  }
+  return systemPassage(o.systemPromptTokens) + "\n\n" + question.get<std::string>();
 }
 
 } // namespace
@@ -204,7 +262,7 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
     double at = 0;
     for (int i = 0; i < total; ++i) {
       at += gap(rng);
-      json text = promptFor(o, rng);
+      json text = inputFor(o, json::array(), questionFor(o, rng));
       threads.emplace_back([&, at, text] {
         std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(at)));
@@ -217,8 +275,20 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
       threads.emplace_back([&, u] {
         std::mt19937_64 rng(o.seed * 7919 + uint64_t(u));
         std::unique_ptr<httplib::Client> c = makeClient(o);
-        for (int i = 0; i < o.requestsPerUser; ++i)
-          record(oneRequest(*c, o, promptFor(o, rng)));
+        json history = json::array(); // the conversation so far
+        for (int i = 0; i < o.requestsPerUser; ++i) {
+          int turn = i % std::max(1, o.turns);
+          if (turn == 0)
+            history = json::array();
+          json question = questionFor(o, rng);
+          RequestResult r = oneRequest(*c, o, inputFor(o, history, question));
+          r.turn = turn;
+          if (o.turns > 1) {
+            history.push_back({{"role", "user"}, {"content", question}});
+            history.push_back({{"role", "assistant"}, {"content", r.text}});
+          }
+          record(std::move(r));
+        }
       });
   }
   for (std::thread &t : threads)
@@ -226,7 +296,7 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
   Summary s;
   s.wallSeconds = since(start);
   s.users = o.rate > 0 ? 0 : o.users;
-  std::vector<double> tps, ttft, itl;
+  std::vector<double> tps, ttft, itl, firstTurns, lastTurns;
   double tokens = 0;
   for (const RequestResult &r : results) {
     ++s.requests;
@@ -240,6 +310,12 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
     ttft.push_back(r.ttft);
     itl.insert(itl.end(), r.gaps.begin(), r.gaps.end());
     tokens += r.outputTokens;
+    s.promptTokens += uint64_t(r.promptTokens);
+    s.cachedTokens += uint64_t(r.cachedTokens);
+    if (o.turns > 1 && r.turn == 0)
+      firstTurns.push_back(r.ttft);
+    if (o.turns > 1 && r.turn == o.turns - 1)
+      lastTurns.push_back(r.ttft);
   }
   auto mean = [](const std::vector<double> &v) {
     double sum = 0;
@@ -256,6 +332,8 @@ Summary runLoad(const LoadOptions &o, std::vector<RequestResult> *out) {
   s.ttftP99 = percentile(ttft, 0.99);
   s.itlP50 = percentile(itl, 0.5);
   s.itlP99 = percentile(itl, 0.99);
+  s.ttftFirstTurnP50 = percentile(firstTurns, 0.5);
+  s.ttftLastTurnP50 = percentile(lastTurns, 0.5);
   s.totalTokensPerSecond = s.wallSeconds > 0 ? tokens / s.wallSeconds : 0;
   s.requestsPerSecond = s.wallSeconds > 0 ? double(s.requests - s.errors) / s.wallSeconds : 0;
   if (out)
@@ -269,6 +347,8 @@ std::string summariesJson(const std::vector<Summary> &levels, const LoadOptions 
             {"max_tokens", o.maxTokens},
             {"long_context", o.longContext},
             {"prompt_ids", o.promptIds},
+            {"system_prompt_tokens", o.systemPromptTokens},
+            {"turns", o.turns},
             {"levels", json::array()}};
   for (const Summary &s : levels)
     j["levels"].push_back({{"users", s.users},
@@ -283,6 +363,10 @@ std::string summariesJson(const std::vector<Summary> &levels, const LoadOptions 
                            {"itl_seconds", {{"p50", s.itlP50}, {"p99", s.itlP99}}},
                            {"total_tokens_per_second", s.totalTokensPerSecond},
                            {"requests_per_second", s.requestsPerSecond},
+                           {"prompt_tokens", s.promptTokens},
+                           {"cached_prompt_tokens", s.cachedTokens},
+                           {"ttft_p50_first_turn_seconds", s.ttftFirstTurnP50},
+                           {"ttft_p50_last_turn_seconds", s.ttftLastTurnP50},
                            {"first_errors", s.firstErrors}});
   return j.dump(2);
 }

@@ -27,6 +27,15 @@ struct LoadOptions {
   // tokenizer. Every Llama, Mistral and Qwen2 vocabulary has 32,000 ids.
   int promptIds = 0;
   int promptIdLimit = 32000;
+  // A system prompt the same for every request, so a server with prefix
+  // caching computes it once: with promptIds, this many fixed ids before
+  // each prompt's own; with text, a fixed passage of this many words (about
+  // as many tokens) as the system message (chat) or before the prompt.
+  int systemPromptTokens = 0;
+  // Conversations (chat, closed loop): each user's requests are the turns of
+  // conversations of this many turns; turn k sends the whole conversation
+  // so far (every earlier question and answer) and a new question.
+  int turns = 1;
   uint64_t seed = 1;
   double timeoutSeconds = 600;
 };
@@ -38,6 +47,10 @@ struct RequestResult {
   double ttft = 0;            // to the first text
   std::vector<double> gaps;   // between text chunks
   int outputTokens = 0;       // from usage, else counted chunks
+  int promptTokens = 0;       // from usage
+  int cachedTokens = 0;       // usage.prompt_tokens_details.cached_tokens
+  int turn = 0;               // in its conversation, from 0
+  std::string text;           // the answer
 };
 
 struct Summary {
@@ -47,6 +60,10 @@ struct Summary {
   double ttftMean = 0, ttftP50 = 0, ttftP99 = 0;
   double itlP50 = 0, itlP99 = 0;
   double totalTokensPerSecond = 0, requestsPerSecond = 0;
+  // Prompt tokens of the answered requests and those the server's prefix
+  // cache supplied (usage); TTFT p50 of conversations' first and last turns.
+  uint64_t promptTokens = 0, cachedTokens = 0;
+  double ttftFirstTurnP50 = 0, ttftLastTurnP50 = 0;
   std::vector<std::string> firstErrors;
 };
 
@@ -58,6 +75,8 @@ Summary runLoad(const LoadOptions &options, std::vector<RequestResult> *results 
 // long-context variant prepends.
 const std::vector<std::string> &shortPrompts();
 const std::string &longParagraph();
+// A fixed passage of `words` words (the text system prompt).
+std::string systemPassage(int words);
 
 // Percentile of `v` (q in [0, 1]), nearest rank; 0 for an empty list.
 double percentile(std::vector<double> v, double q);

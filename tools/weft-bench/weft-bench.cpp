@@ -36,8 +36,13 @@ const char *kUsage =
     "usage: weft-bench --model NAME [--url http://HOST:PORT] [--endpoint chat|completions]\n"
     "                  [--users 1,10,50,100] [--requests-per-user 10] [--rate R --requests N]\n"
     "                  [--max-tokens 100] [--long-context | --prompt-ids N] [--api-key KEY]\n"
-    "                  [--seed S]\n"
-    "                  [--json FILE] [--svg FILE]\n";
+    "                  [--seed S] [--system-prompt N] [--turns N]\n"
+    "                  [--json FILE] [--svg FILE]\n"
+    "  --system-prompt N  every request begins with the same system prompt of N words\n"
+    "                     (with --prompt-ids: N fixed ids), for prefix caching\n"
+    "  --turns N          chat, closed loop: each user's requests are conversations of N\n"
+    "                     turns, each turn sending the conversation so far; prints the\n"
+    "                     time to first token of first and last turns\n";
 
 } // namespace
 
@@ -108,6 +113,14 @@ int main(int argc, char **argv) {
       if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
         return fail("--prompt-ids: expected a positive integer");
       o.promptIds = int(v);
+    } else if (a == "--system-prompt") {
+      if (!parseNumber(value(), 1, 1e6, v) || v != double(int(v)))
+        return fail("--system-prompt: expected a positive number of words");
+      o.systemPromptTokens = int(v);
+    } else if (a == "--turns") {
+      if (!parseNumber(value(), 1, 1e4, v) || v != double(int(v)))
+        return fail("--turns: expected a positive integer");
+      o.turns = int(v);
     } else if (a == "--api-key") {
       o.apiKey = value();
     } else if (a == "--seed") {
@@ -141,6 +154,15 @@ int main(int argc, char **argv) {
                 "--endpoint completions");
   if (o.promptIds > 0 && o.longContext)
     return fail("--prompt-ids and --long-context: expected one of them");
+  if (o.turns > 1 && !o.chat)
+    return fail("--turns sends conversations, which only /v1/chat/completions takes");
+  if (o.turns > 1 && o.rate > 0)
+    return fail("--turns needs closed-loop users (each turn follows the answer before it), "
+                "not --rate");
+  if (o.turns > 1 && o.requestsPerUser % o.turns)
+    return fail("--requests-per-user " + std::to_string(o.requestsPerUser) +
+                " is not a multiple of --turns " + std::to_string(o.turns) +
+                ": every conversation has all its turns");
   if (o.rate > 0)
     levels = {0};
   std::printf("| users | requests | errors | tok/s per request (mean / p50 / p10 / p1) | "
@@ -157,6 +179,13 @@ int main(int argc, char **argv) {
                 s.requests, s.errors, s.tpsMean, s.tpsP50, s.tpsP10, s.tpsP1, s.ttftMean * 1e3,
                 s.ttftP50 * 1e3, s.ttftP99 * 1e3, s.itlP50 * 1e3, s.itlP99 * 1e3,
                 s.totalTokensPerSecond, s.requestsPerSecond);
+    if (s.cachedTokens > 0 || o.systemPromptTokens > 0 || o.turns > 1)
+      std::printf("    prompt tokens %llu, %llu (%.0f%%) from the server's prefix cache\n",
+                  (unsigned long long)s.promptTokens, (unsigned long long)s.cachedTokens,
+                  s.promptTokens ? 100.0 * double(s.cachedTokens) / double(s.promptTokens) : 0.0);
+    if (o.turns > 1)
+      std::printf("    TTFT p50: first turns %.0f ms, turn %d %.0f ms\n", s.ttftFirstTurnP50 * 1e3,
+                  o.turns, s.ttftLastTurnP50 * 1e3);
     for (const std::string &e : s.firstErrors)
       std::printf("    error: %s\n", e.c_str());
     std::fflush(stdout);
