@@ -189,8 +189,9 @@ EpilogueCode projectionEpilogue(const Projection &p, bool withBias, int64_t logi
       groups.push_back(name);
     }
     os.flush();
-    e.config += "  using Epilogue = weft::kernels::RopeEpilogue<" + std::to_string(positions) +
-                ", " + cache + ", " + llvm::join(groups, ", ") + ">;\n";
+    e.config += "  using Epilogue = weft::kernels::RopeEpilogue<" + bias + ", " +
+                std::to_string(positions) + ", " + cache + ", " + llvm::join(groups, ", ") +
+                ">;\n";
     break;
   }
   case Epilogue::Logits: {

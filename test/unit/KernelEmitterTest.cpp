@@ -295,8 +295,10 @@ TEST_F(KernelEmitterTest, ProjectionKernelsAreSpecialized) {
       EXPECT_NE(k.source.find("static constexpr int HEADS = 4, TABLE = 0, CACHE = 1;"),
                 std::string::npos);
       EXPECT_NE(k.source.find("static constexpr int HEADS = 4, CACHE = 2;"), std::string::npos);
-      EXPECT_NE(k.source.find("using Epilogue = weft::kernels::RopeEpilogue<1, "
-                              "weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;"),
+      // Qwen2's bias first, on both rows of each pair.
+      EXPECT_NE(k.source.find("using Epilogue = weft::kernels::RopeEpilogue<weft::kernels::Bias<0>, "
+                              "1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, "
+                              "Heads2>;"),
                 std::string::npos);
       EXPECT_EQ(k.instance, "weft::kernels::gemvKernel<Config, const __nv_bfloat16, const int, "
                             "const int, const int, Config::cache_t, Config::cache_t, "

@@ -33,7 +33,7 @@
 // CHECK: return col / 16 * 32 + j * 16 + col % 16;
 // CHECK: static constexpr int D = 32, HALF = D / 2;
 // CHECK-NEXT: static constexpr int KV_HEADS = 1, BLOCK_TOKENS = 32, MAX_BLOCKS = 100, MAX_SEQUENCES = 1;
-// CHECK: using Epilogue = weft::kernels::RopeEpilogue<0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<weft::kernels::NoBias, 0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
 // CHECK: // entry: weft::kernels::gemvKernel<Config, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 
 // Eight bf16 tokens: the tensor-core GEMV (16-row tiles of half heads);
@@ -41,7 +41,7 @@
 // CHECK-LABEL: // @eight_tokens region 0 "rms_norm_linear_rope_kv_write": 1 step
 // CHECK: //   param 5 bias: RegionInput 3
 // CHECK: MMA = true
-// CHECK: using Epilogue = weft::kernels::RopeEpilogue<1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<weft::kernels::Bias<0>, 1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
 
 // Forty tokens: cuBLASLt writes f32 rows, and one kernel adds the bias,
 // rounds, rotates and writes the cache over them (a block per token).
@@ -50,7 +50,7 @@
 // CHECK: // step 2: kernel weft_rms_norm_linear_rope_kv_write_rows_t40_n128_{{[0-9a-f]+}}
 // CHECK-NEXT: //   grid (1, 1, 40) block (256, 1, 1) shared 0
 // CHECK: //   param 2 bias: RegionInput 3
-// CHECK: using Epilogue = weft::kernels::RopeEpilogue<1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<weft::kernels::Bias<0>, 1, weft::kernels::CacheWrite<1, 2, 3, 4, 5>, Heads0, Heads1, Heads2>;
 // CHECK: // entry: weft::kernels::gemvReduceKernel<Config, const __half, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 
 // 4-bit codes: the GEMV keeps one row per column (its tiles and blocks as
@@ -69,7 +69,7 @@
 // CHECK-NEXT: //   param 1 candidates: Scalar = 0
 // CHECK-NEXT: //   param 2 positions: RegionInput 3
 // CHECK-NOT: bias
-// CHECK: using Epilogue = weft::kernels::RopeEpilogue<0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
+// CHECK: using Epilogue = weft::kernels::RopeEpilogue<weft::kernels::NoBias, 0, weft::kernels::CacheWrite<0, 1, 2, 3, 4>, Heads0, Heads1, Heads2>;
 // CHECK-NEXT: static constexpr bool RELEASE_EARLY = true;
 // CHECK: // entry: weft::kernels::gemvReduceKernel<Config, const int, const int, const int, Config::cache_t, Config::cache_t, __half>
 

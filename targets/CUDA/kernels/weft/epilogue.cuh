@@ -170,16 +170,18 @@ struct CacheWrite {
 };
 struct NoCacheWrite {};
 
-// RoPE and the KV-cache write in a projection's epilogue: the two sums are
-// the pair (i, i + HALF) of head col / HALF of the split's parts, the head
-// groups GROUPS (weft/rope_kv_write.cuh's HeadGroup: part_t, the part's
-// type, which the sums are rounded to first, as the unfused split would
-// store them; TABLE, CACHE, OUT and OUTS). POSITIONS: the rope positions'
-// pointer (-1: nothing is rotated); CACHE: a CacheWrite, or NoCacheWrite.
-template <int POSITIONS, class CACHE, class... GROUPS> struct RopeEpilogue {
+// RoPE and the KV-cache write in a projection's epilogue: BIAS first (the
+// bias of both rows of the pair), then the two sums are the pair (i, i +
+// HALF) of head col / HALF of the split's parts, the head groups GROUPS
+// (weft/rope_kv_write.cuh's HeadGroup: part_t, the part's type, which the
+// sums are rounded to first, as the unfused split would store them; TABLE,
+// CACHE, OUT and OUTS). POSITIONS: the rope positions' pointer (-1: nothing
+// is rotated); CACHE: a CacheWrite, or NoCacheWrite.
+template <class BIAS, int POSITIONS, class CACHE, class... GROUPS> struct RopeEpilogue {
   template <class C, class Ptrs>
   static __device__ __forceinline__ void apply(const Ptrs &p, int t, int col, float (&v)[C::RPC],
                                                unsigned long long &) {
+    BIAS::template add<C>(p, col, v);
     const int head = col / C::HALF, i = col % C::HALF;
     wf_head_group_of</*BOUND_LAST=*/false, 0, GROUPS...>(head, [&](auto group, int h) {
       using G = decltype(group);
