@@ -324,6 +324,22 @@ size_t KvCache::size() const {
 
 void KvCache::clear() { entries_.clear(); }
 
+std::vector<std::pair<int64_t, KvCache::Entry>> KvCache::at(int32_t slot,
+                                                           int32_t position) const {
+  std::vector<std::pair<int64_t, Entry>> out;
+  for (const auto &[key, positions] : entries_)
+    if (key.second == slot)
+      if (auto it = positions.find(position); it != positions.end())
+        out.emplace_back(key.first, it->second);
+  return out;
+}
+
+void KvCache::put(int32_t slot, int32_t position,
+                  const std::vector<std::pair<int64_t, Entry>> &entries) {
+  for (const auto &[layer, e] : entries)
+    entries_[{layer, slot}][position] = e;
+}
+
 //===----------------------------------------------------------------------===//
 // Execution
 //===----------------------------------------------------------------------===//

@@ -108,6 +108,11 @@ public:
   range(int64_t layer, int32_t slot, int32_t first, int32_t last) const;
   size_t size() const;
   void clear();
+  // Every layer's entry at (slot, position), and writing such a set back at
+  // another place: a paged cache's block moved between sequences (a test's
+  // model of KV pages shared by prefix caching).
+  std::vector<std::pair<int64_t, Entry>> at(int32_t slot, int32_t position) const;
+  void put(int32_t slot, int32_t position, const std::vector<std::pair<int64_t, Entry>> &entries);
 
 private:
   // Keyed (layer, slot) then position, so a range is one ordered scan.

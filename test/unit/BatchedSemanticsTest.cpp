@@ -51,6 +51,23 @@ public:
     return sizes;
   }
   Status setBlockTable(int slot, const std::vector<int32_t> &pages) override {
+    // Pages: the interpreter's cache is keyed by slot, so a page another
+    // sequence computed (prefix caching) has its keys and values brought
+    // into this slot's positions of that block, as a paged cache would
+    // show them through the block table.
+    const std::vector<int32_t> &held = held_[slot];
+    for (size_t b = 0; b < pages.size(); ++b) {
+      if (b < held.size() && held[b] == pages[b])
+        continue; // already this slot's
+      auto stored = pageStore_.find(pages[b]);
+      if (stored == pageStore_.end())
+        continue; // a fresh page: the step that writes it fills it
+      for (const auto &[offset, entries] : stored->second) {
+        cache_.put(slot, int32_t(b) * kv_.blockTokens + offset, entries);
+        ++positionsShared;
+      }
+    }
+    held_[slot] = pages;
     return tables_.set(slot, pages);
   }
   Status runStep(const serve::StepInputs &in, serve::StepOutputs &out) override {
@@ -85,6 +102,14 @@ public:
     llvm::Expected<std::vector<Tensor>> r = interpreter_.run(fn, std::move(args));
     if (!r)
       return internalError(llvm::toString(r.takeError()));
+    // What the step wrote now lives in its page (a later sequence given the
+    // page reads it from there).
+    for (size_t t = 0; t < in.slots.size(); ++t)
+      if (in.slots[t] >= 0) {
+        int32_t page = held_[in.slots[t]][size_t(in.positions[t] / kv_.blockTokens)];
+        pageStore_[page][in.positions[t] % kv_.blockTokens] =
+            cache_.at(in.slots[t], in.positions[t]);
+      }
     out.next = (*r)[1].i;
     const std::vector<float> &logits = (*r)[0].f;
     size_t vocab = size_t(vocab_);
@@ -95,6 +120,7 @@ public:
   }
 
   int steps = 0, mixedSteps = 0, multiChunkSteps = 0;
+  int positionsShared = 0; // brought from pages other sequences computed
 
 private:
   reference::KvCache cache_;
@@ -103,6 +129,10 @@ private:
   serve::KvLayout kv_;
   serve::BlockTables tables_;
   std::map<int, mlir::func::FuncOp> bySize_;
+  std::map<int, std::vector<int32_t>> held_; // slot -> its pages
+  // page -> offset -> every layer's keys and values written there
+  std::map<int32_t, std::map<int32_t, std::vector<std::pair<int64_t, reference::KvCache::Entry>>>>
+      pageStore_;
 };
 
 struct Result {
@@ -150,9 +180,11 @@ TEST(BatchedSemanticsTest, MixedStepsMatchEachSequenceAlone) {
   const int maxTokens = 10;
 
   auto run = [&](const std::vector<std::vector<int32_t>> &batch, InterpreterRunner &runner,
-                 serve::SchedulerStats *stats) {
+                 serve::SchedulerStats *stats, bool prefixCaching = false) {
     std::vector<Result> results(batch.size());
-    serve::Scheduler scheduler(runner);
+    serve::SchedulerOptions schedulerOptions;
+    schedulerOptions.prefixCaching = prefixCaching;
+    serve::Scheduler scheduler(runner, schedulerOptions);
     for (size_t i = 0; i < batch.size(); ++i) {
       serve::Request r;
       r.prompt = batch[i];
@@ -190,6 +222,31 @@ TEST(BatchedSemanticsTest, MixedStepsMatchEachSequenceAlone) {
     EXPECT_LE(reference::maxRelativeError(batched[i].logits, single[0].logits), 1e-5)
         << "prompt " << i;
   }
+  // Prefix caching: prompts that begin with 0-29 tokens of the fixture's
+  // prompt around the 4-token blocks, together, with the cache on: each
+  // gets what it gets alone, and some positions came from pages other
+  // sequences computed.
+  std::vector<std::vector<int32_t>> sharing;
+  const std::vector<int32_t> &base = prompts[2]; // 30 tokens
+  for (int shared : {0, 3, 4, 5, 8, 12, 13, 29}) {
+    std::vector<int32_t> p(base.begin(), base.begin() + shared);
+    for (int n = 1 + int(rng() % 6); n > 0; --n)
+      p.push_back(int32_t(rng() % uint32_t(vocab)));
+    sharing.push_back(p);
+  }
+  InterpreterRunner cached(*module, *weights, vocab, kv);
+  serve::SchedulerStats cachedStats;
+  std::vector<Result> shared = run(sharing, cached, &cachedStats, /*prefixCaching=*/true);
+  EXPECT_GT(cachedStats.prefixHitTokens, 0u);
+  EXPECT_GT(cached.positionsShared, 0);
+  for (size_t i = 0; i < sharing.size(); ++i) {
+    InterpreterRunner alone(*module, *weights, vocab, kv);
+    std::vector<Result> single = run({sharing[i]}, alone, nullptr);
+    EXPECT_EQ(shared[i].tokens, single[0].tokens) << "shared prompt " << i;
+    EXPECT_LE(reference::maxRelativeError(shared[i].logits, single[0].logits), 1e-5)
+        << "shared prompt " << i;
+  }
+
   // And the fixture's prompt gives what transformers computed.
   std::vector<float> last(expected->logits.end() - vocab, expected->logits.end());
   EXPECT_LE(reference::maxRelativeError(batched[0].logits, last), 1e-4);
