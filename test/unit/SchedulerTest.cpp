@@ -482,6 +482,83 @@ TEST(SchedulerTest, PrefixCachingReportsCachedPromptTokens) {
   EXPECT_EQ(cached[2], 4);
 }
 
+// The bad inputs for prefix caching: a prompt that fills the whole
+// context, a prefix that ends inside a block, a cancelled request whose
+// blocks another is using, and a cache whose every page is in use. Each is
+// answered as without the cache, and no page is lost: once idle, every page
+// is free or an idle cached block.
+TEST(SchedulerTest, PrefixCachingEdgeCases) {
+  // Blocks of 4, context 32 (8 blocks a sequence), 12 pages in all.
+  FakeRunner runner(4, 3, 8, 12, {1, 2, 4, 8});
+  runner.sharedPages = true;
+  SchedulerOptions options;
+  options.prefixCaching = true;
+  Scheduler s(runner, options);
+  std::mt19937 rng(11);
+  std::vector<int32_t> base = randomPrompt(rng, 32);
+
+  // A prompt of the whole context (max_tokens 1: 32 positions), twice: the
+  // second shares 7 blocks and computes the last one.
+  for (int r = 0; r < 2; ++r) {
+    Collected c;
+    ASSERT_TRUE(s.submit(makeRequest(base, 1, c)).isOk());
+    ASSERT_TRUE(s.runUntilIdle().isOk());
+    EXPECT_EQ(c.tokens, reference(base, 1));
+  }
+  EXPECT_EQ(s.stats().prefixHitTokens, 28u);
+
+  // A prefix that ends inside a block: 10 tokens of base, then others;
+  // only the 2 whole blocks are shared.
+  {
+    std::vector<int32_t> p(base.begin(), base.begin() + 10);
+    p.push_back(999);
+    p.push_back(998);
+    Collected c;
+    uint64_t before = s.stats().prefixHitTokens;
+    ASSERT_TRUE(s.submit(makeRequest(p, 4, c)).isOk());
+    ASSERT_TRUE(s.runUntilIdle().isOk());
+    EXPECT_EQ(c.tokens, reference(p, 4));
+    EXPECT_EQ(s.stats().prefixHitTokens - before, 8u);
+  }
+
+  // A cancelled request whose blocks another is using: both start on the
+  // same 16-token prefix; cancelling the first leaves the second right.
+  {
+    std::vector<int32_t> a(base.begin(), base.begin() + 16), b = a;
+    a.push_back(7);
+    b.push_back(8);
+    Collected ca, cb;
+    uint64_t ida = s.submit(makeRequest(a, 10, ca)).value();
+    ASSERT_TRUE(s.submit(makeRequest(b, 10, cb)).isOk());
+    ASSERT_TRUE(s.step().isOk());
+    ASSERT_TRUE(s.step().isOk());
+    s.cancel(ida);
+    ASSERT_TRUE(s.runUntilIdle().isOk());
+    EXPECT_EQ(ca.finish, Finish::Cancelled);
+    EXPECT_EQ(cb.tokens, reference(b, 10));
+  }
+
+  // Every page in use: three sequences of 16-token prompts growing to 4
+  // blocks hold all 12 pages; a fourth waits (never an error) and runs
+  // when pages come back.
+  {
+    std::vector<Collected> cs(4);
+    std::vector<std::vector<int32_t>> ps;
+    for (int i = 0; i < 4; ++i) {
+      ps.push_back(randomPrompt(rng, 13));
+      ASSERT_TRUE(s.submit(makeRequest(ps.back(), 3, cs[size_t(i)])).isOk());
+    }
+    ASSERT_TRUE(s.runUntilIdle().isOk());
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(cs[size_t(i)].tokens, reference(ps[size_t(i)], 3)) << i;
+  }
+
+  SchedulerStats st = s.stats();
+  EXPECT_EQ(st.pagesFree, st.pagesTotal) << "every page free or idle in the cache";
+  EXPECT_EQ(st.idleCachedPages, st.cachedPages) << "no cached block in use when idle";
+  EXPECT_EQ(runner.pagesHeld(), 0);
+}
+
 TEST(SchedulerTest, StopTokensAndStringsSplitAcrossTokens) {
   FakeRunner runner(4, 2, 16, 32, {1, 2, 4, 8});
   // Token t reads as a letter; a stop string of two letters spans two tokens.
