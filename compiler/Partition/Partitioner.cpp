@@ -624,7 +624,7 @@ Candidate evaluateCandidate(const ModelProfile &profile, const Topology &topolog
 StepSplit predictStepSeconds(const ModelProfile &profile, const Topology &topology,
                              const PartitionOptions &options, const std::vector<Stage> &stages,
                              int64_t tokens, int64_t context, bool prefill, StepSplit *raw) {
-  int64_t attended = prefill ? std::max<int64_t>(1, tokens / 2) : context;
+  int64_t attended = prefill ? std::max<int64_t>(1, context + tokens / 2) : context;
   // For `raw`: the same devices without their step scales.
   std::vector<DeviceProfile> plain;
   if (raw)

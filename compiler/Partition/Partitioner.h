@@ -130,8 +130,9 @@ Candidate evaluateCandidate(const ModelProfile &profile,
 
 // The predicted time of one step of `tokens` tokens through every stage in
 // turn, as weft-run --bench runs a bucket: decode with every sequence at
-// `context` cached positions, or (`prefill`) one chunk from position 0,
-// whose tokens attend to half the chunk on average. Split by part, with the
+// `context` cached positions, or (`prefill`) one chunk after `context`
+// cached positions (0: from position 0), whose tokens attend to those and
+// to half the chunk on average. Split by part, with the
 // calibrated step scales applied (`raw`, when given, receives the same
 // without them, which is what a new calibration is measured against).
 StepSplit predictStepSeconds(const ModelProfile &profile, const hardware::Topology &topology,

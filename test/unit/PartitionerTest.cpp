@@ -159,6 +159,12 @@ TEST_F(PartitionerTest, CalibrationScalesPredictionsByPart) {
   StepSplit chunkRaw;
   StepSplit chunk = predictStepSeconds(p, t, o, stages, 512, 0, true, &chunkRaw);
   EXPECT_NEAR(chunk.total(), chunkRaw.total(), 1e-12);
+  // A chunk after cached positions (a prompt's later chunk, or the rest of
+  // a prompt after a cached prefix) attends to them too: only its
+  // attention grows.
+  StepSplit later = predictStepSeconds(p, t, o, stages, 512, 2048, true);
+  EXPECT_GT(later.attention, chunk.attention);
+  EXPECT_NEAR(later.total() - later.attention, chunk.total() - chunk.attention, 1e-12);
 }
 
 // The model-level half of the decode stream kernel's checks

@@ -11,6 +11,7 @@
 #include "targets/CUDA/KernelLibrary.h"
 #include "targets/CUDA/Nvrtc.h"
 #include "targets/Plan/PlanBackend.h"
+#include "targets/Plan/Passes.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
@@ -151,6 +152,15 @@ cl::opt<std::string> kernelLibraryDir(
              "library (a header of the same name replaces the embedded one): for working "
              "on kernels without rebuilding the compiler"),
     cl::value_desc("DIR"), cl::cat(category));
+cl::opt<int64_t> sharedPrefix(
+    "shared-prefix",
+    cl::desc("With --report: predict a prompt's prefill with this many leading tokens already "
+             "in the prefix cache (a shared system prompt, a conversation's history), beside the "
+             "whole prompt's (--prompt-tokens)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<int64_t> promptTokens("prompt-tokens",
+                              cl::desc("With --shared-prefix: the prompt's length in tokens"),
+                              cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the partition report and write its SVG picture"),
                      cl::init(false), cl::cat(category));
@@ -248,10 +258,46 @@ void printPlanSummary(weft::pipeline::Compilation &c, const weft::plan::PlanStat
   os << llvm::formatv("compiled in  {0:f2} s\n", seconds);
 }
 
+// The predicted time to prefill `tokens` prompt tokens after `cached` ones
+// the KV cache already holds: chunks of up to the largest prefill bucket,
+// each priced at its own length after the positions before it.
+double prefillSeconds(const weft::pipeline::Compilation &c, int64_t cached, int64_t tokens,
+                      int64_t *chunks) {
+  int64_t chunk = std::max<int64_t>(1, c.partitionOptions->prefillChunk);
+  double seconds = 0;
+  *chunks = 0;
+  for (int64_t done = 0; done < tokens; done += chunk, ++*chunks)
+    seconds += c.predictStep(/*prefill=*/true, std::min(chunk, tokens - done), cached + done,
+                             nullptr)
+                   .total();
+  return seconds;
+}
+
 // The partition report as text on `os`, and its picture in --svg.
 bool printReport(const weft::pipeline::Compilation &c, llvm::raw_ostream &os) {
+  if (sharedPrefix > 0 && promptTokens > c.partitionOptions->context) {
+    fail("--prompt-tokens " + std::to_string(promptTokens) + ": beyond the plan's context of " +
+         std::to_string(c.partitionOptions->context) + " tokens (--context)");
+    return false;
+  }
   weft::partition::printPartitionReport(*c.partition, *c.topology, *c.partitionOptions,
                                         c.source.config, os);
+  if (sharedPrefix > 0) {
+    // Only whole KV blocks are shared, never the block of the last prompt
+    // token (the runtime computes it to sample after it).
+    const int64_t block = weft::plan::LowerToPlanOptions().blockTokens;
+    const int64_t cached = std::min(sharedPrefix / block, (promptTokens - 1) / block) * block;
+    int64_t wholeChunks = 0, restChunks = 0;
+    double whole = prefillSeconds(c, 0, promptTokens, &wholeChunks);
+    double rest = prefillSeconds(c, cached, promptTokens - cached, &restChunks);
+    os << llvm::formatv("prefix cache a {0}-token prompt: prefill {1:f1} ms ({2} chunk{3}); with "
+                        "its first {4} tokens cached ({5} of the {6} shared, whole {7}-token "
+                        "blocks): {8:f1} ms ({9} token{10}), {11:f1}x less\n",
+                        promptTokens.getValue(), whole * 1e3, wholeChunks,
+                        wholeChunks == 1 ? "" : "s", cached, cached, sharedPrefix.getValue(),
+                        block, rest * 1e3, promptTokens - cached,
+                        promptTokens - cached == 1 ? "" : "s", rest > 0 ? whole / rest : 0.0);
+  }
   std::string svgError;
   auto svg = mlir::openOutputFile(svgFile, &svgError);
   if (!svg) {
@@ -355,6 +401,16 @@ int main(int argc, char **argv) {
       return fail("--" + o->ArgStr + " shapes a plan's kernels: give -o FILE.weft or --emit=plan");
   if (given(svgFile) && !report)
     return fail("--svg names the picture of --report: add --report");
+  if ((given(sharedPrefix) || given(promptTokens)) && !report)
+    return fail(std::string("--") + (given(sharedPrefix) ? "shared-prefix" : "prompt-tokens") +
+                " is a workload of --report: add --report");
+  if (given(sharedPrefix) != given(promptTokens))
+    return fail("--shared-prefix and --prompt-tokens go together: the prompt's length and how "
+                "many of its leading tokens are cached");
+  if (given(sharedPrefix) && (sharedPrefix < 1 || promptTokens <= sharedPrefix))
+    return fail("--shared-prefix " + std::to_string(sharedPrefix) + " --prompt-tokens " +
+                std::to_string(promptTokens) +
+                ": expected a shared prefix of at least 1 token, shorter than the prompt");
 
   weft::pipeline::Options options;
   options.model = spec;
