@@ -67,26 +67,8 @@ bool PagePool::take(int n, std::vector<int32_t> &out) {
   return true;
 }
 
-int PagePool::lookup(const int32_t *tokens, size_t count, int maxBlocks, int *idle) const {
-  int found = 0, unreferenced = 0;
-  uint64_t parent = 0;
-  if (caching_)
-    for (size_t at = 0; found < maxBlocks && at + size_t(blockTokens_) <= count;
-         at += size_t(blockTokens_)) {
-      int32_t page = find(parent, tokens + at);
-      if (page < 0)
-        break;
-      parent = blocks_.at(page).serial;
-      unreferenced += refs_[size_t(page)] == 0;
-      ++found;
-    }
-  if (idle)
-    *idle = unreferenced;
-  return found;
-}
-
-int PagePool::takeCached(const int32_t *tokens, size_t count, int maxBlocks,
-                         std::vector<int32_t> &out) {
+template <class Visit>
+int PagePool::walk(const int32_t *tokens, size_t count, int maxBlocks, Visit visit) const {
   int found = 0;
   uint64_t parent = 0;
   if (caching_)
@@ -95,14 +77,29 @@ int PagePool::takeCached(const int32_t *tokens, size_t count, int maxBlocks,
       int32_t page = find(parent, tokens + at);
       if (page < 0)
         break;
-      Block &b = blocks_.at(page);
-      if (refs_[size_t(page)]++ == 0)
-        idle_.erase(b.idle);
-      parent = b.serial;
-      out.push_back(page);
+      parent = blocks_.at(page).serial;
+      visit(page);
       ++found;
     }
   return found;
+}
+
+int PagePool::lookup(const int32_t *tokens, size_t count, int maxBlocks, int *idle) const {
+  int unreferenced = 0;
+  int found = walk(tokens, count, maxBlocks,
+                   [&](int32_t page) { unreferenced += refs_[size_t(page)] == 0; });
+  if (idle)
+    *idle = unreferenced;
+  return found;
+}
+
+int PagePool::takeCached(const int32_t *tokens, size_t count, int maxBlocks,
+                         std::vector<int32_t> &out) {
+  return walk(tokens, count, maxBlocks, [&](int32_t page) {
+    if (refs_[size_t(page)]++ == 0)
+      idle_.erase(blocks_.at(page).idle);
+    out.push_back(page);
+  });
 }
 
 bool PagePool::publish(const std::vector<int32_t> &pages, size_t index, const int32_t *tokens) {

@@ -92,6 +92,10 @@ private:
   static uint64_t keyOf(uint64_t parent, const int32_t *tokens, int n);
   // The page holding the block (parent, tokens), or -1.
   int32_t find(uint64_t parent, const int32_t *tokens) const;
+  // Calls visit(page) for each block of the longest cached chain that
+  // begins tokens[0..count) (at most maxBlocks); returns how many.
+  template <class Visit>
+  int walk(const int32_t *tokens, size_t count, int maxBlocks, Visit visit) const;
   // The serial of the cached block that ends the chain of the first
   // `blocks` blocks of `tokens` (0 for none), or nothing if one is missing.
   bool chainSerial(const int32_t *tokens, size_t blocks, uint64_t &serial) const;

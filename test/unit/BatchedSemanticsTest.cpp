@@ -215,13 +215,18 @@ TEST(BatchedSemanticsTest, MixedStepsMatchEachSequenceAlone) {
   EXPECT_GT(together.multiChunkSteps, 0);
   EXPECT_GT(stats.preemptions, 0u);
 
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    InterpreterRunner alone(*module, *weights, vocab, kv);
-    std::vector<Result> single = run({prompts[i]}, alone, nullptr);
-    EXPECT_EQ(batched[i].tokens, single[0].tokens) << "prompt " << i;
-    EXPECT_LE(reference::maxRelativeError(batched[i].logits, single[0].logits), 1e-5)
-        << "prompt " << i;
-  }
+  // Each sequence of `batch` got what it gets alone.
+  auto expectEachAsAlone = [&](const std::vector<std::vector<int32_t>> &batch,
+                               const std::vector<Result> &together, const char *what) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      InterpreterRunner alone(*module, *weights, vocab, kv);
+      std::vector<Result> single = run({batch[i]}, alone, nullptr);
+      EXPECT_EQ(together[i].tokens, single[0].tokens) << what << " " << i;
+      EXPECT_LE(reference::maxRelativeError(together[i].logits, single[0].logits), 1e-5)
+          << what << " " << i;
+    }
+  };
+  expectEachAsAlone(prompts, batched, "prompt");
   // Prefix caching: prompts that begin with 0-29 tokens of the fixture's
   // prompt around the 4-token blocks, together, with the cache on: each
   // gets what it gets alone, and some positions came from pages other
@@ -239,13 +244,7 @@ TEST(BatchedSemanticsTest, MixedStepsMatchEachSequenceAlone) {
   std::vector<Result> shared = run(sharing, cached, &cachedStats, /*prefixCaching=*/true);
   EXPECT_GT(cachedStats.prefixHitTokens, 0u);
   EXPECT_GT(cached.positionsShared, 0);
-  for (size_t i = 0; i < sharing.size(); ++i) {
-    InterpreterRunner alone(*module, *weights, vocab, kv);
-    std::vector<Result> single = run({sharing[i]}, alone, nullptr);
-    EXPECT_EQ(shared[i].tokens, single[0].tokens) << "shared prompt " << i;
-    EXPECT_LE(reference::maxRelativeError(shared[i].logits, single[0].logits), 1e-5)
-        << "shared prompt " << i;
-  }
+  expectEachAsAlone(sharing, shared, "shared prompt");
 
   // And the fixture's prompt gives what transformers computed.
   std::vector<float> last(expected->logits.end() - vocab, expected->logits.end());
