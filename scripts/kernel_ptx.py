@@ -18,6 +18,10 @@ source (and so the hash that ends its name) changes while its code must
 not: kernels are keyed by their name without that hash, and each PTX has
 its entry's symbol (an extern "C" name or a template instance's lowered
 name) and its parameters' names replaced by placeholders first.
+
+--counts (with --by-base-name) compares instead each name's instruction
+counts, parameter loads set aside: for a change of a kernel's parameters
+(their number and order change the PTX text, not what the body computes).
 """
 import collections
 import glob
@@ -48,8 +52,17 @@ def normalized(ptx, symbol):
                   flags=re.M)
 
 
-def entries(cache, by_base_name=False):
-    """{(name, arch): [sha1 of its PTX, ...]} of the cache's entries."""
+def instruction_count(ptx):
+    """Instructions of the entry's body, parameter loads aside."""
+    body = ptx[ptx.find(".entry"):]
+    return sum(1 for line in body.splitlines()
+               if line.startswith("\t") and not line.startswith(("\t.", "\t//"))
+               and line.strip() and not line.strip().startswith("ld.param"))
+
+
+def entries(cache, by_base_name=False, counts=False):
+    """{(name, arch): [sha1 of its PTX (or its instruction count), ...]} of
+    the cache's entries."""
     found = collections.defaultdict(list)
     for path in glob.glob(os.path.join(cache, "*.weftk")):
         data = open(path, "rb").read()
@@ -72,29 +85,36 @@ def entries(cache, by_base_name=False):
         if by_base_name:
             name = re.sub(r"_[0-9a-f]{12}$", "", name)
             ptx = normalized(ptx.decode(errors="replace"), symbol.decode()).encode()
-        found[(name, arch.decode())].append(hashlib.sha1(ptx).hexdigest())
+        key = (name, arch.decode())
+        if counts:
+            found[key].append(instruction_count(ptx.decode(errors="replace")))
+        else:
+            found[key].append(hashlib.sha1(ptx).hexdigest())
     return {k: sorted(v) for k, v in found.items()}
 
 
 def main():
     args = sys.argv[1:]
     by_base_name = "--by-base-name" in args
-    args = [a for a in args if a != "--by-base-name"]
+    counts = "--counts" in args
+    args = [a for a in args if a not in ("--by-base-name", "--counts")]
     if len(args) != 2:
         sys.exit(__doc__)
-    before, after = entries(args[0], by_base_name), entries(args[1], by_base_name)
+    before = entries(args[0], by_base_name, counts)
+    after = entries(args[1], by_base_name, counts)
     if not before:
         sys.exit(f"{args[0]}: no kernel cache entries")
     differ = 0
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             what = ("only before" if key not in after else "only after" if key not in before
+                    else f"instructions {before[key]} -> {after[key]}" if counts
                     else "PTX differs")
             print(f"{key[0]} ({key[1]}): {what}")
             differ += 1
     kernels = sum(len(v) for v in before.values())
     print(f"{kernels} kernels ({len(before)} names and architectures): "
-          f"{'all the same PTX' if not differ else f'{differ} differ'}")
+          f"{('all the same instruction counts' if counts else 'all the same PTX') if not differ else f'{differ} differ'}")
     sys.exit(1 if differ else 0)
 
 

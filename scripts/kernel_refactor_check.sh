@@ -17,7 +17,9 @@
 # change of the emitters: the spread built by OLD (before) and by the
 # build's (after), with LIB left out, kernels matched by name without the
 # source hash and their PTX compared with entry symbols and parameter
-# names set aside (kernel_ptx.py --by-base-name).
+# names set aside (kernel_ptx.py --by-base-name); where the PTX differs, it
+# also compares each name's instruction counts, parameter loads aside
+# (--counts: for a change of kernels' parameters).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 lib="$(cd "${1:-$root/targets/CUDA/kernels}" && pwd)"
@@ -65,8 +67,15 @@ if [[ -n $before_compile ]]; then
   plans "$out/before"
   echo "building them with $compile..."
   plans "$out/after"
-  python3 "$root/scripts/kernel_ptx.py" --by-base-name "$out/before" "$out/after"
-  exit
+  status=0
+  python3 "$root/scripts/kernel_ptx.py" --by-base-name "$out/before" "$out/after" || status=$?
+  # Where the PTX differs (a kernel's parameters changed), whether the
+  # bodies still have the same instruction counts.
+  if ((status)); then
+    echo "instruction counts, parameter loads aside:"
+    python3 "$root/scripts/kernel_ptx.py" --by-base-name --counts "$out/before" "$out/after" || true
+  fi
+  exit $status
 fi
 echo "building the plans with the library built into $compile..."
 plans "$out/before"
