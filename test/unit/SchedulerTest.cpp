@@ -123,7 +123,10 @@ public:
     for (size_t t = 0; t < q.in.feed.size(); ++t)
       if (q.in.feed[t] >= 0) {
         size_t age = q.in.feedAge.empty() ? 1 : size_t(q.in.feedAge[t]);
-        q.in.ids[t] = executedNext_.at(q.launch - age)[size_t(q.in.feed[t])];
+        auto from = executedNext_.find(q.launch - age);
+        if (from == executedNext_.end()) // that step failed: nothing to feed
+          return internalError("the fed token's step did not run");
+        q.in.ids[t] = from->second[size_t(q.in.feed[t])];
       }
     std::swap(tables_, q.tables);
     Status st = execute(q.in, out);
