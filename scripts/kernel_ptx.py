@@ -42,6 +42,9 @@ def normalized(ptx, symbol):
     constant, which a library entry's Config adds (NVRTC's -default-device
     emits every Config constant as a global)."""
     ptx = ptx.replace(symbol, "ENTRY")
+    # Parameters as NVVM names them, or shortened (Nvrtc.cpp's
+    # shortenPtxParams): the same placeholder.
+    ptx = re.sub(r"\bwfp_(\d+)", r"ENTRY_param_\1", ptx)
     # Internal-linkage names embed the file NVRTC compiled, named after the
     # kernel ("_ZN75_INTERNAL_00000000_44_<name>_cu_a7e29c40...").
     ptx = re.sub(r"_ZN\d+_INTERNAL_[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+(?:_\d+)?(?=\d+weft)",

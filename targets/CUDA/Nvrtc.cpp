@@ -34,6 +34,28 @@ namespace {
 // Version 2 adds the entry's symbol (a template instance's lowered name).
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '2'};
 constexpr llvm::StringLiteral kEntrySuffix = ".weftk";
+// How the kept PTX is written (part of the cache key): parameters renamed
+// from NVVM's "<entry symbol>_param_<n>" to "wfp_<n>" (shortenPtxParams).
+constexpr llvm::StringLiteral kPtxForm = "ptx params wfp_<n>";
+
+// NVVM names every parameter of an entry after its symbol; a template
+// instance's symbol grows with its pointer pack (the decode stream kernel's
+// is 871 bytes at 32 layers), so its PTX repeated it in every parameter's
+// declaration and load (1.1 MiB instead of 386 KiB). The names are local
+// to the entry, so "wfp_<n>" serves as well; the CUBIN is NVRTC's own.
+void shortenPtxParams(std::string &ptx, llvm::StringRef symbol) {
+  const std::string from = symbol.str() + "_param_";
+  std::string out;
+  out.reserve(ptx.size());
+  size_t at = 0;
+  for (size_t hit = ptx.find(from); hit != std::string::npos; hit = ptx.find(from, at)) {
+    out.append(ptx, at, hit - at);
+    out += "wfp_";
+    at = hit + from.size();
+  }
+  out.append(ptx, at, std::string::npos);
+  ptx = std::move(out);
+}
 
 llvm::Error kernelError(llvm::StringRef name, llvm::StringRef arch, const llvm::Twine &what) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -279,6 +301,8 @@ uint64_t kernelCacheKey(const EmittedKernel &kernel, llvm::StringRef arch) {
   material += arch.str();
   material += '\0';
   material += nvrtcVersionString();
+  material += '\0';
+  material += kPtxForm.str();
   for (const std::string &o : nvrtcOptions(arch)) {
     material += '\0';
     material += o;
@@ -364,6 +388,7 @@ llvm::Expected<CompiledKernel> compileKernel(const EmittedKernel &kernel, llvm::
       return kernelError(kernel.name, arch, "NVRTC could not return the PTX");
     while (!k.ptx.empty() && k.ptx.back() == '\0')
       k.ptx.pop_back();
+    shortenPtxParams(k.ptx, k.symbol);
   }
   if (cache)
     llvm::consumeError(cache->store(key, k)); // a cold cache next time, nothing worse

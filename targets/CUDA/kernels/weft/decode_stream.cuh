@@ -1150,6 +1150,14 @@ __device__ __forceinline__ void decodeStep(const Step<C> &s, const Layer<C> *lay
   }
 }
 
+// The layers' pointers in shared memory. Declared here, in a function of
+// the Config alone, rather than in the entry: PTX names a variable after
+// its function, and the entry's name spells out every layer's pointer type.
+template <class C> __device__ __forceinline__ Layer<C> *layerTable() {
+  __shared__ Layer<C> table[C::LAYERS];
+  return table;
+}
+
 // The entry point (emitDecodeStream): the step's pointers, then each
 // layer's, in the order the plan binds them: norm1, qkv, k, v, o, norm2,
 // gate_up, down and, with codes, the qkv, o, gate_up and down scale
@@ -1167,7 +1175,7 @@ __global__ void __launch_bounds__(threadsOf<C>(), 1)
   static_assert(counterCount<C>() == C::COUNTERS, "counters");
   static_assert(actPerLayer<C>() * C::LAYERS * 2 == C::ACT_BYTES, "activations");
   wf_grid_dependency_enter<C>();
-  __shared__ Layer<C> layers[C::LAYERS];
+  Layer<C> *layers = layerTable<C>();
   if (threadIdx.x == 0) {
     void *const p[] = {const_cast<void *>(static_cast<const void *>(layer))...};
 #pragma unroll
