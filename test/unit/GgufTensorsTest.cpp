@@ -1,0 +1,124 @@
+// GGUF tensors as the Hugging Face checkpoint holds them: names, shapes,
+// dequantized values, and Llama's Q/K rows permuted back (GGUF writers
+// interleave each head's rotation pairs for llama.cpp).
+#include "compiler/Import/GgufConfig.h"
+#include "compiler/Import/GgufTensors.h"
+
+#include "runtime/io/MappedFile.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace weft {
+namespace {
+
+TEST(GgufTensorsTest, NamesAndShapes) {
+  EXPECT_EQ(huggingFaceName("token_embd.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(huggingFaceName("output_norm.weight"), "model.norm.weight");
+  EXPECT_EQ(huggingFaceName("output.weight"), "lm_head.weight");
+  EXPECT_EQ(huggingFaceName("blk.12.attn_q.weight"), "model.layers.12.self_attn.q_proj.weight");
+  EXPECT_EQ(huggingFaceName("blk.0.attn_k.bias"), "model.layers.0.self_attn.k_proj.bias");
+  EXPECT_EQ(huggingFaceName("blk.3.attn_output.weight"), "model.layers.3.self_attn.o_proj.weight");
+  EXPECT_EQ(huggingFaceName("blk.3.attn_k_norm.weight"), "model.layers.3.self_attn.k_norm.weight");
+  EXPECT_EQ(huggingFaceName("blk.1.ffn_norm.weight"),
+            "model.layers.1.post_attention_layernorm.weight");
+  EXPECT_EQ(huggingFaceName("blk.1.ffn_down.weight"), "model.layers.1.mlp.down_proj.weight");
+  for (const char *other : {"blk.x.attn_q.weight", "blk.01.attn_q.weight", "blk.1.attn_q",
+                            "blk.1.ffn_gate_exps.weight", "rope_freqs.weight", "blk..ffn_up.weight"})
+    EXPECT_FALSE(huggingFaceName(other).has_value()) << other;
+  io::GgufTensor t;
+  t.dims = {576, 1536};
+  EXPECT_EQ(huggingFaceShape(t), (std::vector<int64_t>{1536, 576}));
+}
+
+TEST(GgufTensorsTest, QAndKRowsArePermutedBack) {
+  // The writer's permutation, from the format: Hugging Face row
+  // h * d + j * d/2 + i of a head of d rows becomes GGUF row h * d + 2i + j.
+  const int64_t heads = 3, d = 8, cols = 2, rows = heads * d;
+  std::vector<float> hf(size_t(rows * cols)), gguf(hf.size());
+  for (size_t k = 0; k < hf.size(); ++k)
+    hf[k] = float(k);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < d / 2; ++i)
+        for (int64_t c = 0; c < cols; ++c)
+          gguf[size_t((h * d + 2 * i + j) * cols + c)] =
+              hf[size_t((h * d + j * (d / 2) + i) * cols + c)];
+  std::vector<float> back = gguf;
+  unpermuteRows(back, rows, cols, heads);
+  EXPECT_EQ(back, hf);
+
+  ModelConfig llama;
+  llama.family = ModelFamily::Llama;
+  llama.numHeads = 9;
+  llama.numKvHeads = 3;
+  EXPECT_EQ(permutedHeads(llama, "model.layers.0.self_attn.q_proj.weight"), 9);
+  EXPECT_EQ(permutedHeads(llama, "model.layers.0.self_attn.k_proj.weight"), 3);
+  EXPECT_EQ(permutedHeads(llama, "model.layers.0.self_attn.v_proj.weight"), 0);
+  ModelConfig qwen2 = llama;
+  qwen2.family = ModelFamily::Qwen2;
+  EXPECT_EQ(permutedHeads(qwen2, "model.layers.0.self_attn.q_proj.weight"), 0);
+}
+
+// A one-tensor file in memory: a Q8_0 K projection of 2 heads of 4 rows,
+// 32 inputs, d = 1 and row r's values r * 32 + c - 64 (clamped to int8).
+TEST(GgufTensorsTest, ReadsDequantizedAndPermutedBack) {
+  io::GgufFile f;
+  f.path = "k.gguf";
+  io::GgufTensor t;
+  t.name = "blk.0.attn_k.weight";
+  t.type = uint32_t(io::GgmlType::Q8_0);
+  t.dims = {32, 8};
+  t.offset = 0;
+  t.bytes = 8 * 34;
+  f.tensors.push_back(t);
+  std::string bytes(size_t(t.bytes), '\0');
+  for (int r = 0; r < 8; ++r) {
+    uint16_t one = 0x3C00;
+    std::memcpy(&bytes[size_t(r * 34)], &one, 2);
+    for (int c = 0; c < 32; ++c)
+      bytes[size_t(r * 34 + 2 + c)] = char(int8_t(r * 10 + c - 64));
+  }
+  ModelConfig c;
+  c.family = ModelFamily::Llama;
+  c.numHeads = 4;
+  c.numKvHeads = 2;
+  llvm::Expected<std::vector<float>> v = readAsHuggingFace(f, bytes, f.tensors[0], c);
+  ASSERT_TRUE(bool(v)) << llvm::toString(v.takeError());
+  ASSERT_EQ(v->size(), 256u);
+  // Hugging Face row 1 of head 0 (j = 0, i = 1) is GGUF row 2; row 2
+  // (j = 1, i = 0) is GGUF row 1; head 1 likewise from row 4.
+  EXPECT_EQ((*v)[0 * 32], -64.0f);
+  EXPECT_EQ((*v)[1 * 32], 2 * 10 - 64.0f);
+  EXPECT_EQ((*v)[2 * 32], 1 * 10 - 64.0f);
+  EXPECT_EQ((*v)[5 * 32 + 3], 6 * 10 + 3 - 64.0f);
+  // Bytes that do not hold the tensor: refused.
+  llvm::Expected<std::vector<float>> cut =
+      readAsHuggingFace(f, std::string_view(bytes).substr(0, 100), f.tensors[0], c);
+  ASSERT_FALSE(bool(cut));
+  EXPECT_NE(llvm::toString(cut.takeError()).find("lies past the bytes given"), std::string::npos);
+}
+
+// The real file, where a run provides it (WEFT_SMOLLM2_GGUF).
+TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
+  const char *path = std::getenv("WEFT_SMOLLM2_GGUF");
+  if (!path || !*path)
+    GTEST_SKIP() << "WEFT_SMOLLM2_GGUF not set";
+  StatusOr<io::GgufFile> f = io::readGguf(path);
+  ASSERT_TRUE(f.isOk()) << f.status().message();
+  llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  llvm::Error e = checkGgufTensors(*f, *c);
+  ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  StatusOr<io::MappedFile> m = io::MappedFile::open(path);
+  ASSERT_TRUE(m.isOk());
+  llvm::Expected<std::vector<float>> q =
+      readAsHuggingFace(*f, m->bytes(), *f->tensor("blk.0.attn_q.weight"), *c);
+  ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+  EXPECT_EQ(q->size(), 576u * 576u);
+}
+
+} // namespace
+} // namespace weft
