@@ -4,7 +4,13 @@
 #include "compiler/Import/GgufConfig.h"
 #include "compiler/Import/GgufTensors.h"
 
+#include "compiler/Import/Importer.h"
+#include "compiler/Reference/FixtureRunner.h"
+#include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/io/MappedFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -118,6 +124,40 @@ TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
       readAsHuggingFace(*f, m->bytes(), *f->tensor("blk.0.attn_q.weight"), *c);
   ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
   EXPECT_EQ(q->size(), 576u * 576u);
+}
+
+// The reference interpreter on SmolLM2-135M-Instruct from its GGUF file
+// (every tensor read as Hugging Face's) continues a prompt as transformers
+// does loading the same file: transformers 5 (from_pretrained with
+// gguf_file, f32, greedy generate) gave these 8 tokens for this prompt on
+// 2026-12-08. Where a run provides the file (WEFT_SMOLLM2_GGUF).
+TEST(GgufTensorsTest, RealSmolLM2GreedyMatchesTransformers) {
+  const char *path = std::getenv("WEFT_SMOLLM2_GGUF");
+  if (!path || !*path)
+    GTEST_SKIP() << "WEFT_SMOLLM2_GGUF not set";
+  StatusOr<io::GgufFile> f = io::readGguf(path);
+  ASSERT_TRUE(f.isOk()) << f.status().message();
+  llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  c->dtype = io::DType::F32; // the interpreter computes in f32, as transformers did
+  StatusOr<io::MappedFile> m = io::MappedFile::open(path);
+  ASSERT_TRUE(m.isOk());
+  reference::WeightStore weights;
+  for (const io::GgufTensor &t : f->tensors) {
+    std::optional<std::string> hf = huggingFaceName(t.name);
+    ASSERT_TRUE(hf.has_value()) << t.name;
+    llvm::Expected<std::vector<float>> v = readAsHuggingFace(*f, m->bytes(), t, *c);
+    ASSERT_TRUE(bool(v)) << llvm::toString(v.takeError());
+    weights.add(*hf, reference::Tensor::floats(huggingFaceShape(t), std::move(*v)));
+  }
+  mlir::MLIRContext context;
+  context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *c);
+  ASSERT_TRUE(module);
+  llvm::Expected<std::vector<int32_t>> greedy =
+      reference::runGreedy(*module, weights, {1, 504, 3458, 282, 4649, 314}, 8);
+  ASSERT_TRUE(bool(greedy)) << llvm::toString(greedy.takeError());
+  EXPECT_EQ(*greedy, (std::vector<int32_t>{253, 14840, 3102, 281, 260, 905, 282, 15879}));
 }
 
 } // namespace
