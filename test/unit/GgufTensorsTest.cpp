@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include "test/unit/RealFixtures.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -107,11 +109,12 @@ TEST(GgufTensorsTest, ReadsDequantizedAndPermutedBack) {
   EXPECT_NE(llvm::toString(cut.takeError()).find("lies past the bytes given"), std::string::npos);
 }
 
-// The real file, where a run provides it (WEFT_SMOLLM2_GGUF).
+// The real file (test/unit/RealFixtures.h: fetched by setup, or
+// WEFT_SMOLLM2_GGUF).
 TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
-  const char *path = std::getenv("WEFT_SMOLLM2_GGUF");
-  if (!path || !*path)
-    GTEST_SKIP() << "WEFT_SMOLLM2_GGUF not set";
+  const std::string path = weft::testing::smolLM2Gguf();
+  if (path.empty())
+    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
   StatusOr<io::GgufFile> f = io::readGguf(path);
   ASSERT_TRUE(f.isOk()) << f.status().message();
   llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
@@ -130,11 +133,11 @@ TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
 // (every tensor read as Hugging Face's) continues a prompt as transformers
 // does loading the same file: transformers 5 (from_pretrained with
 // gguf_file, f32, greedy generate) gave these 8 tokens for this prompt on
-// 2026-12-08. Where a run provides the file (WEFT_SMOLLM2_GGUF).
+// 2026-12-08. Where the file is (test/unit/RealFixtures.h).
 TEST(GgufTensorsTest, RealSmolLM2GreedyMatchesTransformers) {
-  const char *path = std::getenv("WEFT_SMOLLM2_GGUF");
-  if (!path || !*path)
-    GTEST_SKIP() << "WEFT_SMOLLM2_GGUF not set";
+  const std::string path = weft::testing::smolLM2Gguf();
+  if (path.empty())
+    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
   StatusOr<io::GgufFile> f = io::readGguf(path);
   ASSERT_TRUE(f.isOk()) << f.status().message();
   llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
