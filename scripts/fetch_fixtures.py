@@ -5,7 +5,7 @@ keeps SmolLM2-135M-Instruct.Q4_1.gguf (a Llama-architecture model in GGUF,
 Q4_1 projections and a Q8_0 embedding, with its tokenizer and chat
 template). Not committed; tests that need it skip when it is absent.
 
-    scripts/fetch_fixtures.py BUILD_DIR     (scripts/setup.sh runs it)
+    scripts/fetch_fixtures.py BUILD_DIR     (scripts/test.sh runs it)
 
 Exits 0 when the file is there (fetched now or before), 1 when it could not
 be fetched (no network, a changed file); never leaves a partial file.

@@ -49,6 +49,3 @@ if [[ ! -f "$build/build.ninja" ]]; then
     cat "$build.configure.log"; echo "setup: cmake configure failed"; exit 1; }
 fi
 ninja -C "$build" -j"${WEFT_JOBS:-$(nproc)}" --quiet
-# The real-model fixture (SmolLM2-135M-Instruct's GGUF, pinned): tests that
-# need it skip without it, so a machine without network still builds.
-python3 "$root/scripts/fetch_fixtures.py" "$build" || true

@@ -115,7 +115,7 @@ TEST(GgufConfigTest, WhatIsNotReadIsRefused) {
   refused(f, "num_key_value_heads");
 }
 
-// The real file (test/unit/RealFixtures.h: fetched by setup, or
+// The real file (test/unit/RealFixtures.h: fetched by scripts/test.sh, or
 // WEFT_SMOLLM2_GGUF).
 TEST(GgufConfigTest, RealSmolLM2File) {
   const std::string path = weft::testing::smolLM2Gguf();

@@ -109,7 +109,7 @@ TEST(GgufTensorsTest, ReadsDequantizedAndPermutedBack) {
   EXPECT_NE(llvm::toString(cut.takeError()).find("lies past the bytes given"), std::string::npos);
 }
 
-// The real file (test/unit/RealFixtures.h: fetched by setup, or
+// The real file (test/unit/RealFixtures.h: fetched by scripts/test.sh, or
 // WEFT_SMOLLM2_GGUF).
 TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
   const std::string path = weft::testing::smolLM2Gguf();

@@ -1,5 +1,5 @@
 // Where the real-model fixtures are: fetched into the build tree by
-// scripts/fetch_fixtures.py (scripts/setup.sh runs it), or named by an
+// scripts/fetch_fixtures.py (scripts/test.sh runs it), or named by an
 // environment variable. Tests that need one skip without it.
 #ifndef WEFT_TEST_UNIT_REALFIXTURES_H_
 #define WEFT_TEST_UNIT_REALFIXTURES_H_
