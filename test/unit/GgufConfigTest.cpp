@@ -3,8 +3,6 @@
 // model but is not read yet is refused, naming the key.
 #include "compiler/Import/GgufConfig.h"
 
-#include "test/unit/RealFixtures.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -113,21 +111,6 @@ TEST(GgufConfigTest, WhatIsNotReadIsRefused) {
   f = smollm2();
   f.metadata["llama.attention.head_count_kv"] = u32(4);
   refused(f, "num_key_value_heads");
-}
-
-// The real file (test/unit/RealFixtures.h: fetched by scripts/test.sh, or
-// WEFT_SMOLLM2_GGUF).
-TEST(GgufConfigTest, RealSmolLM2File) {
-  const std::string path = weft::testing::smolLM2Gguf();
-  if (path.empty())
-    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
-  StatusOr<io::GgufFile> f = io::readGguf(path);
-  ASSERT_TRUE(f.isOk()) << f.status().message();
-  llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
-  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
-  EXPECT_EQ(c->numLayers, 30);
-  EXPECT_EQ(c->headDim, 64);
-  EXPECT_TRUE(c->tieWordEmbeddings);
 }
 
 } // namespace

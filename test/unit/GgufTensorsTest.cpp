@@ -18,6 +18,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace weft {
 namespace {
@@ -109,53 +110,61 @@ TEST(GgufTensorsTest, ReadsDequantizedAndPermutedBack) {
   EXPECT_NE(llvm::toString(cut.takeError()).find("lies past the bytes given"), std::string::npos);
 }
 
-// The real file (test/unit/RealFixtures.h: fetched by scripts/test.sh, or
-// WEFT_SMOLLM2_GGUF).
-TEST(GgufTensorsTest, RealSmolLM2FileHoldsEveryTensor) {
-  const std::string path = weft::testing::smolLM2Gguf();
-  if (path.empty())
-    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
-  StatusOr<io::GgufFile> f = io::readGguf(path);
-  ASSERT_TRUE(f.isOk()) << f.status().message();
-  llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
-  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
-  llvm::Error e = checkGgufTensors(*f, *c);
+// SmolLM2-135M-Instruct's real file (test/unit/RealFixtures.h: fetched by
+// scripts/test.sh, or WEFT_SMOLLM2_GGUF), read once for these tests.
+class SmolLM2Test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    path = weft::testing::smolLM2Gguf();
+    if (path.empty())
+      GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or "
+                      "WEFT_SMOLLM2_GGUF";
+    StatusOr<io::GgufFile> f = io::readGguf(path);
+    ASSERT_TRUE(f.isOk()) << f.status().message();
+    file = std::move(*f);
+    llvm::Expected<ModelConfig> c = ggufModelConfig(file);
+    ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+    config = std::move(*c);
+    StatusOr<io::MappedFile> m = io::MappedFile::open(path);
+    ASSERT_TRUE(m.isOk());
+    mapped.emplace(std::move(*m));
+  }
+  std::string path;
+  io::GgufFile file;
+  ModelConfig config;
+  std::optional<io::MappedFile> mapped;
+};
+
+TEST_F(SmolLM2Test, ConfigAndEveryTensor) {
+  EXPECT_EQ(config.numLayers, 30);
+  EXPECT_EQ(config.headDim, 64);
+  EXPECT_TRUE(config.tieWordEmbeddings);
+  llvm::Error e = checkGgufTensors(file, config);
   ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
-  StatusOr<io::MappedFile> m = io::MappedFile::open(path);
-  ASSERT_TRUE(m.isOk());
   llvm::Expected<std::vector<float>> q =
-      readAsHuggingFace(*f, m->bytes(), *f->tensor("blk.0.attn_q.weight"), *c);
+      readAsHuggingFace(file, mapped->bytes(), *file.tensor("blk.0.attn_q.weight"), config);
   ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
   EXPECT_EQ(q->size(), 576u * 576u);
 }
 
-// The reference interpreter on SmolLM2-135M-Instruct from its GGUF file
-// (every tensor read as Hugging Face's) continues a prompt as transformers
-// does loading the same file: transformers 5 (from_pretrained with
-// gguf_file, f32, greedy generate) gave these 8 tokens for this prompt on
-// 2026-12-08. Where the file is (test/unit/RealFixtures.h).
-TEST(GgufTensorsTest, RealSmolLM2GreedyMatchesTransformers) {
-  const std::string path = weft::testing::smolLM2Gguf();
-  if (path.empty())
-    GTEST_SKIP() << "no SmolLM2 GGUF: scripts/fetch_fixtures.py BUILD_DIR, or WEFT_SMOLLM2_GGUF";
-  StatusOr<io::GgufFile> f = io::readGguf(path);
-  ASSERT_TRUE(f.isOk()) << f.status().message();
-  llvm::Expected<ModelConfig> c = ggufModelConfig(*f);
-  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
-  c->dtype = io::DType::F32; // the interpreter computes in f32, as transformers did
-  StatusOr<io::MappedFile> m = io::MappedFile::open(path);
-  ASSERT_TRUE(m.isOk());
+// The reference interpreter on the model read from the file continues a
+// prompt as transformers does loading the same file: transformers 5
+// (from_pretrained with gguf_file, f32, greedy generate) gave these 8
+// tokens for this prompt on 2026-12-08.
+TEST_F(SmolLM2Test, GreedyMatchesTransformers) {
+  ModelConfig c = config;
+  c.dtype = io::DType::F32; // the interpreter computes in f32, as transformers did
   reference::WeightStore weights;
-  for (const io::GgufTensor &t : f->tensors) {
+  for (const io::GgufTensor &t : file.tensors) {
     std::optional<std::string> hf = huggingFaceName(t.name);
     ASSERT_TRUE(hf.has_value()) << t.name;
-    llvm::Expected<std::vector<float>> v = readAsHuggingFace(*f, m->bytes(), t, *c);
+    llvm::Expected<std::vector<float>> v = readAsHuggingFace(file, mapped->bytes(), t, c);
     ASSERT_TRUE(bool(v)) << llvm::toString(v.takeError());
     weights.add(*hf, reference::Tensor::floats(huggingFaceShape(t), std::move(*v)));
   }
   mlir::MLIRContext context;
   context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
-  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, *c);
+  mlir::OwningOpRef<mlir::ModuleOp> module = importModel(context, c);
   ASSERT_TRUE(module);
   llvm::Expected<std::vector<int32_t>> greedy =
       reference::runGreedy(*module, weights, {1, 504, 3458, 282, 4649, 314}, 8);
