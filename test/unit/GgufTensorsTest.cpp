@@ -8,6 +8,7 @@
 #include "compiler/Reference/FixtureRunner.h"
 #include "dialects/Weft/IR/WeftOps.h"
 #include "runtime/io/MappedFile.h"
+#include "runtime/tokenizer/GgufTokenizer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -15,9 +16,11 @@
 #include "test/unit/RealFixtures.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 namespace weft {
@@ -170,6 +173,78 @@ TEST_F(SmolLM2Test, GreedyMatchesTransformers) {
       reference::runGreedy(*module, weights, {1, 504, 3458, 282, 4649, 314}, 8);
   ASSERT_TRUE(bool(greedy)) << llvm::toString(greedy.takeError());
   EXPECT_EQ(*greedy, (std::vector<int32_t>{253, 14840, 3102, 281, 260, 905, 282, 15879}));
+}
+
+// The file's tokenizer encodes as transformers' tokenizer of the same file
+// (AutoTokenizer.from_pretrained with gguf_file, add_special_tokens=False;
+// measured 2026-12-08): digits one by one, spaces, tabs and newlines,
+// accents and CJK as bytes, the chat template's special tokens whole.
+TEST_F(SmolLM2Test, TokenizerMatchesTransformers) {
+  StatusOr<tokenizer::Tokenizer> tok = tokenizer::ggufTokenizer(file);
+  ASSERT_TRUE(tok.isOk()) << tok.status().message();
+  const std::pair<const char *, std::vector<int32_t>> cases[] = {
+      {"Hello world!", {19556, 905, 17}},
+      {"The year 2024 had 366 days.", {504, 713, 216, 34, 32, 34, 36, 761, 216, 35, 38, 38, 2009, 30}},
+      {"  spaces   and\ttabs\n", {216, 5600, 256, 284, 197, 100, 7366, 198}},
+      {"na\xc3\xafve caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
+       {3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248}},
+      {"<|im_start|>user\nhi<|im_end|>", {1, 4093, 198, 6004, 2}},
+  };
+  for (const auto &[text, ids] : cases) {
+    StatusOr<std::vector<int32_t>> got = tok->encode(text, /*addSpecial=*/false);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    EXPECT_EQ(*got, ids) << text;
+    EXPECT_EQ(tok->decode(*got, /*skipSpecial=*/false), text);
+  }
+}
+
+// And on 1,000 lines of text (test/fixtures/gguf/smollm2_tokens.json: the
+// lines of docs/*.md with transformers' ids for each, written 2026-12-08).
+TEST_F(SmolLM2Test, TokenizerMatchesTransformersOnAThousandLines) {
+  StatusOr<tokenizer::Tokenizer> tok = tokenizer::ggufTokenizer(file);
+  ASSERT_TRUE(tok.isOk()) << tok.status().message();
+  std::ifstream in(std::string(WEFT_FIXTURES_DIR) + "/gguf/smollm2_tokens.json");
+  ASSERT_TRUE(in);
+  nlohmann::json all = nlohmann::json::parse(in);
+  int compared = 0, tokens = 0;
+  for (const nlohmann::json &c : all["cases"]) {
+    std::string text = c["text"];
+    std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
+    StatusOr<std::vector<int32_t>> got = tok->encode(text, /*addSpecial=*/false);
+    ASSERT_TRUE(got.isOk()) << got.status().message();
+    EXPECT_EQ(*got, ids) << text;
+    ++compared;
+    tokens += int(ids.size());
+  }
+  EXPECT_EQ(compared, 1000);
+  EXPECT_GT(tokens, 20000);
+}
+
+TEST(GgufTokenizerTest, WhatIsNotReadIsRefused) {
+  io::GgufFile f;
+  f.path = "t.gguf";
+  io::GgufValue model;
+  model.type = io::GgufValueType::String;
+  model.s = "llama";
+  f.metadata["tokenizer.ggml.model"] = model;
+  StatusOr<std::string> j = tokenizer::ggufTokenizerJson(f);
+  ASSERT_FALSE(j.isOk());
+  EXPECT_NE(j.status().message().find("t.gguf: GGUF metadata 'tokenizer.ggml.model': 'llama' "
+                                      "is not supported yet"),
+            std::string::npos)
+      << j.status().message();
+  f.metadata["tokenizer.ggml.model"].s = "gpt2";
+  io::GgufValue pre = model;
+  pre.s = "qwen2";
+  f.metadata["tokenizer.ggml.pre"] = pre;
+  j = tokenizer::ggufTokenizerJson(f);
+  ASSERT_FALSE(j.isOk());
+  EXPECT_NE(j.status().message().find("'tokenizer.ggml.pre': 'qwen2' is not supported yet"),
+            std::string::npos);
+  f.metadata["tokenizer.ggml.pre"].s = "gpt-2";
+  j = tokenizer::ggufTokenizerJson(f);
+  ASSERT_FALSE(j.isOk());
+  EXPECT_NE(j.status().message().find("'tokenizer.ggml.tokens': missing"), std::string::npos);
 }
 
 } // namespace
