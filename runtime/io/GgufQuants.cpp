@@ -16,11 +16,12 @@ float f16At(const uint8_t *p) {
   return halfToFloat(bits);
 }
 
-// f32 products and sums, each rounded on its own (never contracted into a
-// fused multiply-add, which would round once).
-[[gnu::noinline]] float mul(float a, float b) { return a * b; }
-[[gnu::noinline]] float add(float a, float b) { return a + b; }
-[[gnu::noinline]] float sub(float a, float b) { return a - b; }
+// f32 products and sums, each rounded on its own: this file is compiled
+// with -ffp-contract=off (runtime/io/CMakeLists.txt), so no product and
+// sum become one fused multiply-add, which would round once.
+inline float mul(float a, float b) { return a * b; }
+inline float add(float a, float b) { return a + b; }
+inline float sub(float a, float b) { return a - b; }
 
 // Q4_0 and Q4_1 (32 values): the scale d (and the minimum m), then 16
 // bytes: value j is the low nibble of byte j, value j + 16 its high nibble;

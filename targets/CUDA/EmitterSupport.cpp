@@ -197,6 +197,13 @@ EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName
   return out;
 }
 
+std::string packArgs(const std::vector<std::string> &types) {
+  std::string out;
+  for (const std::string &t : types)
+    out += ", " + t;
+  return out;
+}
+
 std::string moreArgs(llvm::StringRef type, size_t n) {
   std::string out;
   for (size_t i = 0; i < n; ++i)

@@ -83,6 +83,8 @@ EmittedKernel libraryKernel(llvm::StringRef regionKind, llvm::StringRef baseName
 // ", T, T, ..." (n times; "" for none): the template arguments of a pack of
 // one element per result, after Config.
 std::string moreArgs(llvm::StringRef type, size_t n);
+// ", T0, T1, ...": a pointer pack's template arguments, after Config.
+std::string packArgs(const std::vector<std::string> &types);
 
 //===----------------------------------------------------------------------===//
 // Projections (linear / logits with their prologue and epilogue ops)
@@ -196,12 +198,7 @@ struct EpilogueCode {
     return std::to_string(first) + ", " + std::to_string(results.size());
   }
   // ", T0, T1, ...": the entry's pack after Config.
-  std::string pack() const {
-    std::string out;
-    for (const std::string &t : types)
-      out += ", " + t;
-    return out;
-  }
+  std::string pack() const { return packArgs(types); }
 };
 
 // One head group of weft/rope_kv_write.cuh (queries, keys or values) as the

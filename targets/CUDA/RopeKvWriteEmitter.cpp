@@ -292,10 +292,7 @@ llvm::Expected<std::vector<EmittedStep>> emitRopeKvWrite(FusionOp region,
   k.preamble = std::move(preamble);
   k.config = std::move(config);
   k.params = std::move(params);
-  std::string pack;
-  for (const std::string &t : types)
-    pack += ", " + t;
-  k.instance = "weft::kernels::ropeKvWriteKernel<Config" + pack + ">";
+  k.instance = "weft::kernels::ropeKvWriteKernel<Config" + packArgs(types) + ">";
   k.grid = {int(ceilDiv(totalHeads, headsPerBlock)), int(tokens), 1};
   k.block = {int(threads), 1, 1};
   k.releaseEarly = releasesEarlyAsFourBitRope(region, o);

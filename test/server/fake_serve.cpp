@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
   o.port = 0;
   o.modelName = "fake";
   o.apiKey = "test-key";
+  o.scheduler.prefixCaching = true; // as weft-serve runs
   weft::chat::LoadedChatTemplate loaded;
   loaded.chatTemplate.emplace(std::move(*t));
   o.chat = &loaded;
